@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run   - install and start the service (embedded: SQLite + in-process Celery worker) on :8000
+#   make test  - install everything, start PostgreSQL/Redis if they are down, run the whole test suite
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test services bench-accuracy bench-serving
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# the CPU torch wheel first (pip's find-links on this machine); a bare 'torch' would pull a CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[service,test,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/neurules-admin serve
+
+services:
+	bash scripts/services.sh
+
+test: $(STAMP) services
+	$(BIN)/python -m pytest
+
+bench-accuracy: $(STAMP)
+	$(BIN)/python benchmarks/accuracy.py
+
+bench-serving: $(STAMP)
+	$(BIN)/python benchmarks/serving.py
