@@ -1,0 +1,713 @@
+"""The crisp rule list: a small versioned document, evaluated with numpy only.
+
+This module is the contract between the learner (which writes the document) and the service
+(which stores, versions and serves it); `docs/rulelist-format.md` describes the format. It must
+never import torch or pandas at module level.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+FORMAT = "neurules.rulelist"
+VERSION = 1
+MISSING_TEXT = "<missing>"
+
+ClassLabel = int | str | bool
+CategoryKey = str | None
+
+
+def category_key(value: Any) -> CategoryKey:
+    """Normalise a categorical value to the key rules compare against (None means missing)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value != "" else None
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        if math.isnan(f):
+            return None
+        if f.is_integer() and not isinstance(value, numbers.Integral):
+            return str(int(f))
+        return str(value)
+    return str(value)
+
+
+def _is_missing_number(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_number(x: float) -> str:
+    """Render a threshold compactly for people (SQL/Python exports use the exact value)."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def _render_values(values: Sequence[CategoryKey]) -> str:
+    return "{" + ", ".join(MISSING_TEXT if v is None else v for v in values) + "}"
+
+
+# ---------------------------------------------------------------------------------------------
+# validation helpers (error messages name the path inside the document)
+
+
+class _Doc:
+    """Tiny validator that raises ValueError with the path of the offending element."""
+
+    @staticmethod
+    def fail(path: str, msg: str) -> None:
+        raise ValueError(f"invalid rule list document: {path}: {msg}")
+
+    @classmethod
+    def mapping(cls, obj: Any, path: str) -> Mapping[str, Any]:
+        if not isinstance(obj, Mapping):
+            cls.fail(path, "must be an object")
+        return obj
+
+    @classmethod
+    def seq(cls, obj: Any, path: str) -> list[Any]:
+        if not isinstance(obj, (list, tuple)):
+            cls.fail(path, "must be a list")
+        return list(obj)
+
+    @classmethod
+    def key(cls, obj: Mapping[str, Any], name: str, path: str) -> Any:
+        if name not in obj:
+            cls.fail(f"{path}.{name}" if path else name, "is required")
+        return obj[name]
+
+    @classmethod
+    def number(cls, obj: Any, path: str, *, allow_none: bool = False) -> float | None:
+        if obj is None and allow_none:
+            return None
+        if isinstance(obj, bool) or not isinstance(obj, numbers.Real) or not math.isfinite(obj):
+            cls.fail(path, "must be a finite number" + (" or null" if allow_none else ""))
+        return float(obj)
+
+    @classmethod
+    def counts(cls, obj: Any, path: str, k: int) -> tuple[int, ...]:
+        items = cls.seq(obj, path)
+        if len(items) != k:
+            cls.fail(path, f"must have one entry per class ({k})")
+        out = []
+        for i, c in enumerate(items):
+            if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 0:
+                cls.fail(f"{path}[{i}]", "must be a non-negative integer")
+            out.append(int(c))
+        return tuple(out)
+
+    @classmethod
+    def probabilities(cls, obj: Any, path: str, k: int) -> tuple[float, ...]:
+        items = cls.seq(obj, path)
+        if len(items) != k:
+            cls.fail(path, f"must have one entry per class ({k})")
+        out = tuple(cls.number(p, f"{path}[{i}]") for i, p in enumerate(items))
+        if any(p < 0 or p > 1 for p in out):  # type: ignore[operator]
+            cls.fail(path, "entries must lie in [0, 1]")
+        if abs(sum(out) - 1.0) > 1e-6:  # type: ignore[arg-type]
+            cls.fail(path, "must sum to 1")
+        return out  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# the document's parts
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One input column: numeric (with the fill value for missing) or categorical."""
+
+    name: str
+    type: str  # "numeric" | "categorical"
+    fill_value: float | None = None
+    min: float | None = None
+    max: float | None = None
+    categories: tuple[CategoryKey, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise to the document's feature entry."""
+        if self.type == "numeric":
+            d: dict[str, Any] = {"name": self.name, "type": "numeric", "fill_value": self.fill_value}
+            if self.min is not None:
+                d["min"] = self.min
+            if self.max is not None:
+                d["max"] = self.max
+            return d
+        return {"name": self.name, "type": "categorical", "categories": list(self.categories)}
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str) -> Feature:
+        """Parse and validate one feature entry."""
+        obj = _Doc.mapping(obj, path)
+        name = _Doc.key(obj, "name", path)
+        if not isinstance(name, str) or not name:
+            _Doc.fail(f"{path}.name", "must be a non-empty string")
+        ftype = _Doc.key(obj, "type", path)
+        if ftype == "numeric":
+            return cls(
+                name=name,
+                type="numeric",
+                fill_value=_Doc.number(_Doc.key(obj, "fill_value", path), f"{path}.fill_value"),
+                min=_Doc.number(obj.get("min"), f"{path}.min", allow_none=True),
+                max=_Doc.number(obj.get("max"), f"{path}.max", allow_none=True),
+            )
+        if ftype == "categorical":
+            cats = _Doc.seq(obj.get("categories", []), f"{path}.categories")
+            for i, c in enumerate(cats):
+                if c is not None and not isinstance(c, str):
+                    _Doc.fail(f"{path}.categories[{i}]", "must be a string or null")
+            return cls(name=name, type="categorical", categories=tuple(cats))
+        _Doc.fail(f"{path}.type", "must be 'numeric' or 'categorical'")
+        raise AssertionError  # unreachable
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of a rule: an inclusive interval or a category (non-)membership."""
+
+    feature: str
+    op: str  # "between" | "in" | "not_in"
+    low: float | None = None
+    high: float | None = None
+    values: tuple[CategoryKey, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise to the document's condition entry."""
+        if self.op == "between":
+            return {"feature": self.feature, "op": "between", "low": self.low, "high": self.high}
+        return {"feature": self.feature, "op": self.op, "values": list(self.values)}
+
+    def text(self) -> str:
+        """Human-readable form, e.g. `45.5 <= age <= 66.4` or `thal not in {normal}`."""
+        if self.op == "between":
+            if self.low is not None and self.high is not None:
+                return f"{format_number(self.low)} <= {self.feature} <= {format_number(self.high)}"
+            if self.low is not None:
+                return f"{self.feature} >= {format_number(self.low)}"
+            return f"{self.feature} <= {format_number(self.high)}"  # type: ignore[arg-type]
+        word = "in" if self.op == "in" else "not in"
+        return f"{self.feature} {word} {_render_values(self.values)}"
+
+    def holds_scalar(self, value: Any) -> bool:
+        """Evaluate on one already-normalised value (float for numeric, key for categorical)."""
+        if self.op == "between":
+            return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+        inside = value in self.values
+        return inside if self.op == "in" else not inside
+
+    def holds(self, column: np.ndarray) -> np.ndarray:
+        """Evaluate on a normalised column (float array or object array of keys)."""
+        if self.op == "between":
+            mask = np.ones(column.shape[0], dtype=bool)
+            if self.low is not None:
+                mask &= column >= self.low
+            if self.high is not None:
+                mask &= column <= self.high
+            return mask
+        members = set(self.values)
+        inside = np.fromiter((v in members for v in column), dtype=bool, count=column.shape[0])
+        return inside if self.op == "in" else ~inside
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: str, features: Mapping[str, Feature]) -> Condition:
+        """Parse and validate one condition against the feature list."""
+        obj = _Doc.mapping(obj, path)
+        name = _Doc.key(obj, "feature", path)
+        if name not in features:
+            _Doc.fail(f"{path}.feature", f"unknown feature {name!r}")
+        op = _Doc.key(obj, "op", path)
+        ftype = features[name].type
+        if op == "between":
+            if ftype != "numeric":
+                _Doc.fail(f"{path}.op", "'between' needs a numeric feature")
+            low = _Doc.number(obj.get("low"), f"{path}.low", allow_none=True)
+            high = _Doc.number(obj.get("high"), f"{path}.high", allow_none=True)
+            if low is None and high is None:
+                _Doc.fail(path, "'between' needs low or high")
+            if low is not None and high is not None and low > high:
+                _Doc.fail(f"{path}.low", "must not exceed high")
+            return cls(feature=name, op="between", low=low, high=high)
+        if op in ("in", "not_in"):
+            if ftype != "categorical":
+                _Doc.fail(f"{path}.op", f"'{op}' needs a categorical feature")
+            values = _Doc.seq(_Doc.key(obj, "values", path), f"{path}.values")
+            if not values:
+                _Doc.fail(f"{path}.values", "must not be empty")
+            for i, v in enumerate(values):
+                if v is not None and not isinstance(v, str):
+                    _Doc.fail(f"{path}.values[{i}]", "must be a string or null")
+            return cls(feature=name, op=op, values=tuple(values))
+        _Doc.fail(f"{path}.op", "must be 'between', 'in' or 'not_in'")
+        raise AssertionError  # unreachable
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An ordered rule (or the default rule when it has no conditions and sits last)."""
+
+    conditions: tuple[Condition, ...]
+    class_counts: tuple[int, ...]
+    probabilities: tuple[float, ...]
+
+    @property
+    def support(self) -> int:
+        """Training rows this rule captured."""
+        return sum(self.class_counts)
+
+    def text(self) -> str:
+        """The antecedent as text (`true` for a rule without conditions)."""
+        return " and ".join(c.text() for c in self.conditions) if self.conditions else "true"
+
+    def to_dict(self, *, default: bool = False) -> dict[str, Any]:
+        """Serialise to the document's rule entry."""
+        d: dict[str, Any] = {} if default else {"conditions": [c.to_dict() for c in self.conditions]}
+        d["class_counts"] = list(self.class_counts)
+        d["probabilities"] = list(self.probabilities)
+        return d
+
+
+def smoothed_probabilities(counts: Sequence[int], smoothing: float) -> tuple[float, ...]:
+    """Laplace-smoothed class frequencies: (count + a) / (n + a * k); uniform when empty."""
+    k = len(counts)
+    total = float(sum(counts)) + smoothing * k
+    if total <= 0:
+        return tuple(1.0 / k for _ in counts)
+    return tuple((c + smoothing) / total for c in counts)
+
+
+def _json_scalar(value: Any) -> ClassLabel:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"class label {value!r} must be an int, str or bool")
+
+
+# ---------------------------------------------------------------------------------------------
+# the rule list
+
+
+@dataclass(frozen=True)
+class RuleList:
+    """An ordered list of crisp rules with a default rule; first matching rule decides."""
+
+    classes: tuple[ClassLabel, ...]
+    features: tuple[Feature, ...]
+    rules: tuple[Rule, ...]
+    default: Rule
+    target: str = "target"
+    smoothing: float = 1.0
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    # ---- construction / serialisation -------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> RuleList:
+        """Parse and validate a rule-list document; ValueError names the offending path."""
+        doc = _Doc.mapping(doc, "document")
+        if doc.get("format") != FORMAT:
+            _Doc.fail("format", f"must be {FORMAT!r}")
+        version = doc.get("version")
+        if version != VERSION:
+            _Doc.fail("version", f"unsupported version {version!r} (this code reads {VERSION})")
+        target = doc.get("target", "target")
+        if not isinstance(target, str):
+            _Doc.fail("target", "must be a string")
+        classes = _Doc.seq(_Doc.key(doc, "classes", ""), "classes")
+        if len(classes) < 2:
+            _Doc.fail("classes", "needs at least two classes")
+        for i, c in enumerate(classes):
+            if not isinstance(c, (bool, int, str)):
+                _Doc.fail(f"classes[{i}]", "must be an int, string or bool")
+        if len({(type(c), c) for c in classes}) != len(classes):
+            _Doc.fail("classes", "must be unique")
+        k = len(classes)
+        feats = [Feature.from_dict(f, f"features[{i}]") for i, f in enumerate(_Doc.seq(_Doc.key(doc, "features", ""), "features"))]
+        by_name: dict[str, Feature] = {}
+        for i, f in enumerate(feats):
+            if f.name in by_name:
+                _Doc.fail(f"features[{i}].name", f"duplicate feature {f.name!r}")
+            by_name[f.name] = f
+        rules = []
+        for j, r in enumerate(_Doc.seq(_Doc.key(doc, "rules", ""), "rules")):
+            path = f"rules[{j}]"
+            r = _Doc.mapping(r, path)
+            conds = _Doc.seq(_Doc.key(r, "conditions", path), f"{path}.conditions")
+            rules.append(
+                Rule(
+                    conditions=tuple(
+                        Condition.from_dict(c, f"{path}.conditions[{i}]", by_name) for i, c in enumerate(conds)
+                    ),
+                    class_counts=_Doc.counts(_Doc.key(r, "class_counts", path), f"{path}.class_counts", k),
+                    probabilities=_Doc.probabilities(_Doc.key(r, "probabilities", path), f"{path}.probabilities", k),
+                )
+            )
+        d = _Doc.mapping(_Doc.key(doc, "default", ""), "default")
+        default = Rule(
+            conditions=(),
+            class_counts=_Doc.counts(_Doc.key(d, "class_counts", "default"), "default.class_counts", k),
+            probabilities=_Doc.probabilities(_Doc.key(d, "probabilities", "default"), "default.probabilities", k),
+        )
+        smoothing = _Doc.number(doc.get("smoothing", 1.0), "smoothing")
+        if smoothing < 0:  # type: ignore[operator]
+            _Doc.fail("smoothing", "must be >= 0")
+        metadata = doc.get("metadata", {})
+        if not isinstance(metadata, Mapping):
+            _Doc.fail("metadata", "must be an object")
+        return cls(
+            classes=tuple(classes),
+            features=tuple(feats),
+            rules=tuple(rules),
+            default=default,
+            target=target,
+            smoothing=float(smoothing),  # type: ignore[arg-type]
+            metadata=dict(metadata),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise to the versioned JSON document (round-trips exactly through from_dict)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "target": self.target,
+            "classes": list(self.classes),
+            "features": [f.to_dict() for f in self.features],
+            "rules": [r.to_dict() for r in self.rules],
+            "default": self.default.to_dict(default=True),
+            "smoothing": self.smoothing,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        classes: Sequence[Any],
+        features: Sequence[Feature],
+        rules: Sequence[Sequence[Condition]],
+        X: Any,
+        y: Sequence[Any],
+        smoothing: float = 1.0,
+        target: str = "target",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RuleList:
+        """Make a rule list from antecedents, measuring counts and probabilities on (X, y)."""
+        labels = tuple(_json_scalar(c) for c in classes)
+        k = len(labels)
+        empty = tuple(0 for _ in labels)
+        skeleton = cls(
+            classes=labels,
+            features=tuple(features),
+            rules=tuple(Rule(tuple(conds), empty, tuple(1.0 / k for _ in labels)) for conds in rules),
+            default=Rule((), empty, tuple(1.0 / k for _ in labels)),
+            target=target,
+            smoothing=float(smoothing),
+            metadata=dict(metadata or {}),
+        )
+        ids = skeleton.apply(X)
+        index = {c: i for i, c in enumerate(labels)}
+        y_idx = np.fromiter((index[_json_scalar(v)] for v in y), dtype=np.int64, count=len(ids))
+        counts = np.zeros((len(rules) + 1, k), dtype=np.int64)
+        np.add.at(counts, (ids, y_idx), 1)
+
+        def measured(row: int, conds: Sequence[Condition]) -> Rule:
+            c = tuple(int(v) for v in counts[row])
+            return Rule(tuple(conds), c, smoothed_probabilities(c, smoothing))
+
+        return cls(
+            classes=labels,
+            features=tuple(features),
+            rules=tuple(measured(j + 1, conds) for j, conds in enumerate(rules)),
+            default=measured(0, ()),
+            target=target,
+            smoothing=float(smoothing),
+            metadata=dict(metadata or {}),
+        )
+
+    # ---- evaluation ------------------------------------------------------------------------
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Input columns in training order."""
+        return [f.name for f in self.features]
+
+    def rule(self, rule_id: int) -> Rule:
+        """Rule by id (1..k; 0 is the default rule)."""
+        return self.default if rule_id == 0 else self.rules[rule_id - 1]
+
+    def prediction_of(self, rule_id: int) -> ClassLabel:
+        """The class a rule predicts: arg max of its probabilities (first class on ties)."""
+        probs = self.rule(rule_id).probabilities
+        return self.classes[int(np.argmax(probs))]
+
+    def _probability_table(self) -> np.ndarray:
+        rows = [self.default.probabilities] + [r.probabilities for r in self.rules]
+        return np.asarray(rows, dtype=np.float64)
+
+    def _columns(self, X: Any) -> tuple[int, dict[str, np.ndarray]]:
+        """Normalise input (DataFrame, dict of columns, list of records, 2-D array) to
+        (row count, normalised columns of the features that rules use)."""
+        used = sorted({c.feature for r in self.rules for c in r.conditions})
+        names = self.feature_names
+        if isinstance(X, Mapping):
+            _require(used, X, "")
+            n = len(next(iter(X.values()))) if X else 0
+            raw = {name: _objects(X[name]) for name in used}
+        elif hasattr(X, "columns") and hasattr(X, "iloc"):  # a pandas DataFrame, without importing pandas
+            _require(used, X.columns, "")
+            n = len(X)
+            raw = {name: X[name].to_numpy(dtype=object) for name in used}
+        elif isinstance(X, np.ndarray):
+            if X.ndim != 2 or X.shape[1] != len(names):
+                raise ValueError(f"array input must have shape (n, {len(names)})")
+            n = X.shape[0]
+            raw = {name: X[:, names.index(name)].astype(object) for name in used}
+        elif isinstance(X, Iterable):
+            records = list(X)
+            for i, rec in enumerate(records):
+                if not isinstance(rec, Mapping):
+                    raise ValueError(f"record {i} must be a mapping of feature name to value")
+                _require(used, rec, f"record {i}: ")
+            n = len(records)
+            raw = {name: _objects([rec[name] for rec in records]) for name in used}
+        else:
+            raise ValueError("X must be a DataFrame, a mapping of columns, a list of records or a 2-D array")
+        by_name = {f.name: f for f in self.features}
+        return n, {name: self._normalise(by_name[name], col) for name, col in raw.items()}
+
+    @staticmethod
+    def _normalise(feature: Feature, col: np.ndarray) -> np.ndarray:
+        if feature.type == "numeric":
+            out = np.empty(col.shape[0], dtype=np.float64)
+            for i, v in enumerate(col):
+                if _is_missing_number(v) or (isinstance(v, str) and v.strip() == ""):
+                    out[i] = np.nan
+                    continue
+                if isinstance(v, (bool, np.bool_)):
+                    raise ValueError(f"feature {feature.name!r}: row {i}: expected a number, got a boolean")
+                try:
+                    out[i] = float(v)
+                except (TypeError, ValueError):
+                    raise ValueError(f"feature {feature.name!r}: row {i}: expected a number, got {v!r}") from None
+            out[np.isnan(out)] = feature.fill_value
+            return out
+        return _objects([category_key(v) for v in col])
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Id of the deciding rule per row: 1..k for rules, 0 for the default rule."""
+        n, cols = self._columns(X)
+        ids = np.zeros(n, dtype=np.int64)
+        open_ = np.ones(n, dtype=bool)
+        for j, rule in enumerate(self.rules, start=1):
+            if not open_.any():
+                break
+            mask = open_.copy()
+            for cond in rule.conditions:
+                mask &= cond.holds(cols[cond.feature])
+            ids[mask] = j
+            open_ &= ~mask
+        return ids
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities per row; columns follow `classes`."""
+        return self._probability_table()[self.apply(X)]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class per row."""
+        table = self._probability_table()
+        labels = np.asarray(self.classes, dtype=object)
+        out = labels[np.argmax(table, axis=1)][self.apply(X)]
+        if all(isinstance(c, int) and not isinstance(c, bool) for c in self.classes):
+            return out.astype(np.int64)
+        return out
+
+    def _scalar(self, feature: Feature, record: Mapping[str, Any]) -> tuple[Any, Any]:
+        """(raw value, normalised value) of one feature in one record."""
+        if feature.name not in record:
+            raise ValueError(f"missing feature {feature.name!r}")
+        raw = record[feature.name]
+        norm = self._normalise(feature, _objects([raw]))[0]
+        return raw, norm
+
+    def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Decide one record and say why: the matched rule with each condition's value, and the
+        earlier rules that did not fire with the condition that failed first."""
+        by_name = {f.name: f for f in self.features}
+        cache: dict[str, tuple[Any, Any]] = {}
+
+        def value(name: str) -> tuple[Any, Any]:
+            if name not in cache:
+                cache[name] = self._scalar(by_name[name], record)
+            return cache[name]
+
+        def describe(cond: Condition, holds: bool) -> dict[str, Any]:
+            raw, norm = value(cond.feature)
+            d = cond.to_dict()
+            d["text"] = cond.text()
+            d["value"] = _plain(raw)
+            if by_name[cond.feature].type == "numeric" and _is_missing_number(raw):
+                d["filled_value"] = float(norm)
+            d["holds"] = holds
+            return d
+
+        not_fired = []
+        for j, rule in enumerate(self.rules, start=1):
+            failed = next((c for c in rule.conditions if not c.holds_scalar(value(c.feature)[1])), None)
+            if failed is None:
+                return self._answer(j, [describe(c, True) for c in rule.conditions], not_fired)
+            not_fired.append({"rule_id": j, "rule_text": rule.text(), "failed_condition": describe(failed, False)})
+        return self._answer(0, [], not_fired)
+
+    def _answer(self, rule_id: int, conditions: list[dict[str, Any]], not_fired: list[dict[str, Any]]) -> dict[str, Any]:
+        rule = self.rule(rule_id)
+        return {
+            "prediction": self.prediction_of(rule_id),
+            "probabilities": list(rule.probabilities),
+            "rule_id": rule_id,
+            "is_default": rule_id == 0,
+            "rule_text": "else (default rule)" if rule_id == 0 else rule.text(),
+            "support": rule.support,
+            "conditions": conditions,
+            "not_fired": not_fired,
+        }
+
+    # ---- renderings ------------------------------------------------------------------------
+
+    def _consequent_text(self, rule_id: int) -> str:
+        rule = self.rule(rule_id)
+        pred = self.prediction_of(rule_id)
+        p = max(rule.probabilities)
+        return f"{self.target} = {pred}  (p={p:.2f}, support {rule.support})"
+
+    def to_text(self) -> str:
+        """Render as `if ... then ... / else if ... / else ...` text."""
+        lines = []
+        for j, rule in enumerate(self.rules, start=1):
+            kw = "if" if j == 1 else "else if"
+            lines.append(f"{kw} {rule.text()} then {self._consequent_text(j)}")
+        lines.append(f"else {self._consequent_text(0)}")
+        return "\n".join(lines)
+
+    def to_sql(self, table: str, *, output: str = "prediction") -> str:
+        """One SQL `CASE WHEN` expression selecting the predicted class (or `rule_id`) per row.
+
+        Numeric columns: NULL is replaced by the training fill value. Categorical columns are
+        compared as text holding the category keys, NULL being the missing level.
+        """
+        if output not in ("prediction", "rule_id"):
+            raise ValueError("output must be 'prediction' or 'rule_id'")
+        by_name = {f.name: f for f in self.features}
+
+        def literal(v: Any) -> str:
+            if isinstance(v, bool):
+                return "1" if v else "0"
+            if isinstance(v, (int, float)):
+                return repr(v)
+            return "'" + str(v).replace("'", "''") + "'"
+
+        def cond_sql(c: Condition) -> str:
+            col = _sql_ident(c.feature)
+            if c.op == "between":
+                x = f"COALESCE({col}, {by_name[c.feature].fill_value!r})"
+                parts = []
+                if c.low is not None:
+                    parts.append(f"{x} >= {c.low!r}")
+                if c.high is not None:
+                    parts.append(f"{x} <= {c.high!r}")
+                return " AND ".join(parts)
+            present = [v for v in c.values if v is not None]
+            null_in = len(present) != len(c.values)
+            inlist = f"CAST({col} AS TEXT) IN ({', '.join(literal(v) for v in present)})" if present else "1 = 0"
+            if c.op == "in":
+                return f"({inlist} OR {col} IS NULL)" if null_in else f"({col} IS NOT NULL AND {inlist})"
+            return f"({col} IS NOT NULL AND NOT {inlist})" if null_in else f"({col} IS NULL OR NOT {inlist})"
+
+        def out(rule_id: int) -> str:
+            return str(rule_id) if output == "rule_id" else literal(self.prediction_of(rule_id))
+
+        whens = []
+        for j, rule in enumerate(self.rules, start=1):
+            cond = " AND ".join(cond_sql(c) for c in rule.conditions) or "1 = 1"
+            whens.append(f"    WHEN {cond} THEN {out(j)}")
+        body = "\n".join(whens) if whens else "    WHEN 1 = 0 THEN NULL"
+        return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_ident(table)}"
+
+    def to_python(self, function_name: str = "predict") -> str:
+        """Source of a dependency-free function `predict(record) -> (class, rule_id, probabilities)`."""
+        by_name = {f.name: f for f in self.features}
+        lines = [
+            f"def {function_name}(record):",
+            '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); rule_id 0 is the default rule."""',
+            "    def num(name, fill):",
+            "        v = record[name]",
+            "        if v is None or v == '' or (isinstance(v, float) and v != v):",
+            "            return fill",
+            "        return float(v)",
+            "    def cat(name):",
+            "        v = record[name]",
+            "        if v is None or v == '' or (isinstance(v, float) and v != v):",
+            "            return None",
+            "        if isinstance(v, bool):",
+            "            return 'true' if v else 'false'",
+            "        if isinstance(v, float) and v.is_integer():",
+            "            return str(int(v))",
+            "        return str(v)",
+        ]
+
+        def cond_py(c: Condition) -> str:
+            if c.op == "between":
+                x = f"num({c.feature!r}, {by_name[c.feature].fill_value!r})"
+                if c.low is not None and c.high is not None:
+                    return f"{c.low!r} <= {x} <= {c.high!r}"
+                return f"{x} >= {c.low!r}" if c.low is not None else f"{x} <= {c.high!r}"
+            values = "{" + ", ".join(repr(v) for v in c.values) + "}"
+            return f"cat({c.feature!r}) {'in' if c.op == 'in' else 'not in'} {values}"
+
+        def ret(rule_id: int) -> str:
+            probs = list(self.rule(rule_id).probabilities)
+            return f"return ({self.prediction_of(rule_id)!r}, {rule_id}, {probs!r})"
+
+        for j, rule in enumerate(self.rules, start=1):
+            cond = " and ".join(f"({cond_py(c)})" for c in rule.conditions) or "True"
+            lines.append(f"    if {cond}:  # rule {j}")
+            lines.append(f"        {ret(j)}")
+        lines.append(f"    {ret(0)}  # default rule")
+        return "\n".join(lines) + "\n"
+
+
+def _sql_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _plain(value: Any) -> Any:
+    """Make a record value JSON-friendly (numpy scalars -> Python, NaN -> None)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _objects(values: Iterable[Any]) -> np.ndarray:
+    """1-D object array of the given values (never a 2-D array, whatever the values are)."""
+    items = list(values)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def _require(names: Iterable[str], present: Any, prefix: str) -> None:
+    missing = [n for n in names if n not in present]
+    if missing:
+        raise ValueError(f"{prefix}missing feature(s): {', '.join(missing)}")

@@ -1,0 +1,228 @@
+"""The crisp rule-list document: validation, evaluation, explanations and exports."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from models.rulelist import RuleList, category_key, smoothed_probabilities
+
+DOC = {
+    "format": "neurules.rulelist",
+    "version": 1,
+    "target": "risk",
+    "classes": ["low", "high"],
+    "features": [
+        {"name": "age", "type": "numeric", "fill_value": 40.0, "min": 18.0, "max": 90.0},
+        {"name": "chest pain", "type": "categorical", "categories": ["typical", "asymptomatic", None]},
+        {"name": "smoker", "type": "categorical", "categories": ["true", "false"]},
+        {"name": "unused", "type": "numeric", "fill_value": 0.0},
+    ],
+    "rules": [
+        {
+            "conditions": [
+                {"feature": "age", "op": "between", "low": 45.5, "high": 66.4},
+                {"feature": "chest pain", "op": "in", "values": ["asymptomatic"]},
+            ],
+            "class_counts": [2, 8],
+            "probabilities": [0.25, 0.75],
+        },
+        {
+            "conditions": [{"feature": "smoker", "op": "not_in", "values": ["false", None]}],
+            "class_counts": [1, 3],
+            "probabilities": [1 / 3, 2 / 3],
+        },
+        {
+            "conditions": [{"feature": "age", "op": "between", "low": None, "high": 30.0}],
+            "class_counts": [5, 0],
+            "probabilities": [6 / 7, 1 / 7],
+        },
+    ],
+    "default": {"class_counts": [6, 4], "probabilities": [7 / 12, 5 / 12]},
+    "smoothing": 1.0,
+    "metadata": {"seed": 1},
+}
+
+RECORDS = [
+    {"age": 50, "chest pain": "asymptomatic", "smoker": False, "unused": 1.0},  # rule 1
+    {"age": 50, "chest pain": "typical", "smoker": True, "unused": 1.0},  # rule 2
+    {"age": 25, "chest pain": "typical", "smoker": False, "unused": None},  # rule 3
+    {"age": None, "chest pain": "asymptomatic", "smoker": "false", "unused": 1.0},  # age -> 40: default
+    {"age": 66.4, "chest pain": "asymptomatic", "smoker": None, "unused": 1.0},  # bound inclusive: rule 1
+    {"age": 45.5, "chest pain": "never-seen", "smoker": "maybe", "unused": 1.0},  # unseen: rule 2
+    {"age": 31, "chest pain": None, "smoker": None, "unused": 1.0},  # default
+]
+EXPECTED_IDS = [1, 2, 3, 0, 1, 2, 0]
+
+
+@pytest.fixture()
+def rl() -> RuleList:
+    return RuleList.from_dict(DOC)
+
+
+def test_round_trip_is_exact(rl: RuleList) -> None:
+    doc = rl.to_dict()
+    assert doc == DOC
+    assert json.loads(json.dumps(doc)) == DOC
+    assert RuleList.from_dict(json.loads(json.dumps(doc))) == rl
+
+
+def test_apply_predict_and_proba(rl: RuleList) -> None:
+    assert rl.apply(RECORDS).tolist() == EXPECTED_IDS
+    assert rl.predict(RECORDS).tolist() == ["high", "high", "low", "low", "high", "high", "low"]
+    proba = rl.predict_proba(RECORDS)
+    assert proba.shape == (7, 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_allclose(proba[2], [6 / 7, 1 / 7])
+
+
+def test_input_shapes_agree(rl: RuleList) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(RECORDS)
+    columns = {k: [r[k] for r in RECORDS] for k in RECORDS[0]}
+    array = np.array([[r[f] for f in rl.feature_names] for r in RECORDS], dtype=object)
+    for X in (frame, columns, array):
+        assert rl.apply(X).tolist() == EXPECTED_IDS
+
+
+def test_integer_classes_predict_integers() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["classes"] = [0, 1]
+    out = RuleList.from_dict(doc).predict(RECORDS)
+    assert out.dtype == np.int64
+    assert out.tolist() == [1, 1, 0, 0, 1, 1, 0]
+
+
+def test_explain_matched_rule_and_failures(rl: RuleList) -> None:
+    ex = rl.explain(RECORDS[1])
+    assert ex["rule_id"] == 2 and not ex["is_default"]
+    assert ex["prediction"] == "high"
+    assert ex["rule_text"] == "smoker not in {false, <missing>}"
+    assert ex["conditions"][0]["value"] is True and ex["conditions"][0]["holds"]
+    [skipped] = ex["not_fired"]
+    assert skipped["rule_id"] == 1
+    failed = skipped["failed_condition"]
+    assert failed["feature"] == "chest pain" and failed["value"] == "typical" and not failed["holds"]
+
+
+def test_explain_default_and_missing_fill(rl: RuleList) -> None:
+    ex = rl.explain(RECORDS[3])
+    assert ex["rule_id"] == 0 and ex["is_default"]
+    assert [n["rule_id"] for n in ex["not_fired"]] == [1, 2, 3]
+    first = ex["not_fired"][0]["failed_condition"]
+    assert first["feature"] == "age" and first["value"] is None and first["filled_value"] == 40.0
+    assert math.isclose(sum(ex["probabilities"]), 1.0)
+
+
+def test_explain_agrees_with_apply(rl: RuleList) -> None:
+    assert [rl.explain(r)["rule_id"] for r in RECORDS] == EXPECTED_IDS
+
+
+def test_text_rendering(rl: RuleList) -> None:
+    text = rl.to_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("if 45.5 <= age <= 66.4 and chest pain in {asymptomatic} then risk = high")
+    assert lines[1].startswith("else if smoker not in {false, <missing>} then risk = high")
+    assert lines[2].startswith("else if age <= 30 then risk = low")
+    assert lines[3].startswith("else risk = low") and "support 10" in lines[3]
+
+
+def test_python_export_matches(rl: RuleList) -> None:
+    namespace: dict = {}
+    exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)  # noqa: S102 - generated code under test
+    for rec, rid in zip(RECORDS, EXPECTED_IDS):
+        cls, got_id, probs = namespace["predict"](rec)
+        assert got_id == rid
+        assert cls == rl.prediction_of(rid)
+        assert probs == list(rl.rule(rid).probabilities)
+
+
+def test_sql_export_matches(rl: RuleList) -> None:
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE patients (age REAL, "chest pain" TEXT, smoker TEXT, unused REAL)')
+    rows = [(r["age"], r["chest pain"], category_key(r["smoker"]), r["unused"]) for r in RECORDS]
+    con.executemany("INSERT INTO patients VALUES (?, ?, ?, ?)", rows)
+    ids = [row[-1] for row in con.execute(rl.to_sql("patients", output="rule_id"))]
+    assert ids == EXPECTED_IDS
+    preds = [row[-1] for row in con.execute(rl.to_sql("patients"))]
+    assert preds == rl.predict(RECORDS).tolist()
+
+
+def test_category_key() -> None:
+    assert category_key(None) is None
+    assert category_key(float("nan")) is None
+    assert category_key("") is None
+    assert category_key(True) == "true" and category_key(np.bool_(False)) == "false"
+    assert category_key(2.0) == "2" and category_key(np.int64(3)) == "3" and category_key(2.5) == "2.5"
+    assert category_key("red") == "red"
+
+
+def test_build_measures_counts() -> None:
+    rl = RuleList.from_dict(DOC)
+    labels = ["high", "low", "low", "low", "high", "high", "high"]
+    built = RuleList.build(
+        classes=rl.classes,
+        features=rl.features,
+        rules=[r.conditions for r in rl.rules],
+        X=RECORDS,
+        y=labels,
+        smoothing=1.0,
+    )
+    assert [r.class_counts for r in built.rules] == [(0, 2), (1, 1), (1, 0)]
+    assert built.default.class_counts == (1, 1)
+    assert built.rules[0].probabilities == smoothed_probabilities((0, 2), 1.0) == (0.25, 0.75)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda d: d.update(version=2), "version"),
+        (lambda d: d.update(format="x"), "format"),
+        (lambda d: d.update(classes=["a"]), "classes"),
+        (lambda d: d["rules"][0]["conditions"][0].update(low="x"), "rules[0].conditions[0].low"),
+        (lambda d: d["rules"][0]["conditions"][0].update(low=70.0), "rules[0].conditions[0].low"),
+        (lambda d: d["rules"][1]["conditions"][0].update(feature="nope"), "rules[1].conditions[0].feature"),
+        (lambda d: d["rules"][1]["conditions"][0].update(op="between"), "rules[1].conditions[0].op"),
+        (lambda d: d["rules"][2].update(probabilities=[0.5, 0.6]), "rules[2].probabilities"),
+        (lambda d: d["rules"][2].update(class_counts=[1]), "rules[2].class_counts"),
+        (lambda d: d["default"].update(class_counts=[-1, 2]), "default.class_counts[0]"),
+        (lambda d: d["features"].append({"name": "age", "type": "numeric", "fill_value": 1}), "features[4].name"),
+        (lambda d: d["features"][0].update(fill_value=float("nan")), "features[0].fill_value"),
+    ],
+)
+def test_malformed_documents_name_the_path(mutate, path: str) -> None:
+    doc = copy.deepcopy(DOC)
+    mutate(doc)
+    with pytest.raises(ValueError, match=re.escape(path) + ":"):
+        RuleList.from_dict(doc)
+
+
+def test_mistyped_numeric_value_names_feature_and_row(rl: RuleList) -> None:
+    bad = [dict(RECORDS[0]), dict(RECORDS[1], age="old")]
+    with pytest.raises(ValueError, match=r"'age': row 1"):
+        rl.apply(bad)
+
+
+def test_missing_used_feature_is_an_error(rl: RuleList) -> None:
+    with pytest.raises(ValueError, match="record 0: missing feature"):
+        rl.apply([{"age": 1}])
+
+
+def test_rulelist_never_imports_torch_or_pandas() -> None:
+    code = (
+        "import sys, models; from models import RuleList; "
+        "RuleList.from_dict(%r).predict([%r]); "
+        "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)"
+    ) % (DOC, RECORDS[0])
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+
