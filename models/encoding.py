@@ -1,0 +1,221 @@
+"""Tabular input -> float matrix for the network, and back to the original units.
+
+Semantics (documented in the rule-list format):
+- numeric columns: missing (NaN / None / "") -> training median (`fill_value`), then standardised
+  with the training mean / standard deviation; a column that is constant after filling gives no
+  network input (no rule can condition on it);
+- categorical columns (strings, booleans, pandas categoricals, anything non-numeric): one 0/1
+  input per level seen in training, compared as `category_key` values; missing is its own level
+  (key None); an unseen category at predict time is all-zero (it is in no `in` set and in every
+  `not_in` set); a column with a single level gives no network input.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.rulelist import category_key
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One network input column: a standardised numeric feature or one category level."""
+
+    feature: int
+    kind: str  # "numeric" | "onehot"
+    level: str | None = None
+
+
+@dataclass
+class ColumnSpec:
+    """Training-time description of one input column."""
+
+    name: str
+    kind: str  # "numeric" | "categorical"
+    fill_value: float = 0.0
+    mean: float = 0.0
+    scale: float = 1.0
+    min: float | None = None
+    max: float | None = None
+    constant: bool = False
+    levels: list[str | None] = field(default_factory=list)
+
+    def to_feature_dict(self) -> dict[str, Any]:
+        """The document's `features` entry for this column."""
+        if self.kind == "numeric":
+            return {
+                "name": self.name,
+                "type": "numeric",
+                "fill_value": float(self.fill_value),
+                "min": self.min,
+                "max": self.max,
+            }
+        return {"name": self.name, "type": "categorical", "categories": list(self.levels)}
+
+
+def default_feature_names(n: int) -> list[str]:
+    """Names given to the columns of an array without names."""
+    return [f"x{i}" for i in range(n)]
+
+
+def to_frame(X: Any, feature_names: list[str] | None = None) -> pd.DataFrame:
+    """Turn a DataFrame, 2-D array, dict of columns or list of records into a DataFrame."""
+    if isinstance(X, pd.DataFrame):
+        return X
+    if isinstance(X, dict) or (isinstance(X, list) and X and isinstance(X[0], dict)):
+        return pd.DataFrame(X)
+    arr = np.asarray(X)
+    if arr.ndim == 1:
+        raise ValueError(
+            "Expected 2D array, got 1D array instead. Reshape your data either using "
+            "array.reshape(-1, 1) if your data has a single feature or array.reshape(1, -1) "
+            "if it contains a single sample."
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"Expected 2D array, got an array of shape {arr.shape}")
+    names = feature_names if feature_names is not None else default_feature_names(arr.shape[1])
+    if len(names) != arr.shape[1]:
+        raise ValueError(f"X has {arr.shape[1]} features, but the model expects {len(names)}")
+    return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v == "")
+
+
+def is_numeric_column(col: pd.Series) -> bool:
+    """True for numeric dtypes and object columns holding only numbers / missing values."""
+    if pd.api.types.is_bool_dtype(col.dtype):
+        return False
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return False
+    if pd.api.types.is_numeric_dtype(col.dtype):
+        if pd.api.types.is_complex_dtype(col.dtype):
+            raise ValueError("Complex data not supported")
+        return True
+    values = col.to_numpy(dtype=object)
+    seen = False
+    for v in values:
+        if _is_missing(v):
+            continue
+        if isinstance(v, complex):
+            raise ValueError("Complex data not supported")
+        if not _is_number(v):
+            return False
+        seen = True
+    return seen
+
+
+def numeric_values(col: pd.Series) -> np.ndarray:
+    """Column as float64 with NaN for missing; raises on infinite values."""
+    if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
+        out = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        out = np.array([np.nan if _is_missing(v) else float(v) for v in col.to_numpy(dtype=object)], dtype=np.float64)
+    if np.isinf(out).any():
+        raise ValueError(f"Input column {col.name!r} contains infinity or a value too large for dtype('float64').")
+    return out
+
+
+def category_keys(col: pd.Series) -> np.ndarray:
+    """Column as an object array of category keys (None = missing)."""
+    return np.array([category_key(v) for v in col.to_numpy(dtype=object)], dtype=object)
+
+
+class TabularEncoder:
+    """Fit on a training DataFrame; transform any DataFrame with the same columns."""
+
+    def __init__(self) -> None:
+        self.columns: list[ColumnSpec] = []
+        self.units: list[Unit] = []
+
+    def fit(self, df: pd.DataFrame) -> TabularEncoder:
+        """Learn column kinds, fill values, scaling and category levels."""
+        self.columns = []
+        self.units = []
+        for j, name in enumerate(df.columns):
+            col = df[name]
+            if is_numeric_column(col):
+                x = numeric_values(col)
+                ok = ~np.isnan(x)
+                fill = float(np.median(x[ok])) if ok.any() else 0.0
+                xf = np.where(ok, x, fill)
+                mean = float(xf.mean()) if len(xf) else 0.0
+                std = float(xf.std()) if len(xf) else 0.0
+                constant = not (std > 0 and np.isfinite(std)) or float(xf.min()) == float(xf.max())
+                spec = ColumnSpec(
+                    name=str(name),
+                    kind="numeric",
+                    fill_value=fill,
+                    mean=mean,
+                    scale=std if not constant else 1.0,
+                    min=float(xf.min()) if len(xf) else None,
+                    max=float(xf.max()) if len(xf) else None,
+                    constant=constant,
+                )
+                if not constant:
+                    self.units.append(Unit(j, "numeric"))
+            else:
+                keys = category_keys(col)
+                present = {k for k in keys if k is not None}
+                levels: list[str | None] = sorted(present)
+                if any(k is None for k in keys):
+                    levels.append(None)
+                spec = ColumnSpec(name=str(name), kind="categorical", levels=levels, constant=len(levels) < 2)
+                if len(levels) >= 2:
+                    self.units.extend(Unit(j, "onehot", lv) for lv in levels)
+            self.columns.append(spec)
+        return self
+
+    @property
+    def n_units(self) -> int:
+        """Number of network inputs."""
+        return len(self.units)
+
+    def raw_columns(self, df: pd.DataFrame) -> list[np.ndarray]:
+        """Per column: filled float64 values (numeric) or category keys (categorical)."""
+        out: list[np.ndarray] = []
+        for spec in self.columns:
+            if spec.name not in df.columns:
+                raise ValueError(f"missing feature {spec.name!r}")
+            col = df[spec.name]
+            if spec.kind == "numeric":
+                if not is_numeric_column(col) and col.notna().any():
+                    raise ValueError(f"feature {spec.name!r} must be numeric")
+                x = numeric_values(col)
+                out.append(np.where(np.isnan(x), spec.fill_value, x))
+            else:
+                out.append(category_keys(col))
+        return out
+
+    def transform(self, df: pd.DataFrame, raw: list[np.ndarray] | None = None) -> np.ndarray:
+        """Encoded float64 matrix of shape (n_rows, n_units)."""
+        raw = raw if raw is not None else self.raw_columns(df)
+        n = len(df)
+        Z = np.zeros((n, len(self.units)), dtype=np.float64)
+        codes: dict[int, np.ndarray] = {}
+        for u, unit in enumerate(self.units):
+            spec = self.columns[unit.feature]
+            col = raw[unit.feature]
+            if unit.kind == "numeric":
+                Z[:, u] = (col - spec.mean) / spec.scale
+            else:
+                if unit.feature not in codes:
+                    index = {lv: i for i, lv in enumerate(spec.levels)}
+                    codes[unit.feature] = np.fromiter((index.get(k, -1) for k in col), dtype=np.int64, count=n)
+                Z[:, u] = codes[unit.feature] == spec.levels.index(unit.level)
+        return Z
+
+    def feature_dicts(self) -> list[dict[str, Any]]:
+        """The document's `features` list."""
+        return [c.to_feature_dict() for c in self.columns]

@@ -1,0 +1,455 @@
+"""`NeuRulesClassifier`: a scikit-learn compatible estimator whose model is a crisp rule list.
+
+torch is imported inside `fit` only, so this module (and `models`) imports without it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models.encoding import TabularEncoder, to_frame
+from models.metrics import weighted_f1
+from models.rulelist import RuleList
+
+
+def _json_label(value: Any) -> int | str | bool:
+    """A class label as a JSON scalar for the document (int, str or bool)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return str(value)
+
+
+def _check_targets(y: Any) -> np.ndarray:
+    """Validate a classification target; returns a 1-D array."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected. Please change the shape of y "
+            "to (n_samples, ), for example using ravel().",
+            UserWarning,
+            stacklevel=3,
+        )
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("Input y contains NaN or infinity.")
+        if not np.all(arr == np.round(arr)):
+            raise ValueError("Unknown label type: continuous. Only classification targets are supported.")
+    if arr.dtype.kind == "O":
+        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in arr):
+            raise ValueError("Input y contains NaN or None.")
+    return arr
+
+
+class NeuRulesClassifier:
+    """NeuRules: learns a crisp rule list by gradient descent on its continuous relaxation.
+
+    Parameters
+    ----------
+    n_rules: maximum number of rules (besides the default rule).
+    epochs: passes over the training data; "auto" picks enough epochs for about
+        `target_steps` optimiser steps (clipped to [min_epochs, max_epochs]).
+    batch_size, lr: mini-batch size and Adam learning rate.
+    min_support, max_support, lambda_support: the support regulariser's bounds and weight.
+    t_pi, t_rl: (start, end) temperatures of the predicates and of the rule selector; both are
+        annealed linearly over the second half of training (consequents frozen in the first half).
+    eps: slack of the relaxed conjunction.
+    smoothing: additive smoothing of the rule probabilities measured on training rows.
+    init: "range" (every predicate starts as the whole training range, as the authors) or
+        "quantile" (each rule starts on a random quantile box over a few features).
+    n_restarts: independent rule lists trained together; the one with the best training-split
+        score (or validation split when `validation_fraction` > 0) is kept.
+    device: "auto" (CUDA when available), "cpu", "cuda", ...
+    random_state: seed for initialisation, shuffling and the Gumbel noise.
+    """
+
+    def __init__(
+        self,
+        n_rules: int = 10,
+        epochs: int | str = "auto",
+        batch_size: int = 1024,
+        lr: float = 0.02,
+        min_support: float = 0.02,
+        max_support: float = 0.9,
+        lambda_support: float = 0.4,
+        t_pi: tuple[float, float] = (0.2, 0.04),
+        t_rl: tuple[float, float] = (1.0, 0.2),
+        eps: float = 1e-3,
+        smoothing: float = 1.0,
+        init: str = "range",
+        n_restarts: int = 1,
+        validation_fraction: float = 0.0,
+        target_steps: int = 600,
+        min_epochs: int = 20,
+        max_epochs: int = 300,
+        device: str = "auto",
+        random_state: int | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self.n_rules = n_rules
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.min_support = min_support
+        self.max_support = max_support
+        self.lambda_support = lambda_support
+        self.t_pi = t_pi
+        self.t_rl = t_rl
+        self.eps = eps
+        self.smoothing = smoothing
+        self.init = init
+        self.n_restarts = n_restarts
+        self.validation_fraction = validation_fraction
+        self.target_steps = target_steps
+        self.min_epochs = min_epochs
+        self.max_epochs = max_epochs
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ---- scikit-learn plumbing ---------------------------------------------------------------
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params: Any) -> NeuRulesClassifier:
+        """Set constructor parameters (scikit-learn convention)."""
+        valid = set(self._get_param_names())
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}. Valid parameters are: {sorted(valid)!r}.")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values() if p.name != "self"}
+        changed = []
+        for k, v in self.get_params().items():
+            d = defaults[k]
+            same = v is d if (v is None or d is None) else (type(v) is type(d) and v == d)
+            if not same:
+                changed.append(f"{k}={v!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_tags__(self) -> Any:
+        """Estimator tags for scikit-learn >= 1.6 (imported lazily)."""
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        tags = Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(),
+            input_tags=InputTags(allow_nan=True, categorical=True, string=True),
+        )
+        # a stochastic-gradient learner is not expected to fit every toy check perfectly
+        tags.classifier_tags.poor_score = True
+        tags.non_deterministic = False
+        return tags
+
+    def score(self, X: Any, y: Any) -> float:
+        """Accuracy of `predict(X)` against y."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    # ---- fitting -----------------------------------------------------------------------------
+
+    def _validate_params(self) -> None:
+        if not isinstance(self.n_rules, (int, np.integer)) or self.n_rules < 1:
+            raise ValueError(f"n_rules must be a positive int, got {self.n_rules!r}")
+        if not (self.epochs == "auto" or (isinstance(self.epochs, (int, np.integer)) and self.epochs >= 1)):
+            raise ValueError(f"epochs must be a positive int or 'auto', got {self.epochs!r}")
+        if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
+        if not self.lr > 0:
+            raise ValueError("lr must be > 0")
+        if not (0 <= self.min_support <= self.max_support <= 1):
+            raise ValueError("need 0 <= min_support <= max_support <= 1")
+        if self.lambda_support < 0:
+            raise ValueError("lambda_support must be >= 0")
+        for name in ("t_pi", "t_rl"):
+            t = getattr(self, name)
+            if len(t) != 2 or min(t) <= 0:
+                raise ValueError(f"{name} must be a (start, end) pair of positive temperatures")
+        if self.eps <= 0 or self.smoothing < 0:
+            raise ValueError("eps must be > 0 and smoothing >= 0")
+        if self.init not in ("range", "quantile"):
+            raise ValueError("init must be 'range' or 'quantile'")
+        if not isinstance(self.n_restarts, (int, np.integer)) or self.n_restarts < 1:
+            raise ValueError("n_restarts must be a positive int")
+        if not 0 <= self.validation_fraction < 1:
+            raise ValueError("validation_fraction must be in [0, 1)")
+
+    def _resolve_device(self) -> Any:
+        import torch
+
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def _frame(self, X: Any, fitting: bool) -> pd.DataFrame:
+        """Input as a DataFrame with the training column names; checks names and width."""
+        if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+            raise TypeError("Sparse data is not supported: pass a dense array or a DataFrame.")
+        if isinstance(X, pd.DataFrame):
+            has_names = all(isinstance(c, str) for c in X.columns)
+            if fitting:
+                if len(X.columns) and not has_names:
+                    X = X.copy()
+                    X.columns = [f"x{i}" for i in range(X.shape[1])]
+                return X
+            if getattr(self, "feature_names_in_", None) is not None:
+                if not has_names or list(X.columns) != list(self.feature_names_in_):
+                    raise ValueError(
+                        "The feature names should match those that were passed during fit. "
+                        f"Expected {list(self.feature_names_in_)}, got {list(X.columns)}."
+                    )
+                return X
+            if has_names and len(X.columns):
+                warnings.warn(
+                    f"X has feature names, but {type(self).__name__} was fitted without feature names",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            X = X.copy()
+            X.columns = [f"x{i}" for i in range(X.shape[1])]
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input."
+                )
+            return X
+        if isinstance(X, (dict, list)) and X and (isinstance(X, dict) or isinstance(X[0], dict)):
+            return to_frame(X)
+        arr = np.asarray(X)
+        if arr.ndim != 2:
+            to_frame(arr)  # raises the informative error
+        if not fitting:
+            if getattr(self, "feature_names_in_", None) is not None:
+                warnings.warn(
+                    f"X does not have valid feature names, but {type(self).__name__} was fitted with feature names",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            if arr.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {arr.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input."
+                )
+            return to_frame(arr, list(self._feature_names))
+        return to_frame(arr)
+
+    def _epochs_for(self, n: int) -> int:
+        if self.epochs != "auto":
+            return int(self.epochs)
+        per_epoch = max(1, math.ceil(n / max(1, min(self.batch_size, n))))
+        return int(min(self.max_epochs, max(self.min_epochs, math.ceil(self.target_steps / per_epoch))))
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
+        eval_set: tuple[Any, Any] | None = None,
+    ) -> NeuRulesClassifier:
+        """Train the network, extract the crisp rule list into `rule_list_`; returns self.
+
+        callback(progress) is called once per epoch with epoch, n_epochs, loss, val_score
+        (weighted F1 on eval_set every few epochs, else None); returning True cancels training
+        and raises `TrainingCancelled`.
+        """
+        import torch
+
+        from models.extraction import extract_rule_list, rule_ids_from_selection
+        from models.network import SoftRuleList
+        from models.training import TrainConfig, train
+
+        self._validate_params()
+        t0 = time.perf_counter()
+        df = self._frame(X, fitting=True)
+        y_arr = _check_targets(y)
+        if df.shape[1] == 0:
+            raise ValueError("0 feature(s) (shape=(%d, 0)) while a minimum of 1 is required." % df.shape[0])
+        if len(df) == 0:
+            raise ValueError("0 sample(s) (shape=(0, %d)) while a minimum of 1 is required." % df.shape[1])
+        if len(y_arr) != len(df):
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: [{len(df)}, {len(y_arr)}]")
+        classes, y_idx = np.unique(y_arr, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError("Classifier can't train when only one class is present.")
+        for name in ("feature_names_in_",):
+            if hasattr(self, name):
+                delattr(self, name)
+        if isinstance(X, pd.DataFrame) and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(list(X.columns), dtype=object)
+        self._feature_names = [str(c) for c in df.columns]
+        self.n_features_in_ = df.shape[1]
+        self.classes_ = classes
+        doc_classes = [_json_label(c) for c in classes]
+        if len(set(map(repr, doc_classes))) != len(doc_classes):
+            doc_classes = [str(c) for c in classes]
+
+        encoder = TabularEncoder().fit(df)
+        raw = encoder.raw_columns(df)
+        Z64 = encoder.transform(df, raw)
+        n, n_units = Z64.shape
+        device = self._resolve_device()
+        seed = int(self.random_state) if self.random_state is not None else int(np.random.randint(0, 2**31 - 1))
+        rng = np.random.default_rng(seed)
+        cfg = TrainConfig(
+            epochs=self._epochs_for(n),
+            batch_size=int(self.batch_size),
+            lr=float(self.lr),
+            min_support=float(self.min_support),
+            max_support=float(self.max_support),
+            lambda_support=float(self.lambda_support),
+            t_pi=(float(self.t_pi[0]), float(self.t_pi[1])),
+            t_rl=(float(self.t_rl[0]), float(self.t_rl[1])),
+        )
+        n_classes = len(classes)
+        k = int(self.n_rules)
+
+        if n_units == 0:
+            # nothing to condition on: the rule list is the default rule alone
+            net = None
+            losses: list[float] = []
+        else:
+            Zt = torch.tensor(Z64, dtype=torch.float32, device=device)
+            yt = torch.tensor(y_idx, dtype=torch.long, device=device)
+            lower, upper = self._initial_bounds(Z64, k, rng)
+            prio = rng.random(k)
+            prio = prio - prio.min() + 1.0
+            logits = np.zeros((k + 1, n_classes))
+            prior = np.bincount(y_idx, minlength=n_classes) / n
+            order = np.argsort(-prior, kind="stable")
+            for j in range(k):
+                logits[j, order[j % n_classes]] = 1.0
+            logits[k] = np.log(prior + 1e-6)
+            net = SoftRuleList(
+                n_units,
+                k,
+                n_classes,
+                torch.tensor(lower),
+                torch.tensor(upper),
+                torch.tensor(prio),
+                torch.tensor(logits),
+                eps=float(self.eps),
+            ).to(device)
+            shuffle_gen = torch.Generator().manual_seed(seed)
+            noise_gen = torch.Generator(device=device).manual_seed(seed + 1)
+            val_fn = None
+            if eval_set is not None:
+                Xv_df = to_frame(eval_set[0], self._feature_names)
+                Zv = torch.tensor(encoder.transform(Xv_df), dtype=torch.float32, device=device)
+                yv = np.asarray(eval_set[1])
+
+                def val_fn() -> float:
+                    _, cls = net.zero_temperature(Zv)
+                    return weighted_f1(yv, classes[cls.cpu().numpy()])
+
+            losses = train(net, Zt, yt, cfg, shuffle_gen, noise_gen, callback=callback, val_score=val_fn)
+
+        metadata = {
+            "learner": "NeuRules",
+            "params": {k_: (list(v) if isinstance(v, tuple) else v) for k_, v in self.get_params().items()},
+            "seed": seed,
+            "n_train": int(n),
+            "epochs": cfg.epochs,
+            "device": str(device),
+        }
+        if net is None:
+            from models.rulelist import FORMAT, VERSION, smoothed_probabilities
+
+            cc = [int(c) for c in np.bincount(y_idx, minlength=n_classes)]
+            doc = {
+                "format": FORMAT,
+                "version": VERSION,
+                "target": "target",
+                "classes": doc_classes,
+                "features": encoder.feature_dicts(),
+                "rules": [],
+                "default": {"class_counts": cc, "probabilities": list(smoothed_probabilities(cc, float(self.smoothing)))},
+                "smoothing": float(self.smoothing),
+                "metadata": metadata,
+            }
+            self.train_agreement_ = 1.0
+        else:
+            doc = extract_rule_list(
+                net, encoder, Z64.astype(np.float32), raw, y_idx, doc_classes, float(self.smoothing), "target", metadata
+            )
+        self.rule_list_ = RuleList.from_dict(doc)
+        self.encoder_ = encoder
+        self.network_ = net
+        self.loss_curve_ = losses
+        self.n_iter_ = cfg.epochs
+        if net is not None:
+            sel, cls = net.zero_temperature(Zt)
+            net_pred = cls.cpu().numpy()
+            crisp_ids = self.rule_list_.apply(df)
+            crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[crisp_ids]
+            self.train_agreement_ = float(np.mean(net_pred == crisp_pred))
+            self.train_rule_agreement_ = float(np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids))
+        self.fit_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _initial_bounds(self, Z: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Initial (lower, upper) per rule and input."""
+        zmin, zmax = Z.min(axis=0), Z.max(axis=0)
+        lower = np.tile(zmin, (k, 1))
+        upper = np.tile(zmax, (k, 1))
+        if self.init == "quantile":
+            n_units = Z.shape[1]
+            for j in range(k):
+                m = min(n_units, 2)
+                feats = rng.choice(n_units, size=m, replace=False)
+                for f in feats:
+                    q = np.sort(rng.random(2))
+                    lower[j, f], upper[j, f] = np.quantile(Z[:, f], q)
+        return lower, upper
+
+    # ---- prediction --------------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "rule_list_"):
+            try:
+                from sklearn.exceptions import NotFittedError
+            except ImportError:  # pragma: no cover
+                NotFittedError = ValueError  # type: ignore[assignment,misc]
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate arguments before using this estimator."
+            )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities of the matched rule; columns follow `classes_`."""
+        self._check_fitted()
+        df = self._frame(X, fitting=False)
+        if len(df) == 0:
+            raise ValueError("0 sample(s) (shape=(0, %d)) while a minimum of 1 is required." % df.shape[1])
+        self.encoder_.raw_columns(df)  # validates types / infinities like fit does
+        return self.rule_list_.predict_proba(df)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Class of the matched rule (first class on ties)."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Id of the deciding rule per row (1..k, 0 = default rule)."""
+        self._check_fitted()
+        return self.rule_list_.apply(self._frame(X, fitting=False))

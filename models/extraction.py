@@ -1,0 +1,245 @@
+"""Trained network -> crisp rule-list document in the original units of the data.
+
+The network is then rewritten to be exactly that rule list (snapped bounds, pruned predicates and
+rules, consequent logits = log of the measured smoothed frequencies), so that the soft model at
+zero temperature and the crisp list decide every training row identically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.encoding import TabularEncoder
+from models.network import MIN_WEIGHT, PRIORITY_MAX, PRIORITY_MIN, SoftRuleList
+from models.rulelist import FORMAT, VERSION, smoothed_probabilities
+
+BIG = 1e30  # "unbounded" in standardised units
+
+
+def nice_between(lo: float, hi: float) -> float:
+    """A short decimal strictly between lo < hi (the midpoint when none is shorter)."""
+    mid = lo + (hi - lo) / 2.0
+    for digits in range(1, 18):
+        t = float(f"{mid:.{digits}g}")
+        if lo < t < hi:
+            return t
+    return mid
+
+
+@dataclass
+class _Predicate:
+    unit: int
+    a: float  # new bounds in standardised units
+    b: float
+
+
+def _sort_keys(values: set[str | None]) -> list[str | None]:
+    return sorted(values, key=lambda v: (v is None, v or ""))
+
+
+def _numeric_condition(
+    z: np.ndarray, xo: np.ndarray, a: float, b: float, mean: float, scale: float
+) -> tuple[dict[str, Any] | None, float, float, bool]:
+    """(condition or None when always true, new a, new b, dead) for one numeric predicate."""
+    ge = z >= a
+    le = z <= b
+    if not (ge & le).any():
+        return None, a, b, True
+    low: float | None = None
+    high: float | None = None
+    new_a, new_b = -BIG, BIG
+    if not ge.all():
+        x1, x2 = float(xo[~ge].max()), float(xo[ge].min())
+        low = nice_between(x1, x2)
+        new_a = (low - mean) / scale
+        z1, z2 = float(z[~ge].max()), float(z[ge].min())
+        if not (z1 < np.float32(new_a) < z2):
+            new_a = z1 + (z2 - z1) / 2.0
+    if not le.all():
+        x1, x2 = float(xo[le].max()), float(xo[~le].min())
+        high = nice_between(x1, x2)
+        new_b = (high - mean) / scale
+        z1, z2 = float(z[le].max()), float(z[~le].min())
+        if not (z1 < np.float32(new_b) < z2):
+            new_b = z1 + (z2 - z1) / 2.0
+    if low is None and high is None:
+        return None, new_a, new_b, False
+    return {"op": "between", "low": low, "high": high}, new_a, new_b, False
+
+
+def extract_rule_list(
+    net: SoftRuleList,
+    encoder: TabularEncoder,
+    Z: np.ndarray,
+    raw: list[np.ndarray],
+    y: np.ndarray,
+    classes: list[Any],
+    smoothing: float = 1.0,
+    target: str = "target",
+    metadata: dict[str, Any] | None = None,
+    rewrite: bool = True,
+) -> dict[str, Any]:
+    """Build the crisp rule-list document from a trained network and its training data.
+
+    Z is the float32 matrix the network was trained on, raw the filled original columns
+    (`TabularEncoder.raw_columns`), y the class indices. With rewrite=True the network is
+    rewritten in place to equal the returned rule list.
+    """
+    n_classes = len(classes)
+    with torch.no_grad():
+        lower = net.lower.detach().cpu().double().numpy()
+        upper = net.upper.detach().cpu().double().numpy()
+        a_all = np.minimum(lower, upper).astype(np.float32)
+        b_all = np.maximum(lower, upper).astype(np.float32)
+        w_all = torch.relu(net.weight).detach().cpu().numpy()
+        prio = (net.priority * net.rule_mask).detach().cpu().numpy()
+        mask = net.rule_mask.detach().cpu().numpy()
+    Z = np.asarray(Z, dtype=np.float32)
+    n, n_units = Z.shape
+    k = net.n_rules
+
+    new_lower = a_all.astype(np.float64).copy()
+    new_upper = b_all.astype(np.float64).copy()
+    new_w = np.where(w_all >= MIN_WEIGHT, w_all, 0.0)
+    alive = mask > 0
+    rule_conditions: list[list[dict[str, Any]]] = [[] for _ in range(k)]
+    fires = np.zeros((k, n), dtype=bool)
+
+    for j in range(k):
+        if not alive[j]:
+            continue
+        fire = np.ones(n, dtype=bool)
+        onehot: dict[int, tuple[set[str | None], set[str | None]]] = {}  # feature -> (req1, req0)
+        for f in range(n_units):
+            if new_w[j, f] <= 0:
+                continue
+            unit = encoder.units[f]
+            spec = encoder.columns[unit.feature]
+            a, b = float(a_all[j, f]), float(b_all[j, f])
+            if unit.kind == "numeric":
+                cond, na, nb, dead = _numeric_condition(Z[:, f], raw[unit.feature], a, b, spec.mean, spec.scale)
+                if dead:
+                    alive[j] = False
+                    break
+                if cond is None:
+                    new_w[j, f] = 0.0
+                    continue
+                cond["feature"] = spec.name
+                rule_conditions[j].append({"feature": spec.name, "op": "between", "low": cond["low"], "high": cond["high"]})
+                new_lower[j, f], new_upper[j, f] = na, nb
+            else:
+                has0 = a <= 0.0 <= b
+                has1 = a <= 1.0 <= b
+                if has0 and has1:
+                    new_w[j, f] = 0.0
+                    continue
+                if not has0 and not has1:
+                    alive[j] = False
+                    break
+                req1, req0 = onehot.setdefault(unit.feature, (set(), set()))
+                if has1:
+                    req1.add(unit.level)
+                    new_lower[j, f], new_upper[j, f] = 0.5, BIG
+                else:
+                    req0.add(unit.level)
+                    new_lower[j, f], new_upper[j, f] = -BIG, 0.5
+            fire &= (Z[:, f] >= np.float32(new_lower[j, f])) & (Z[:, f] <= np.float32(new_upper[j, f]))
+        if not alive[j]:
+            continue
+        for feat, (req1, req0) in sorted(onehot.items()):
+            spec = encoder.columns[feat]
+            if req1:
+                allowed = {lv for lv in spec.levels if {lv} >= req1 and lv not in req0}
+                if not allowed:
+                    alive[j] = False
+                    break
+                rule_conditions[j].append({"feature": spec.name, "op": "in", "values": _sort_keys(allowed)})
+            else:
+                rule_conditions[j].append({"feature": spec.name, "op": "not_in", "values": _sort_keys(req0)})
+        if alive[j]:
+            fires[j] = fire
+
+    # first-match order: priority descending, ties by index (as argmax does)
+    order = [j for j in sorted(range(k), key=lambda j: (-prio[j], j)) if alive[j]]
+    open_ = np.ones(n, dtype=bool)
+    captured: dict[int, np.ndarray] = {}
+    for j in order:
+        cap = fires[j] & open_
+        captured[j] = cap
+        open_ &= ~cap
+    kept = [j for j in order if captured[j].any()]
+    for j in range(k):
+        if j not in kept:
+            alive[j] = False
+
+    def counts_of(rows: np.ndarray) -> list[int]:
+        return [int(c) for c in np.bincount(y[rows], minlength=n_classes)]
+
+    order_in_feature = {spec.name: i for i, spec in enumerate(encoder.columns)}
+    rules_doc = []
+    rule_probs = []
+    for j in kept:
+        cc = counts_of(captured[j])
+        probs = list(smoothed_probabilities(cc, smoothing))
+        conds = sorted(rule_conditions[j], key=lambda c: order_in_feature[c["feature"]])
+        rules_doc.append({"conditions": conds, "class_counts": cc, "probabilities": probs})
+        rule_probs.append(probs)
+    dc = counts_of(open_)
+    dprobs = list(smoothed_probabilities(dc, smoothing))
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": target,
+        "classes": list(classes),
+        "features": encoder.feature_dicts(),
+        "rules": rules_doc,
+        "default": {"class_counts": dc, "probabilities": dprobs},
+        "smoothing": float(smoothing),
+        "metadata": dict(metadata or {}),
+    }
+
+    if rewrite:
+        with torch.no_grad():
+            dev = net.lower.device
+            new_mask = torch.tensor(alive.astype(np.float32), device=dev)
+            for j in range(k):
+                if not alive[j]:
+                    new_w[j] = 0.0
+            net.lower.copy_(torch.tensor(new_lower, dtype=torch.float32, device=dev))
+            net.upper.copy_(torch.tensor(new_upper, dtype=torch.float32, device=dev))
+            net.weight.copy_(torch.tensor(new_w, dtype=torch.float32, device=dev))
+            net.rule_mask.copy_(new_mask)
+            logits = net.logits.detach().cpu().numpy().copy()
+            for j, probs in zip(kept, rule_probs):
+                logits[j] = np.log(np.asarray(probs))
+            logits[k] = np.log(np.asarray(dprobs))
+            net.logits.copy_(torch.tensor(logits, dtype=torch.float32, device=dev))
+            # distinct, evenly spaced priorities in the kept order: ties in the trained
+            # priorities (e.g. several at the clamp) would otherwise be broken by rounding noise
+            prio_new = net.priority.detach().cpu().numpy().copy()
+            for rank, j in enumerate(kept):
+                prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(1, k)
+            net.priority.copy_(torch.tensor(prio_new, dtype=torch.float32, device=dev))
+    return doc
+
+
+def rule_ids_from_selection(net: SoftRuleList, sel: np.ndarray) -> np.ndarray:
+    """Map network selector indices (0..k-1 rules, k default) to document rule ids (1.., 0)."""
+    prio = (net.priority * net.rule_mask).detach().cpu().numpy()
+    mask = net.rule_mask.detach().cpu().numpy()
+    k = net.n_rules
+    order = [j for j in sorted(range(k), key=lambda j: (-prio[j], j)) if mask[j] > 0]
+    table = np.zeros(k + 1, dtype=np.int64)
+    for rid, j in enumerate(order, start=1):
+        table[j] = rid
+    return table[sel]
+
+
+def finite(x: float | None) -> bool:
+    """True for a finite float."""
+    return x is not None and math.isfinite(x)

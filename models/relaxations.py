@@ -1,0 +1,65 @@
+"""The paper's continuous relaxations: soft predicate, relaxed conjunction, rule selector (torch)."""
+
+from __future__ import annotations
+
+import torch
+
+# exp() arguments are clipped here: exp(60) ~ 1e26 keeps float32 finite while 1/(1+exp(60)) ~ 0
+_CLIP = 60.0
+
+
+def ordered_bounds(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bounds as used by the predicate: a = min(lower, upper) <= b = max(lower, upper)."""
+    return torch.minimum(lower, upper), torch.maximum(lower, upper)
+
+
+def soft_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
+    """Middle output of softmax([x, 2x-a, 3x-a-b] / t): a soft `a <= x <= b`.
+
+    Equal to 1 / (1 + exp((a-x)/t) + exp((x-b)/t)); shapes broadcast, x (B,1,F) with a, b (R,F)
+    gives (B,R,F).
+    """
+    u = ((a - x) / t).clamp(max=_CLIP)
+    v = ((x - b) / t).clamp(max=_CLIP)
+    return 1.0 / (1.0 + torch.exp(u) + torch.exp(v))
+
+
+def hard_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The soft predicate's limit as t -> 0: 1 inside, 0 outside, 1/2 exactly on a bound."""
+    inside = ((x > a) & (x < b)).to(x.dtype)
+    on = ((x == a) | (x == b)) & (a <= b)
+    both = (x == a) & (x == b)
+    # a == b == x: softmax of three equal logits -> 1/3
+    return torch.where(both, torch.full_like(inside, 1.0 / 3.0), torch.where(on, torch.full_like(inside, 0.5), inside))
+
+
+def conjunction_eta(w: torch.Tensor, eps: float) -> torch.Tensor:
+    """eta = eps / sum(w) per rule, detached (a constant in the backward pass)."""
+    return (eps / w.sum(dim=-1).clamp_min(1e-12)).detach()
+
+
+def relaxed_conjunction(pi: torch.Tensor, weights: torch.Tensor, eps: float) -> torch.Tensor:
+    """sum(w) / sum(w * (1+eta) / (pi+eta)) with w = relu(weights); pi (B,R,F) -> (B,R).
+
+    A rule whose weights are all zero has no condition and is 1 everywhere.
+    """
+    w = torch.relu(weights)
+    wsum = w.sum(dim=-1)  # (R,)
+    eta = conjunction_eta(w, eps)  # (R,)
+    recip = (1.0 + eta)[None, :, None] / (pi + eta[None, :, None])  # (B,R,F)
+    denom = torch.einsum("brf,rf->br", recip, w)
+    empty = wsum <= 0
+    out = wsum[None, :] / denom.clamp_min(1e-30)
+    return torch.where(empty[None, :], torch.ones_like(out), out)
+
+
+def gumbel_noise(shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """Standard Gumbel samples -log(-log(U))."""
+    u = torch.rand(shape, generator=generator, device=device).clamp(1e-10, 1.0 - 1e-7)
+    return -torch.log(-torch.log(u))
+
+
+def rule_selector(active_priority: torch.Tensor, t: float, noise: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax((active priority + Gumbel noise) / t) over rules; pass noise only in training."""
+    z = active_priority if noise is None else active_priority + noise
+    return torch.softmax(z / t, dim=-1)
