@@ -1,0 +1,1 @@
+"""NeuRules REST service: FastAPI API, persistence, auth and operations."""

@@ -1,0 +1,162 @@
+"""One error shape for every 4xx/5xx: `{"error": {"code", "message", "details"}}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("neurules.errors")
+
+
+class APIError(Exception):
+    """An expected failure with an HTTP status, a stable code and a readable message."""
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, details: list[dict[str, Any]] | None = None,
+                 status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if status_code is not None:
+            self.status_code = status_code
+        self.details = details or []
+
+
+class NotFound(APIError):
+    """The resource does not exist for this tenant (other tenants' ids answer the same)."""
+
+    status_code = 404
+    code = "not_found"
+
+
+class Unprocessable(APIError):
+    """Well-formed request whose content is invalid."""
+
+    status_code = 422
+    code = "invalid_input"
+
+
+class Conflict(APIError):
+    """The request conflicts with the resource's state."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(APIError):
+    """The body is over a configured limit."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(APIError):
+    """The body's content type is not the one the endpoint accepts."""
+
+    status_code = 415
+    code = "unsupported_media_type"
+
+
+class Unauthorized(APIError):
+    """Missing or unknown API key."""
+
+    status_code = 401
+    code = "unauthorized"
+
+
+class ServiceUnavailable(APIError):
+    """A dependency (database, broker) is unreachable."""
+
+    status_code = 503
+    code = "service_unavailable"
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The JSON body of an error response."""
+    return {"error": {"code": code, "message": message, "details": details or []}}
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out or "body"
+
+
+def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Turn pydantic errors into `[{field, message}]` with dotted/indexed field paths."""
+    return [{"field": _loc(e.get("loc", ())), "message": e.get("msg", "invalid")} for e in errors]
+
+
+HEADERS_401 = {"WWW-Authenticate": "Bearer"}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the same shape."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+        headers = HEADERS_401 if exc.status_code == 401 else None
+        return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status_code,
+                            headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = validation_details(list(exc.errors()))
+        first = details[0] if details else {"field": "body", "message": "invalid"}
+        msg = f"{first['field']}: {first['message']}"
+        if len(details) > 1:
+            msg += f" (and {len(details) - 1} more)"
+        return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "array", "items": {"type": "object"}},
+            },
+            "required": ["code", "message"],
+        }
+    },
+}
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for the given error statuses, all in the shared error shape."""
+    text = {
+        400: "Bad request",
+        401: "Missing or unknown API key",
+        404: "Not found (or owned by another tenant)",
+        409: "Conflict with the resource's state",
+        413: "Payload over the configured limit",
+        415: "Unsupported content type",
+        422: "Invalid input; the message names the field / row / record",
+        503: "Database or broker unavailable",
+    }
+    return {c: {"description": text.get(c, "Error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+            for c in codes}

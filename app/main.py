@@ -1,0 +1,145 @@
+"""The FastAPI application factory; `app.main:app` is the ASGI app configured from the environment."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy import func, select
+
+from app.db import Database
+from app.errors import install_error_handlers
+from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
+from app.routers import datasets, jobs, models, ops, predictions, registry
+from app.services.jobs import JobQueue
+from app.settings import Settings, get_settings
+from app.state import ServiceState
+from app.tables import Job
+
+log = logging.getLogger("neurules.app")
+
+DESCRIPTION = """
+Learn crisp, human-readable rule lists from CSV data (NeuRules) and serve predictions that say
+*why*: the matched rule, its conditions and the record's own values.
+
+Authenticate every `/v1` call with a tenant API key (`X-API-Key: <key>` or
+`Authorization: Bearer <key>`); keys are created with `neurules-admin create-key TENANT`.
+Errors share one shape: `{"error": {"code", "message", "details": [{"field", "message"}]}}`.
+
+Typical flow: `POST /v1/datasets` (CSV) -> `POST /v1/jobs` -> poll `GET /v1/jobs/{id}` ->
+`PUT /v1/registered-models/{name}/aliases/production` -> `POST /v1/models/{name}@production/predict`.
+"""
+
+
+class BackgroundServices:
+    """The reaper thread and (embedded mode) the in-process Celery worker."""
+
+    def __init__(self, state: ServiceState, celery_app: Any | None, run_worker: bool) -> None:
+        self.state, self.celery_app, self.run_worker = state, celery_app, run_worker
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._worker: Any = None
+
+    def start(self) -> None:
+        """Start the reaper (and the embedded worker)."""
+        t = threading.Thread(target=self._reaper, name="neurules-reaper", daemon=True)
+        t.start()
+        self._threads.append(t)
+        if self.run_worker and self.celery_app is not None:
+            from worker.embedded import start_embedded_worker
+
+            self._worker = start_embedded_worker(self.celery_app, self.state.settings)
+
+    def _reaper(self) -> None:
+        from worker.tasks import reap_and_requeue
+
+        while True:
+            try:
+                reap_and_requeue(self.state.db, self.state.settings, self.celery_app)
+            except Exception:
+                log.warning("reaper sweep failed", exc_info=True)
+            if self._stop.wait(self.state.settings.reaper_interval_s):
+                return
+
+    def stop(self) -> None:
+        """Stop the background threads."""
+        self._stop.set()
+        if self._worker is not None:
+            from worker.embedded import stop_embedded_worker
+
+            stop_embedded_worker(self._worker)
+
+
+def create_app(settings: Settings | None = None, *, queue: JobQueue | None = None, db: Database | None = None,
+               background: bool | None = None, configure_logs: bool = True) -> FastAPI:
+    """Build the API. Tests pass a fake queue; production wires Celery from settings."""
+    settings = settings or get_settings()
+    if configure_logs:
+        configure_logging(settings.log_level)
+    db = db or Database(settings.resolved_database_url)
+    celery_app = None
+    broker_check = None
+    if queue is None:
+        from worker.celery_app import CeleryQueue, make_celery
+
+        celery_app = make_celery(settings)
+        cq = CeleryQueue(celery_app, settings.queue)
+        queue, broker_check = cq, cq.check
+    state = ServiceState(settings=settings, db=db, queue=queue, broker_check=broker_check)
+
+    def jobs_by_state() -> dict[str, int]:
+        with db.sessionmaker() as s:
+            return {k: v for k, v in s.execute(select(Job.state, func.count()).group_by(Job.state)).all()}
+
+    metrics = Metrics(jobs_by_state)
+    state.metrics = metrics
+    run_background = background if background is not None else celery_app is not None
+    services = BackgroundServices(state, celery_app, settings.run_embedded_worker)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if run_background:
+            services.start()
+        log.info("service started", extra={"mode": settings.mode, "database": db.engine.url.render_as_string(),
+                                           "embedded_worker": settings.run_embedded_worker and run_background})
+        try:
+            yield
+        finally:
+            if run_background:
+                services.stop()
+            db.dispose()
+
+    app = FastAPI(
+        title="NeuRules service", version="1.0.0", description=DESCRIPTION, lifespan=lifespan,
+        openapi_tags=[
+            {"name": "datasets", "description": "CSV uploads, validated and profiled"},
+            {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
+            {"name": "models", "description": "immutable model versions and their exports"},
+            {"name": "registered models", "description": "named models and movable aliases"},
+            {"name": "predictions", "description": "decisions with explanations; every one audited"},
+            {"name": "ops", "description": "health, readiness, metrics"},
+        ],
+    )
+    app.state.service = state
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    for r in (datasets.router, jobs.router, models.router, registry.router, predictions.router, ops.router):
+        app.include_router(r)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, access_log=settings.access_log)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`app.main:app` for `uvicorn app.main:app` (built from the environment on first access)."""
+    if name == "app":
+        global _app
+        try:
+            return _app
+        except NameError:
+            _app = create_app()
+            return _app
+    raise AttributeError(name)

@@ -1,0 +1,132 @@
+"""Structured JSON logs, Prometheus metrics and the request-timing middleware."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.tables import JOB_STATES
+
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any `extra=` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record as JSON."""
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+        }
+        for k, v in record.__dict__.items():
+            if k not in _RESERVED and not k.startswith("_"):
+                out[k] = v
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record (ours, uvicorn's, celery's) to stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = []
+        lg.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True  # our middleware logs requests
+    for noisy in ("alembic", "kombu.connection"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if noisy == "alembic" else logging.ERROR)
+
+
+class Metrics:
+    """The service's Prometheus metrics, in their own registry."""
+
+    def __init__(self, jobs_by_state: Callable[[], dict[str, int]] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram(
+            "neurules_http_request_duration_seconds", "HTTP request latency", ["method", "route", "status"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.predictions = Counter("neurules_predictions_total", "records decided", ["endpoint"],
+                                   registry=self.registry)
+        self.prediction_errors = Counter("neurules_prediction_rejections_total", "prediction requests rejected (4xx)",
+                                         ["reason"], registry=self.registry)
+        if jobs_by_state is not None:
+            self.registry.register(_JobsCollector(jobs_by_state))
+
+
+class _JobsCollector(Collector):
+    def __init__(self, fetch: Callable[[], dict[str, int]]) -> None:
+        self.fetch = fetch
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
+        try:
+            counts = self.fetch()
+        except Exception:  # a scrape must not fail because the database blinked
+            counts = {}
+        for s in JOB_STATES:
+            g.add_metric([s], counts.get(s, 0))
+        yield g
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []
+
+
+class RequestMetricsMiddleware:
+    """Pure ASGI middleware: latency histogram per route template, request id, one access log line."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, access_log: bool = True) -> None:
+        self.app, self.metrics, self.access_log = app, metrics, access_log
+        self.log = logging.getLogger("neurules.access")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Time the request and record it."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+        rid = None
+        for k, v in scope.get("headers", ()):
+            if k == b"x-request-id":
+                rid = v.decode("latin-1")[:100]
+                break
+        rid = rid or uuid.uuid4().hex[:16]
+
+        async def _send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, _send)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.latency.labels(scope["method"], template, str(status)).observe(elapsed)
+            if self.access_log:
+                self.log.info("request", extra={"request_id": rid, "method": scope["method"],
+                                                "path": scope["path"], "route": template, "status": status,
+                                                "duration_ms": round(elapsed * 1000, 3)})

@@ -1,0 +1,147 @@
+"""Predictions: JSON records and CSV batch; every decision writes an append-only audit row.
+
+The request path is validation + numpy rule evaluation (models.rulelist) + JSON: the parsed rule
+list is cached per immutable version, API keys and aliases for a few seconds, and the only
+database round trip on a warm path is the audit insert.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+from sqlalchemy import insert, select
+
+from app.deps import AppState, CurrentTenant
+from app.errors import APIError, NotFound, PayloadTooLarge, Unprocessable, responses
+from app.routers.datasets import _read_upload
+from app.schemas.predictions import PredictionCreate, PredictionList
+from app.services import csvdata, registry, serving
+from app.state import ServiceState
+from app.tables import AuditRecord, RegisteredModel, utcnow
+
+router = APIRouter(prefix="/v1/models", tags=["predictions"])
+
+CSV_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"multipart/form-data": {"schema": {
+            "type": "object", "required": ["file"],
+            "properties": {"file": {"type": "string", "format": "binary",
+                                    "description": "CSV with a header naming the model's fields"}}}}},
+    }
+}
+
+
+def _load(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
+    """Resolve a reference to a served model (DB only on cache misses)."""
+    r = registry.parse_ref(ref)
+    vid = r.version_id or state.alias_cache.get((tenant_id, ref))
+    if vid is not None:
+        served = state.model_cache.get(vid)
+        if served is not None:
+            if served.tenant_id != tenant_id:
+                raise NotFound(f"model version {ref!r} not found")
+            return served  # type: ignore[no-any-return]
+    with state.db.sessionmaker() as s:
+        mv = registry.resolve(s, tenant_id, ref)
+        name = s.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
+        served = serving.ServedModel.build(mv.id, mv.tenant_id, name, mv.version, mv.rule_list)
+    state.model_cache.put(mv.id, served)
+    if r.version_id is None:
+        state.alias_cache.put((tenant_id, ref), mv.id)
+    return served
+
+
+async def load_model(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
+    """Cached fast path inline; a miss goes to the thread pool."""
+    r = registry.parse_ref(ref)
+    vid = r.version_id or state.alias_cache.get((tenant_id, ref))
+    if vid is not None:
+        served = state.model_cache.get(vid)
+        if served is not None:
+            if served.tenant_id != tenant_id:
+                raise NotFound(f"model version {ref!r} not found")
+            return served  # type: ignore[no-any-return]
+    return await run_in_threadpool(_load, state, tenant_id, ref)
+
+
+def write_audit(state: ServiceState, tenant_id: str, key_id: str, model: serving.ServedModel,
+                records: list[Any], results: list[dict[str, Any]]) -> None:
+    """One append-only audit row per decision, in one transaction."""
+    now = utcnow()
+    rows = [{"created_at": now, "tenant_id": tenant_id, "api_key_id": key_id, "model_version_id": model.version_id,
+             "input_digest": serving.digest(rec),
+             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
+             "rule_id": res["rule_id"]} for rec, res in zip(records, results, strict=True)]
+    with state.db.engine.begin() as conn:
+        conn.execute(insert(AuditRecord), rows)
+
+
+def _reject(state: ServiceState, reason: str, err: APIError) -> APIError:
+    if state.metrics is not None:
+        state.metrics.prediction_errors.labels(reason).inc()
+    return err
+
+
+@router.post("/{ref}/predict", response_model=PredictionList, responses=responses(401, 404, 413, 422),
+             summary="Decide records; each answer carries class, probabilities, rule and explanation")
+async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, state: AppState,
+                  explain: Annotated[bool, Query(description="include the explanation per record")] = True) -> Any:
+    """Validate records against the model's fields, evaluate the rule list, audit, answer."""
+    if len(body.records) > state.settings.max_records_per_request:
+        raise _reject(state, "too_many_records", PayloadTooLarge(
+            f"records: {len(body.records)} records; at most {state.settings.max_records_per_request} per request "
+            "(use the CSV batch endpoint for more)"))
+    model = await load_model(state, principal.tenant_id, ref)
+    try:
+        serving.validate_records(model, body.records)
+    except serving.RecordError as e:
+        raise _reject(state, "invalid_record", Unprocessable(e.message, code="invalid_record",
+                                                             details=e.details)) from None
+    results = serving.predict_records(model, body.records, explain=explain)
+    await run_in_threadpool(write_audit, state, principal.tenant_id, principal.key_id, model, body.records, results)
+    if state.metrics is not None:
+        state.metrics.predictions.labels("json").inc(len(results))
+    payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
+    return Response(json.dumps(payload, separators=(",", ":"), default=str), media_type="application/json")
+
+
+@router.post("/{ref}/predict.csv", openapi_extra=CSV_BODY, responses={
+    200: {"description": "CSV: row, prediction, probability, rule_id, p_<class>...",
+          "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}}},
+    **responses(401, 404, 413, 415, 422)}, summary="Decide a CSV of records (multipart field 'file')")
+async def predict_csv(ref: str, request: Request, principal: CurrentTenant, state: AppState,
+                      ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False
+                      ) -> Response:
+    """Batch prediction: CSV in, CSV out, one audit row per row."""
+    model = await load_model(state, principal.tenant_id, ref)
+    data, _, _ = await _read_upload(request, state.settings.max_upload_bytes)
+
+    def _run() -> str:
+        try:
+            table = csvdata.parse_csv(data, max_rows=state.settings.max_batch_rows)
+        except csvdata.CSVError as e:
+            raise APIError(e.message, code=e.code, status_code=e.status_code) from None
+        try:
+            records = serving.table_records(model, table, ignore_extra=ignore_extra)
+        except serving.RecordError as e:
+            raise Unprocessable(e.message, code="invalid_record", details=e.details) from None
+        header, rows, _ = serving.batch_csv_rows(model, records)
+        results = [{"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)),
+                    "rule_id": r[3]} for r in rows]
+        write_audit(state, principal.tenant_id, principal.key_id, model, records, results)
+        return csvdata.write_csv(header, rows)
+
+    try:
+        text = await run_in_threadpool(_run)
+    except APIError as e:
+        raise _reject(state, "invalid_csv", e) from None
+    if state.metrics is not None:
+        state.metrics.predictions.labels("csv").inc(text.count("\n") - 1)
+    return Response(text, media_type="text/csv",
+                    headers={"X-Model-Version": model.version_id,
+                             "Content-Disposition": 'attachment; filename="predictions.csv"'})

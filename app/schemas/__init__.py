@@ -1,0 +1,1 @@
+"""Request/response schemas: one family (XCreate / XPublic / XList) per entity."""

@@ -1,0 +1,121 @@
+"""Job state machine on the job row (the source of truth): claim, progress, finish, cancel, reap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict
+from app.tables import FINAL_JOB_STATES, Job, utcnow
+
+
+class JobQueue(Protocol):
+    """Sends a training job id to the workers (messages carry ids only)."""
+
+    def send(self, job_id: str) -> None:
+        """Enqueue one job id."""
+        ...
+
+
+def claim(session: Session, job_id: str, worker: str, now: datetime | None = None) -> bool:
+    """Atomically move a queued job to running for this worker; False when someone else has it."""
+    now = now or utcnow()
+    res = session.execute(
+        update(Job).where(Job.id == job_id, Job.state == "queued", Job.cancel_requested.is_(False))
+        .values(state="running", attempts=Job.attempts + 1, worker=worker, started_at=now, heartbeat_at=now,
+                error=None)
+        .execution_options(synchronize_session=False)
+    )
+    return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def heartbeat(session: Session, job_id: str, worker: str) -> bool:
+    """Refresh the heartbeat of a job this worker runs; False when the job is no longer ours."""
+    res = session.execute(update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+                          .values(heartbeat_at=utcnow()).execution_options(synchronize_session=False))
+    return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def write_progress(session: Session, job_id: str, worker: str, progress: dict[str, Any]) -> None:
+    """Record epoch / loss / validation score (and a heartbeat)."""
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .values(epoch=int(progress.get("epoch", 0)), n_epochs=int(progress.get("n_epochs", 0)),
+                loss=_num(progress.get("loss")), val_score=_num(progress.get("val_score")), heartbeat_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if f == f and abs(f) != float("inf") else None
+
+
+def cancel_requested(session: Session, job_id: str) -> bool:
+    """Whether cancellation was asked for (or the job left the running state)."""
+    row = session.execute(select(Job.cancel_requested, Job.state).where(Job.id == job_id)).one_or_none()
+    return row is None or bool(row[0]) or row[1] != "running"
+
+
+def finish(session: Session, job_id: str, worker: str, state: str, *, error: str | None = None,
+           model_version_id: str | None = None) -> bool:
+    """Move a running job of this worker to a final state; False when it was no longer ours."""
+    res = session.execute(
+        update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .values(state=state, error=error, model_version_id=model_version_id, finished_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def request_cancel(session: Session, job: Job) -> Job:
+    """Cancel a queued job at once, or ask a running one to stop at its next epoch."""
+    if job.state in FINAL_JOB_STATES:
+        raise Conflict(f"job {job.id} already {job.state}; nothing to cancel", code="job_finished")
+    job.cancel_requested = True
+    if job.state == "queued":
+        job.state = "cancelled"
+        job.finished_at = utcnow()
+        job.error = "cancelled before it started"
+    session.flush()
+    return job
+
+
+@dataclass(frozen=True)
+class ReapAction:
+    """What the reaper did to one job."""
+
+    job_id: str
+    action: str  # "requeued" | "failed"
+
+
+def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: datetime | None = None) -> list[ReapAction]:
+    """Running jobs without a heartbeat for `stale_after_s`: requeue (attempts left) or fail them."""
+    now = now or utcnow()
+    cutoff = now - timedelta(seconds=stale_after_s)
+    stale = session.scalars(select(Job).where(Job.state == "running", Job.heartbeat_at < cutoff)
+                            .with_for_update(skip_locked=True)).all()
+    out = []
+    for job in stale:
+        last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
+        if job.cancel_requested:
+            job.state, job.finished_at = "cancelled", now
+            job.error = f"cancelled; worker {job.worker} vanished (last heartbeat {last})"
+            out.append(ReapAction(job.id, "cancelled"))
+        elif job.attempts < max_attempts:
+            job.error = f"worker {job.worker} vanished (last heartbeat {last}); requeued"
+            job.state, job.worker = "queued", None
+            out.append(ReapAction(job.id, "requeued"))
+        else:
+            job.state, job.finished_at = "failed", now
+            job.error = (f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} "
+                         f"attempt(s); resubmit the job")
+            out.append(ReapAction(job.id, "failed"))
+    session.flush()
+    return out

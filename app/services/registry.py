@@ -1,0 +1,153 @@
+"""Model registry: named models, immutable versions, movable aliases (`name@alias`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from models.rulelist import RuleList
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound, Unprocessable
+from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parsed model reference: a version id, `name@alias`, `name@<number>` or `name@latest`."""
+
+    version_id: str | None = None
+    name: str | None = None
+    alias: str | None = None
+    number: int | None = None
+
+
+def parse_ref(ref: str) -> Ref:
+    """Parse a model reference string."""
+    if "@" not in ref:
+        return Ref(version_id=ref)
+    name, _, tail = ref.partition("@")
+    if not NAME_RE.match(name) or not tail:
+        raise NotFound(f"model {ref!r} not found: use a version id or name@alias")
+    if tail.isdigit():
+        return Ref(name=name, number=int(tail))
+    return Ref(name=name, alias=tail)
+
+
+def check_name(name: str) -> str:
+    """Validate a model name."""
+    if not NAME_RE.match(name):
+        raise Unprocessable(f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; "
+                            "at most 100; no '@')", details=[{"field": "name", "message": "invalid model name"}])
+    return name
+
+
+def check_alias(alias: str) -> str:
+    """Validate an alias name."""
+    if not ALIAS_RE.match(alias) or alias == LATEST:
+        raise Unprocessable(f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
+                            "'-'; 'latest' is reserved)", details=[{"field": "alias", "message": "invalid alias"}])
+    return alias
+
+
+def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
+    """The version a reference points at, within the tenant; NotFound otherwise."""
+    r = parse_ref(ref)
+    if r.version_id is not None:
+        mv = session.get(ModelVersion, r.version_id)
+        if mv is None or mv.tenant_id != tenant_id:
+            raise NotFound(f"model version {ref!r} not found")
+        return mv
+    rm = session.scalar(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id,
+                                                      RegisteredModel.name == r.name))
+    if rm is None:
+        raise NotFound(f"model {r.name!r} not found")
+    if r.number is not None:
+        mv = session.scalar(select(ModelVersion).where(ModelVersion.registered_model_id == rm.id,
+                                                       ModelVersion.version == r.number))
+    elif r.alias == LATEST:
+        mv = session.scalar(select(ModelVersion).where(ModelVersion.registered_model_id == rm.id)
+                            .order_by(ModelVersion.version.desc()).limit(1))
+    else:
+        vid = session.scalar(select(ModelAlias.version_id).where(ModelAlias.registered_model_id == rm.id,
+                                                                 ModelAlias.alias == r.alias))
+        mv = session.get(ModelVersion, vid) if vid else None
+    if mv is None:
+        raise NotFound(f"model {ref!r} not found: no such version or alias")
+    return mv
+
+
+def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
+    """A named model of the tenant; NotFound otherwise."""
+    rm = session.scalar(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id,
+                                                      RegisteredModel.name == name))
+    if rm is None:
+        raise NotFound(f"model {name!r} not found")
+    return rm
+
+
+def get_or_create_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
+    """The named model, created when absent (locked for the version-number increment)."""
+    check_name(name)
+    q = select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
+    rm = session.scalar(q.with_for_update())
+    if rm is None:
+        rm = RegisteredModel(id=new_id("rm"), tenant_id=tenant_id, name=name)
+        session.add(rm)
+        session.flush()
+    return rm
+
+
+def input_schema(rl: RuleList) -> list[dict[str, Any]]:
+    """The record fields a version accepts (from the document's feature list)."""
+    return [f.to_dict() for f in rl.features]
+
+
+def add_version(session: Session, *, tenant_id: str, name: str, document: dict[str, Any], metrics: dict[str, Any],
+                provenance: dict[str, Any], job_id: str | None = None) -> ModelVersion:
+    """Validate a rule-list document and store it as the next immutable version of `name`."""
+    try:
+        rl = RuleList.from_dict(document)
+    except ValueError as e:
+        raise Unprocessable(f"rule_list: {e}", code="invalid_rule_list",
+                            details=[{"field": "rule_list", "message": str(e)}]) from None
+    rm = get_or_create_model(session, tenant_id, name)
+    last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
+    mv = ModelVersion(
+        id=new_id("mv"), tenant_id=tenant_id, registered_model_id=rm.id, version=(last or 0) + 1,
+        rule_list=rl.to_dict(), text=rl.to_text(), metrics=metrics, input_schema=input_schema(rl),
+        provenance=provenance, job_id=job_id,
+    )
+    session.add(mv)
+    session.flush()
+    return mv
+
+
+def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelVersion) -> ModelAlias:
+    """Point `name@alias` at a version of the same model (create or move)."""
+    check_alias(alias)
+    if version.registered_model_id != rm.id:
+        raise Unprocessable(f"version {version.id!r} belongs to another model",
+                            details=[{"field": "version", "message": "version of another model"}])
+    row = session.get(ModelAlias, (rm.id, alias))
+    if row is None:
+        row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
+        session.add(row)
+    else:
+        row.version_id = version.id
+        row.updated_at = utcnow()
+    session.flush()
+    return row
+
+
+def aliases_of(session: Session, rm_id: str) -> dict[str, str]:
+    """alias -> version id for one model."""
+    rows = session.execute(select(ModelAlias.alias, ModelAlias.version_id)
+                           .where(ModelAlias.registered_model_id == rm_id)).all()
+    return {a: v for a, v in rows}

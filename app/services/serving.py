@@ -1,0 +1,240 @@
+"""Prediction logic (pure, numpy via `models.rulelist` only): validate records, evaluate, explain.
+
+Nothing here touches HTTP or the database; routers call these functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from models.rulelist import RuleList
+
+from app.services.csvdata import MISSING_TOKENS, Table, to_float
+
+MAX_ERROR_DETAILS = 50
+
+
+class RecordError(ValueError):
+    """Invalid records; `details` lists `{field, message}` with `records[i].name` paths."""
+
+    def __init__(self, details: list[dict[str, Any]], *, total: int | None = None) -> None:
+        self.details = details[:MAX_ERROR_DETAILS]
+        n = total if total is not None else len(details)
+        first = details[0]
+        msg = f"{first['field']}: {first['message']}"
+        if n > 1:
+            msg += f" (and {n - 1} more problem(s))"
+        super().__init__(msg)
+        self.message = msg
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A parsed, immutable model version ready to serve."""
+
+    version_id: str
+    tenant_id: str
+    name: str
+    version: int
+    rule_list: RuleList
+    numeric: frozenset[str]
+    categorical: frozenset[str]
+    names: frozenset[str]
+    class_keys: tuple[str, ...]
+
+    @classmethod
+    def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
+        """Parse the stored document once."""
+        rl = RuleList.from_dict(doc)
+        numeric = frozenset(f.name for f in rl.features if f.type == "numeric")
+        categorical = frozenset(f.name for f in rl.features if f.type == "categorical")
+        return cls(version_id, tenant_id, name, version, rl, numeric, categorical, numeric | categorical,
+                   tuple(class_key(c) for c in rl.classes))
+
+    def ref(self) -> dict[str, Any]:
+        """The `model_version` block of a prediction answer."""
+        return {"id": self.version_id, "name": self.name, "version": self.version}
+
+
+def class_key(c: Any) -> str:
+    """String key of a class label in `probabilities` objects (JSON object keys are strings)."""
+    if isinstance(c, bool):
+        return "true" if c else "false"
+    return str(c)
+
+
+def _type_name(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        return "array"
+    return type(v).__name__
+
+
+def validate_records(model: ServedModel, records: list[Any]) -> None:
+    """Check every record against the model's features; raise RecordError naming index and field."""
+    details: list[dict[str, Any]] = []
+    names, numeric = model.names, model.numeric
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            details.append({"field": f"records[{i}]", "message": f"must be an object, got {_type_name(rec)}"})
+            continue
+        keys = rec.keys()
+        if keys != names:
+            for n in sorted(names - keys):
+                details.append({"field": f"records[{i}].{n}", "message": "missing field (send null for a missing value)"})
+            for n in sorted(keys - names):
+                details.append({"field": f"records[{i}].{n}", "message": "unknown field; the model's fields are "
+                                + ", ".join(f.name for f in model.rule_list.features)})
+        for n, v in rec.items():
+            if v is None:
+                continue
+            t = type(v)
+            if n in numeric:
+                if t is float:
+                    if math.isnan(v):
+                        continue
+                elif t is not int:
+                    details.append({"field": f"records[{i}].{n}",
+                                    "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200]})
+            elif n in names and t not in (str, int, float, bool):
+                details.append({"field": f"records[{i}].{n}",
+                                "message": f"expected a string, number, boolean or null, got {_type_name(v)}"})
+        if len(details) > MAX_ERROR_DETAILS:
+            break
+    if details:
+        raise RecordError(details)
+
+
+def digest(record: Any) -> str:
+    """SHA-256 of the record's canonical JSON (sorted keys, compact)."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def _label(c: Any) -> Any:
+    return c.item() if hasattr(c, "item") else c
+
+
+def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explain: bool) -> list[dict[str, Any]]:
+    """Decide validated records; each answer has class, probabilities and (optionally) the explanation."""
+    rl = model.rule_list
+    keys = model.class_keys
+    out: list[dict[str, Any]] = []
+    if explain:
+        for i, rec in enumerate(records):
+            ex = rl.explain(rec)
+            probs = ex.pop("probabilities")
+            pred = ex.pop("prediction")
+            out.append({"index": i, "prediction": _label(pred), "probabilities": dict(zip(keys, probs, strict=True)),
+                        "rule_id": ex["rule_id"], "explanation": ex})
+        return out
+    ids = rl.apply(records)
+    for i, rid in enumerate(ids.tolist()):
+        probs = rl.rule(rid).probabilities
+        out.append({"index": i, "prediction": _label(rl.prediction_of(rid)),
+                    "probabilities": dict(zip(keys, probs, strict=True)), "rule_id": rid})
+    return out
+
+
+def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = False) -> list[dict[str, Any]]:
+    """Turn a parsed CSV into typed records for the model; CSV errors name line and column."""
+    header = set(table.header)
+    missing = [f.name for f in model.rule_list.features if f.name not in header]
+    extra = [h for h in table.header if h not in model.names]
+    details = [{"field": f"header.{n}", "message": "missing column"} for n in missing]
+    if not ignore_extra:
+        details += [{"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"}
+                    for n in extra]
+    if details:
+        raise RecordError(details)
+    cols: dict[str, list[Any]] = {}
+    for f in model.rule_list.features:
+        cells = table.columns[f.name]
+        if f.type == "numeric":
+            vals: list[Any] = []
+            for r, c in enumerate(cells):
+                if c is None:
+                    vals.append(None)
+                    continue
+                v = to_float(c)
+                if v is None:
+                    details.append({"field": f"line {r + 2}.{f.name}", "message": f"expected a number, got {c!r}"[:200]})
+                    if len(details) > MAX_ERROR_DETAILS:
+                        raise RecordError(details)
+                vals.append(v)
+            cols[f.name] = vals
+        else:
+            cols[f.name] = list(cells)
+    if details:
+        raise RecordError(details)
+    names = list(cols)
+    return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
+
+
+def batch_csv_rows(model: ServedModel, records: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]], list[int]]:
+    """Vectorised evaluation for the CSV batch: header, rows, rule ids."""
+    rl = model.rule_list
+    ids = rl.apply(records).tolist()
+    table = [rl.rule(j).probabilities for j in range(len(rl.rules) + 1)]
+    preds = [_label(rl.prediction_of(j)) for j in range(len(rl.rules) + 1)]
+    header = ["row", "prediction", "probability", "rule_id"] + [f"p_{k}" for k in model.class_keys]
+    rows = []
+    for i, rid in enumerate(ids):
+        p = table[rid]
+        rows.append([i + 1, preds[rid], round(max(p), 6), rid, *(round(x, 6) for x in p)])
+    return header, rows, ids
+
+
+class TTLCache:
+    """A small thread-safe map with per-entry expiry and LRU eviction."""
+
+    def __init__(self, maxsize: int, ttl: float | None) -> None:
+        self.maxsize, self.ttl = maxsize, ttl
+        self._data: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        """The value, or None when absent or expired."""
+        with self._lock:
+            item = self._data.get(key)
+            if item is None:
+                return None
+            exp, val = item
+            if self.ttl is not None and exp < time.monotonic():
+                del self._data[key]
+                return None
+            self._data.move_to_end(key)
+            return val
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store a value."""
+        with self._lock:
+            self._data[key] = (time.monotonic() + (self.ttl or 0.0), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def discard(self, key: Any) -> None:
+        """Drop one entry."""
+        with self._lock:
+            self._data.pop(key, None)
+
+    def clear(self) -> None:
+        """Drop everything."""
+        with self._lock:
+            self._data.clear()
+
+
+__all__ = ["MISSING_TOKENS", "RecordError", "ServedModel", "TTLCache", "batch_csv_rows", "digest",
+           "predict_records", "table_records", "validate_records"]

@@ -1,0 +1,125 @@
+"""Service configuration: one `Settings` class read from `NEURULES_*` environment variables.
+
+Two modes share one code path:
+- `embedded` (default): SQLite file under `data_dir`, a filesystem Celery broker under
+  `data_dir/broker`, and a Celery worker thread inside the API process;
+- `distributed`: a server database (PostgreSQL) and a network broker (Redis) given explicitly,
+  with separate `celery worker` processes.
+
+Unsafe or inconsistent values fail at start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_UPLOAD_CEILING = 2 * 1024**3  # 2 GiB: above this a CSV belongs in a blob store, not a request
+
+
+class Settings(BaseSettings):
+    """All service settings; environment variables are `NEURULES_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="NEURULES_", extra="ignore", frozen=True)
+
+    mode: Literal["embedded", "distributed"] = "embedded"
+    data_dir: Path = Path("./var")
+    database_url: str | None = None
+    broker_url: str | None = None
+    queue: str = "neurules-training"
+    embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+
+    max_upload_bytes: int = 50 * 1024**2
+    max_rows: int = Field(2_000_000, ge=1)
+    max_columns: int = Field(2_000, ge=1)
+    max_classes: int = Field(50, ge=2, le=1000)
+    max_records_per_request: int = Field(10_000, ge=1, le=1_000_000)
+    max_batch_rows: int = Field(1_000_000, ge=1)
+
+    training_time_limit_s: int = Field(3600, ge=10)
+    training_soft_time_limit_s: int = Field(3300, ge=5)
+    visibility_timeout_s: int = Field(4200, ge=30)
+    max_epochs: int = Field(5000, ge=1)
+    max_rules: int = Field(200, ge=1)
+    progress_every_epochs: int = Field(5, ge=1)
+    heartbeat_interval_s: float = Field(5.0, gt=0)
+    stale_after_s: float = Field(120.0, gt=0)
+    reaper_interval_s: float = Field(30.0, gt=0)
+    max_attempts: int = Field(2, ge=1, le=10)
+
+    auth_cache_ttl_s: float = Field(10.0, ge=0, le=300)
+    alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
+    model_cache_size: int = Field(64, ge=1)
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    access_log: bool = True
+    migrate_on_start: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        """Fail fast on unsafe or inconsistent values."""
+        if not 0 < self.max_upload_bytes <= MAX_UPLOAD_CEILING:
+            raise ValueError(f"NEURULES_MAX_UPLOAD_BYTES must be in 1..{MAX_UPLOAD_CEILING}")
+        if self.training_soft_time_limit_s >= self.training_time_limit_s:
+            raise ValueError("NEURULES_TRAINING_SOFT_TIME_LIMIT_S must be below NEURULES_TRAINING_TIME_LIMIT_S")
+        if self.visibility_timeout_s <= self.training_time_limit_s:
+            raise ValueError(
+                "NEURULES_VISIBILITY_TIMEOUT_S must exceed NEURULES_TRAINING_TIME_LIMIT_S, "
+                "or the broker redelivers a job that is still training"
+            )
+        if self.stale_after_s < 3 * self.heartbeat_interval_s:
+            raise ValueError("NEURULES_STALE_AFTER_S must be at least 3 x NEURULES_HEARTBEAT_INTERVAL_S")
+        db, broker = self.database_url, self.broker_url
+        if db is not None and not db.startswith(("sqlite", "postgresql")):
+            raise ValueError("NEURULES_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        if self.mode == "distributed":
+            if not db or not broker:
+                raise ValueError("distributed mode needs NEURULES_DATABASE_URL and NEURULES_BROKER_URL")
+            if db.startswith("sqlite"):
+                raise ValueError("distributed mode needs a server database (postgresql://), not SQLite")
+            if broker.startswith(("memory", "filesystem")):
+                raise ValueError("distributed mode needs a network broker (redis://), not memory/filesystem")
+            if self.embedded_worker:
+                raise ValueError("NEURULES_EMBEDDED_WORKER is only for embedded mode")
+        elif broker is not None and broker.startswith("memory"):
+            raise ValueError("the memory:// broker is not shared between processes; use filesystem:// or redis://")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file under data_dir."""
+        return self.database_url or f"sqlite:///{(self.data_dir / 'neurules.sqlite3').as_posix()}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        """The broker URL, defaulting to the filesystem broker under data_dir."""
+        return self.broker_url or "filesystem://"
+
+    @property
+    def broker_dir(self) -> Path:
+        """Folder of the filesystem broker."""
+        return self.data_dir / "broker"
+
+    @property
+    def run_embedded_worker(self) -> bool:
+        """Whether the API process runs a Celery worker thread."""
+        return self.embedded_worker if self.embedded_worker is not None else self.mode == "embedded"
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the database is SQLite."""
+        return self.resolved_database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once from the environment)."""
+    return Settings()

@@ -1,0 +1,220 @@
+"""ORM tables. Alembic migrations under `migrations/` are the only way this schema changes."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINAL_JOB_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    """A random, prefixed, URL-safe identifier such as `ds_3f2a...`."""
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored as UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Normalise to UTC before storing."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Attach UTC to naive values read back."""
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a stable constraint naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Tenant(Base):
+    """A customer account; every resource belongs to exactly one."""
+
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key of a tenant, stored as a SHA-256 hash; `prefix` locates it."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Blob(Base):
+    """Bytes behind the storage interface (dataset CSVs); readable by every worker."""
+
+    __tablename__ = "blobs"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Dataset(Base):
+    """An uploaded, validated and profiled CSV."""
+
+    __tablename__ = "datasets"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    filename: Mapped[str] = mapped_column(String(300))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_columns: Mapped[int] = mapped_column(Integer)
+    columns: Mapped[list[Any]] = mapped_column(JSON)
+    blob_key: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_datasets_tenant_created", "tenant_id", "created_at"),)
+
+
+class RegisteredModel(Base):
+    """A named model of a tenant; its versions are immutable, its aliases movable."""
+
+    __tablename__ = "registered_models"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_registered_models_tenant_name"),)
+
+
+class ModelVersion(Base):
+    """One immutable trained (or imported) rule list with metrics, schema and provenance."""
+
+    __tablename__ = "model_versions"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    registered_model_id: Mapped[str] = mapped_column(ForeignKey("registered_models.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    rule_list: Mapped[dict[str, Any]] = mapped_column(JSON)
+    text: Mapped[str] = mapped_column(Text)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    input_schema: Mapped[list[Any]] = mapped_column(JSON)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
+    job_id: Mapped[str | None] = mapped_column(String(40), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("registered_model_id", "version", name="uq_model_versions_model_version"),)
+
+
+class ModelAlias(Base):
+    """A movable pointer `name@alias` -> version."""
+
+    __tablename__ = "model_aliases"
+    registered_model_id: Mapped[str] = mapped_column(
+        ForeignKey("registered_models.id", ondelete="CASCADE"), primary_key=True
+    )
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Job(Base):
+    """A training job; this row is the source of truth for its state and progress."""
+
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    dataset_sha256: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(300))
+    model_name: Mapped[str] = mapped_column(String(100))
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    n_epochs: Mapped[int] = mapped_column(Integer, default=0)
+    loss: Mapped[float | None] = mapped_column(Float, default=None)
+    val_score: Mapped[float | None] = mapped_column(Float, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200), default=None)
+    device: Mapped[str | None] = mapped_column(String(32), default=None)
+    model_version_id: Mapped[str | None] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="SET NULL"), default=None
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    __table_args__ = (
+        Index("ix_jobs_tenant_state", "tenant_id", "state"),
+        Index("ix_jobs_state_heartbeat", "state", "heartbeat_at"),
+    )
+
+
+class AuditRecord(Base):
+    """Append-only record of one prediction decision (UPDATE/DELETE refused by triggers)."""
+
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    tenant_id: Mapped[str] = mapped_column(String(40))
+    api_key_id: Mapped[str] = mapped_column(String(40))
+    model_version_id: Mapped[str] = mapped_column(String(40))
+    input_digest: Mapped[str] = mapped_column(String(64))
+    output: Mapped[dict[str, Any]] = mapped_column(JSON)
+    rule_id: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ix_audit_log_tenant_created", "tenant_id", "created_at"),)

@@ -1,0 +1,106 @@
+"""Dataset upload, list, get, delete, and the catalogue of bad CSV uploads (no rows left behind)."""
+
+from __future__ import annotations
+
+import pytest
+
+GOOD = b"age,smoker,income,risk\n61,yes,20,high\n35,no,80,low\n70,yes,,high\n44,?,55,low\n"
+
+
+def upload(api, data: bytes, *, ctype: str = "text/csv", key: str | None = None, name: str | None = None,
+           filename: str = "d.csv"):
+    files = {"file": (filename, data, ctype)}
+    return api.client.post("/v1/datasets", files=files, data={"name": name} if name else None, headers=api.h(key))
+
+
+def test_upload_profiles_columns(api) -> None:
+    r = upload(api, GOOD, name="people")
+    assert r.status_code == 201, r.text
+    d = r.json()
+    assert d["name"] == "people" and d["n_rows"] == 4 and d["n_columns"] == 4
+    cols = {c["name"]: c for c in d["columns"]}
+    assert cols["age"]["type"] == "numeric" and cols["age"]["min"] == 35 and cols["age"]["max"] == 70
+    assert cols["smoker"]["type"] == "categorical" and cols["smoker"]["missing"] == 1
+    assert cols["income"]["missing"] == 1
+    assert len(d["sha256"]) == 64
+    assert api.count("datasets") == 1 and api.count("blobs") == 1
+
+
+def test_heart_upload(api, heart_csv) -> None:
+    r = upload(api, heart_csv, filename="heart.csv")
+    assert r.status_code == 201
+    assert r.json()["n_rows"] == 270 and r.json()["name"] == "heart"
+
+
+def test_list_get_delete_and_tenant_isolation(api) -> None:
+    ds = upload(api, GOOD).json()
+    assert api.client.get("/v1/datasets", headers=api.h()).json()["total"] == 1
+    assert api.client.get("/v1/datasets", headers=api.h(api.key_b)).json()["total"] == 0
+    assert api.client.get(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 200
+    other = api.client.get(f"/v1/datasets/{ds['id']}", headers=api.h(api.key_b))
+    assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
+    assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h(api.key_b)).status_code == 404
+    assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 204
+    assert api.count("datasets") == 0 and api.count("blobs") == 0
+    assert api.client.get(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 404
+
+
+BAD_UPLOADS = [
+    ("empty file", b"", 422, "csv_empty"),
+    ("whitespace only", b"  \n\n", 422, "csv_empty"),
+    ("header only", b"a,b,target\n", 422, "csv_no_rows"),
+    ("no header", b"1,2,0\n3,4,1\n", 422, "csv_no_header"),
+    ("non-UTF-8", "a,b\nc\xe9,1\n".encode("latin-1"), 422, "csv_not_utf8"),
+    ("ragged rows", b"a,b,c\n1,2,3\n4,5\n", 422, "csv_ragged_rows"),
+    ("duplicate columns", b"a,b,a\n1,2,3\n", 422, "csv_duplicate_columns"),
+    ("all-missing column", b"a,b,c\n1,,x\n2,NA,y\n", 422, "csv_all_missing_column"),
+    ("empty column name", b"a,,c\n1,2,3\n", 422, "csv_empty_column_name"),
+]
+
+
+@pytest.mark.parametrize(("label", "data", "status", "code"), BAD_UPLOADS, ids=[b[0] for b in BAD_UPLOADS])
+def test_bad_uploads(api, label: str, data: bytes, status: int, code: str) -> None:
+    r = upload(api, data)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["code"] == code and err["message"]
+    assert api.count("datasets") == 0 and api.count("blobs") == 0
+
+
+def test_messages_name_the_row(sqlite_api) -> None:
+    r = upload(sqlite_api, b"a,b,c\n1,2,3\n4,5\n")
+    assert "line 3" in r.json()["error"]["message"]
+    r = upload(sqlite_api, b"a,b,a\n1,2,3\n")
+    assert "'a'" in r.json()["error"]["message"]
+    r = upload(sqlite_api, b"a,b,c\n1,,x\n2,NA,y\n")
+    assert "'b'" in r.json()["error"]["message"]
+
+
+def test_file_over_the_limit(tmp_path) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", max_upload_bytes=1000)
+    api = next(gen)
+    try:
+        big = b"a,b\n" + b"1,2\n" * 1000
+        r = upload(api, big)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+        assert api.count("datasets") == 0
+    finally:
+        gen.close()
+
+
+def test_wrong_content_types(api) -> None:
+    r = upload(api, GOOD, ctype="application/json")
+    assert r.status_code == 415 and "text/csv" in r.json()["error"]["message"]
+    r = api.client.post("/v1/datasets", json={"file": "a,b"}, headers=api.h())
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+    r = api.client.post("/v1/datasets", files={"other": ("d.csv", GOOD, "text/csv")}, headers=api.h())
+    assert r.status_code == 422 and "file" in r.json()["error"]["message"]
+    assert api.count("datasets") == 0
+
+
+def test_semicolon_and_bom(sqlite_api) -> None:
+    r = upload(sqlite_api, "\ufeffa;b;t\n1;x;0\n2;y;1\n".encode())
+    assert r.status_code == 201, r.text
+    assert [c["name"] for c in r.json()["columns"]] == ["a", "b", "t"]

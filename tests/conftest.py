@@ -1,0 +1,211 @@
+"""Shared fixtures: hand-written rule lists, a migrated database per backend, API clients, real services."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ROOT.parent / "shared" / "datasets"
+PG_ADMIN_URL = os.environ.get("NEURULES_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/neurules_test")
+REDIS_URL = os.environ.get("NEURULES_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def pg_available() -> bool:
+    """Whether the test PostgreSQL answers."""
+    return _reachable("127.0.0.1", 5432)
+
+
+def redis_available() -> bool:
+    """Whether the test Redis answers."""
+    return _reachable("127.0.0.1", 6379)
+
+
+def rule_list_doc() -> dict[str, Any]:
+    """A small hand-written rule list: numeric + categorical features, 2 rules + default."""
+    return {
+        "format": "neurules.rulelist", "version": 1, "target": "risk", "classes": ["low", "high"],
+        "features": [
+            {"name": "age", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
+            {"name": "income", "type": "numeric", "fill_value": 30.0, "min": 0.0, "max": 200.0},
+            {"name": "smoker", "type": "categorical", "categories": ["yes", "no", None]},
+        ],
+        "rules": [
+            {"conditions": [{"feature": "age", "op": "between", "low": 60.0, "high": None},
+                            {"feature": "smoker", "op": "in", "values": ["yes"]}],
+             "class_counts": [3, 40], "probabilities": [4 / 45, 41 / 45]},
+            {"conditions": [{"feature": "income", "op": "between", "low": None, "high": 10.0}],
+             "class_counts": [10, 20], "probabilities": [11 / 32, 21 / 32]},
+        ],
+        "default": {"class_counts": [120, 30], "probabilities": [121 / 152, 31 / 152]},
+        "smoothing": 1.0, "metadata": {},
+    }
+
+
+@pytest.fixture
+def doc() -> dict[str, Any]:
+    """A fresh copy of the hand-written rule list."""
+    return rule_list_doc()
+
+
+class FakeQueue:
+    """Records job ids instead of sending them to a broker; can be told to fail."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.fail = False
+
+    def send(self, job_id: str) -> None:
+        """Record (or refuse) one job id."""
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.sent.append(job_id)
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, migrated to head; dropped afterwards."""
+    if not pg_available():
+        pytest.skip("PostgreSQL not reachable on 127.0.0.1:5432")
+    from sqlalchemy import create_engine, text
+
+    from app.cli import migrate
+
+    name = f"neurules_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    migrate(url)
+    yield url
+    with admin.connect() as c:
+        c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                       "AND pid <> pg_backend_pid()"))
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+def fresh_pg_database() -> tuple[str, Any]:
+    """Create an empty PostgreSQL database; returns (url, drop function)."""
+    from sqlalchemy import create_engine, text
+
+    name = f"neurules_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as c:
+            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                           "AND pid <> pg_backend_pid()"))
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+def _truncate_pg(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    from app.tables import Base
+
+    eng = create_engine(url)
+    with eng.begin() as c:
+        c.execute(text("TRUNCATE " + ", ".join(Base.metadata.tables) + " CASCADE"))
+    eng.dispose()
+
+
+@dataclass
+class Api:
+    """A TestClient on a migrated database with two tenants (a, b) and their keys."""
+
+    client: Any
+    app: Any
+    settings: Any
+    queue: FakeQueue
+    url: str
+    key_a: str
+    key_b: str
+    tenant_a: str
+    tenant_b: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def h(self, key: str | None = None) -> dict[str, str]:
+        """Auth headers for tenant a (or the given key)."""
+        return {"X-API-Key": key or self.key_a}
+
+    def count(self, table: str) -> int:
+        """Rows in a table (to prove nothing was written)."""
+        from sqlalchemy import text
+
+        with self.app.state.service.db.engine.connect() as c:
+            return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+    def import_model(self, document: dict[str, Any], name: str = "risk", key: str | None = None) -> dict[str, Any]:
+        """Import a rule list as a new version; returns the version JSON."""
+        r = self.client.post("/v1/models", json={"name": name, "rule_list": document}, headers=self.h(key))
+        assert r.status_code == 201, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+
+def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **overrides: Any) -> Iterator[Api]:
+    """Build an Api on SQLite (fresh file) or PostgreSQL (shared session database, truncated)."""
+    from fastapi.testclient import TestClient
+
+    from app.cli import create_key, create_tenant, migrate
+    from app.main import create_app
+    from app.settings import Settings
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'api.sqlite3'}"
+        migrate(url)
+    else:
+        assert pg_url is not None
+        url = pg_url
+        _truncate_pg(url)
+    settings = Settings(database_url=url, data_dir=tmp_path / "var", access_log=False, auth_cache_ttl_s=0,
+                        alias_cache_ttl_s=0, **overrides)
+    ta, tb = create_tenant(url, "tenant-a"), create_tenant(url, "tenant-b")
+    _, ka = create_key(url, "tenant-a")
+    _, kb = create_key(url, "tenant-b")
+    queue = FakeQueue()
+    app = create_app(settings, queue=queue, background=False, configure_logs=False)
+    with TestClient(app) as client:
+        yield Api(client, app, settings, queue, url, ka, kb, ta, tb)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
+    """The API on each database backend."""
+    pg_url = request.getfixturevalue("pg_database") if request.param == "postgresql" else None
+    yield from make_api(tmp_path, request.param, pg_url)
+
+
+@pytest.fixture
+def sqlite_api(tmp_path: Path) -> Iterator[Api]:
+    """The API on SQLite only (for tests that do not depend on the backend)."""
+    yield from make_api(tmp_path, "sqlite")
+
+
+@pytest.fixture
+def heart_csv() -> bytes:
+    """The heart dataset (shared; never copied into the repository)."""
+    p = DATASETS / "heart.csv"
+    if not p.exists():
+        pytest.skip("shared datasets not present")
+    return p.read_bytes()

@@ -1,0 +1,102 @@
+"""Celery application factory; `celery -A worker.celery_app worker` uses the module-level `app`.
+
+Messages carry job ids only; the job row is the source of truth. Reliability settings: late
+acknowledgement, requeue when the worker process dies, prefetch 1, a broker visibility timeout
+above the hard time limit, and soft/hard time limits (also enforced cooperatively per epoch, since
+the solo pool used for GPU workers cannot enforce them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from app.settings import Settings, get_settings
+
+TRAIN_TASK = "neurules.train"
+REAP_TASK = "neurules.reap"
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration for these settings."""
+    url = settings.resolved_broker_url
+    transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
+    if url.startswith("filesystem"):
+        folder = settings.broker_dir
+        for sub in ("queue", "processed", "control"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        transport.update({"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
+                          "processed_folder": str(folder / "processed"), "store_processed": False,
+                          "control_folder": str(folder / "control")})
+    if url.startswith("redis"):
+        transport.update({"socket_timeout": 5, "socket_connect_timeout": 5})
+    return {
+        "broker_url": url,
+        "broker_transport_options": transport,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "task_default_queue": settings.queue,
+        "task_routes": {TRAIN_TASK: {"queue": settings.queue}, REAP_TASK: {"queue": settings.queue}},
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "task_ignore_result": True,
+        "result_backend": None,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": settings.training_soft_time_limit_s,
+        "task_time_limit": settings.training_time_limit_s,
+        "worker_hijack_root_logger": False,
+        "worker_send_task_events": False,
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "broker_pool_limit": 4,
+    }
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app configured from settings, with the training tasks registered."""
+    app = Celery("neurules", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    from worker.tasks import register_tasks
+
+    register_tasks(app, settings)
+    return app
+
+
+class CeleryQueue:
+    """JobQueue backed by Celery: sends the job id only."""
+
+    def __init__(self, app: Celery, queue: str) -> None:
+        self.app, self.queue = app, queue
+
+    def send(self, job_id: str) -> None:
+        """Enqueue one training job id (fails fast when the broker is down)."""
+        self.app.send_task(TRAIN_TASK, args=[job_id], queue=self.queue,
+                           retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
+                                                     "interval_step": 0.5})
+
+    def check(self) -> None:
+        """Raise when the broker is unreachable."""
+        with self.app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=3)
+            if self.app.conf.broker_url.startswith("filesystem"):
+                opts = self.app.conf.broker_transport_options
+                import os
+
+                if not os.access(opts["data_folder_in"], os.W_OK):
+                    raise OSError(f"broker folder {opts['data_folder_in']} is not writable")
+
+
+_app: Celery | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`app` is built on first use from the environment (so importing this module has no side effects)."""
+    global _app
+    if name in ("app", "celery"):
+        if _app is None:
+            _app = make_celery(get_settings())
+        return _app
+    raise AttributeError(name)
