@@ -59,7 +59,7 @@ def check_job(body: JobCreate, ds: Dataset, settings: Settings) -> str:
     p = body.parameters
     if p.n_rules > settings.max_rules:
         raise _bad("parameters.n_rules", f"at most {settings.max_rules}")
-    if p.epochs > settings.max_epochs:
+    if isinstance(p.epochs, int) and p.epochs > settings.max_epochs:
         raise _bad("parameters.epochs", f"at most {settings.max_epochs}")
     if p.features is not None:
         if not p.features:
@@ -95,7 +95,7 @@ def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, st
     model_name = check_job(body, ds, state.settings)
     job = Job(id=new_id("job"), tenant_id=principal.tenant_id, dataset_id=ds.id, dataset_sha256=ds.sha256,
               target=body.target, model_name=model_name, parameters=body.parameters.model_dump(), state="queued",
-              n_epochs=body.parameters.epochs)
+              n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0)
     session.add(job)
     session.commit()
     try:

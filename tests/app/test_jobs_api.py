@@ -1,0 +1,101 @@
+"""Training job API: create (202, id only on the queue), validation catalogue, list filters, cancel."""
+
+from __future__ import annotations
+
+import pytest
+
+CSV = b"age,smoker,income,target\n" + b"".join(
+    f"{20 + i},{'yes' if i % 3 else 'no'},{i * 7 % 90},{i % 2}\n".encode() for i in range(60))
+
+
+def dataset(api, data: bytes = CSV, key: str | None = None) -> str:
+    r = api.client.post("/v1/datasets", files={"file": ("d.csv", data, "text/csv")}, headers=api.h(key))
+    assert r.status_code == 201, r.text
+    return r.json()["id"]  # type: ignore[no-any-return]
+
+
+def test_create_job_queues_id_only(api) -> None:
+    ds = dataset(api)
+    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 5,
+                                                                                               "epochs": 3}},
+                        headers=api.h())
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["state"] == "queued" and job["model_name"] == "d" and job["progress"]["n_epochs"] == 3
+    assert api.queue.sent == [job["id"]]
+    got = api.client.get(f"/v1/jobs/{job['id']}", headers=api.h()).json()
+    assert got["id"] == job["id"] and got["parameters"]["n_rules"] == 5
+
+
+def _job(api, body: dict, key: str | None = None):
+    return api.client.post("/v1/jobs", json=body, headers=api.h(key))
+
+
+@pytest.mark.parametrize(("csv", "body", "status", "code"), [
+    (CSV, {"target": "nope"}, 422, "target_not_found"),
+    (b"a,t\n" + b"".join(f"{i},1\n".encode() for i in range(20)), {"target": "t"}, 422, "single_class_target"),
+    (CSV, {"target": "age"}, 422, "too_many_classes"),
+    (CSV, {"target": "target", "parameters": {"n_rules": 0}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"epochs": 10**9}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"features": ["zzz"]}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"features": ["target"]}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"bogus": 1}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
+], ids=["target absent", "single class", "too many classes", "n_rules 0", "epochs over max", "unknown feature",
+        "target as feature", "unknown parameter", "bad model name"])
+def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
+    ds = dataset(api, csv)
+    r = _job(api, {"dataset_id": ds, **body})
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+    assert api.count("jobs") == 0 and api.queue.sent == []
+
+
+def test_too_many_classes_message_names_the_column(sqlite_api) -> None:
+    ds = dataset(sqlite_api)
+    msg = _job(sqlite_api, {"dataset_id": ds, "target": "age"}).json()["error"]["message"]
+    assert "'age'" in msg and "60 distinct" in msg
+
+
+def test_job_on_another_tenants_dataset_is_404(api) -> None:
+    ds = dataset(api, key=api.key_b)
+    r = _job(api, {"dataset_id": ds, "target": "target"})
+    assert r.status_code == 404 and api.count("jobs") == 0
+
+
+def test_broker_down_leaves_no_row(api) -> None:
+    ds = dataset(api)
+    api.queue.fail = True
+    r = _job(api, {"dataset_id": ds, "target": "target"})
+    assert r.status_code == 503 and r.json()["error"]["code"] == "broker_unavailable"
+    assert api.count("jobs") == 0
+
+
+def test_list_filters_and_isolation(api) -> None:
+    ds = dataset(api)
+    a = _job(api, {"dataset_id": ds, "target": "target"}).json()
+    _job(api, {"dataset_id": ds, "target": "target", "model_name": "other"})
+    assert api.client.get("/v1/jobs", headers=api.h()).json()["total"] == 2
+    assert api.client.get("/v1/jobs?model_name=other", headers=api.h()).json()["total"] == 1
+    assert api.client.get("/v1/jobs?state=running", headers=api.h()).json()["total"] == 0
+    assert api.client.get(f"/v1/jobs?dataset_id={ds}&state=queued", headers=api.h()).json()["total"] == 2
+    assert api.client.get("/v1/jobs?state=bogus", headers=api.h()).status_code == 422
+    assert api.client.get("/v1/jobs", headers=api.h(api.key_b)).json()["total"] == 0
+    assert api.client.get(f"/v1/jobs/{a['id']}", headers=api.h(api.key_b)).status_code == 404
+
+
+def test_cancel_queued_then_conflict(api) -> None:
+    ds = dataset(api)
+    job = _job(api, {"dataset_id": ds, "target": "target"}).json()
+    assert api.client.post(f"/v1/jobs/{job['id']}/cancel", headers=api.h(api.key_b)).status_code == 404
+    r = api.client.post(f"/v1/jobs/{job['id']}/cancel", headers=api.h())
+    assert r.status_code == 202 and r.json()["state"] == "cancelled"
+    r = api.client.post(f"/v1/jobs/{job['id']}/cancel", headers=api.h())
+    assert r.status_code == 409 and r.json()["error"]["code"] == "job_finished"
+
+
+def test_delete_dataset_in_use_is_409(api) -> None:
+    ds = dataset(api)
+    _job(api, {"dataset_id": ds, "target": "target"})
+    r = api.client.delete(f"/v1/datasets/{ds}", headers=api.h())
+    assert r.status_code == 409 and api.count("datasets") == 1

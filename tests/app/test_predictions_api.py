@@ -1,0 +1,186 @@
+"""Predictions: answers, explanations, audit rows, CSV batch, and the catalogue of bad records."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+
+REC_HIGH = {"age": 67, "income": 50, "smoker": "yes"}  # rule 1
+REC_POOR = {"age": 30, "income": 5, "smoker": "no"}  # rule 2 (rule 1 fails on age)
+REC_DEFAULT = {"age": None, "income": 40.5, "smoker": None}  # age filled with 50 -> default
+
+
+def predict(api, ref: str, records: list[Any], key: str | None = None, **params: Any):
+    return api.client.post(f"/v1/models/{ref}/predict", json={"records": records}, headers=api.h(key), params=params)
+
+
+def test_answers_and_explanations(api, doc) -> None:
+    v = api.import_model(doc)
+    r = predict(api, v["id"], [REC_HIGH, REC_POOR, REC_DEFAULT])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model_version"] == {"id": v["id"], "name": "risk", "version": 1}
+    assert body["classes"] == ["low", "high"]
+    p = body["predictions"]
+    assert [x["rule_id"] for x in p] == [1, 2, 0]
+    assert [x["prediction"] for x in p] == ["high", "high", "low"]
+    for x in p:
+        assert abs(sum(x["probabilities"].values()) - 1) < 1e-9
+    e0 = p[0]["explanation"]
+    assert e0["rule_text"] == "age >= 60 and smoker in {yes}" and not e0["is_default"]
+    assert [(c["feature"], c["value"], c["holds"]) for c in e0["conditions"]] == [("age", 67, True),
+                                                                                   ("smoker", "yes", True)]
+    e1 = p[1]["explanation"]
+    assert e1["not_fired"][0]["rule_id"] == 1
+    assert e1["not_fired"][0]["failed_condition"]["feature"] == "age"
+    assert e1["not_fired"][0]["failed_condition"]["value"] == 30
+    e2 = p[2]["explanation"]
+    assert e2["is_default"] and e2["rule_id"] == 0 and len(e2["not_fired"]) == 2
+    assert e2["not_fired"][0]["failed_condition"]["filled_value"] == 50.0
+
+
+def test_audit_row_per_decision(api, doc) -> None:
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH, REC_POOR])
+    from sqlalchemy import select
+
+    from app.tables import AuditRecord
+
+    with api.app.state.service.db.sessionmaker() as s:
+        rows = s.scalars(select(AuditRecord).order_by(AuditRecord.id)).all()
+    assert len(rows) == 2
+    assert [r.rule_id for r in rows] == [1, 2]
+    assert rows[0].tenant_id == api.tenant_a and rows[0].model_version_id == v["id"]
+    assert rows[0].output["prediction"] == "high" and len(rows[0].input_digest) == 64
+    assert rows[0].input_digest != rows[1].input_digest
+
+
+def test_audit_log_is_append_only(api, doc) -> None:
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH])
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    eng = api.app.state.service.db.engine
+    for stmt in ("UPDATE audit_log SET rule_id = 5", "DELETE FROM audit_log"):
+        with pytest.raises(DBAPIError, match="append-only"), eng.begin() as c:
+            c.execute(text(stmt))
+    assert api.count("audit_log") == 1
+
+
+def test_alias_ref_and_no_explain(api, doc) -> None:
+    v = api.import_model(doc)
+    api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
+    r = predict(api, "risk@production", [REC_HIGH], explain=False)
+    assert r.status_code == 200
+    p = r.json()["predictions"][0]
+    assert p["rule_id"] == 1 and p.get("explanation") is None and r.json()["model_version"]["id"] == v["id"]
+
+
+BAD = [
+    ("missing field", [{"age": 1, "income": 2}], "records[0].smoker", "missing"),
+    ("extra field", [{**REC_HIGH, "zip": "123"}], "records[0].zip", "unknown field"),
+    ("mistyped number", [{**REC_HIGH, "age": "old"}], "records[0].age", "expected a number"),
+    ("boolean for number", [{**REC_HIGH, "income": True}], "records[0].income", "expected a number"),
+    ("object for category", [{**REC_HIGH, "smoker": {"a": 1}}], "records[0].smoker", "expected a string"),
+    ("second record bad", [REC_HIGH, {**REC_POOR, "age": [1]}], "records[1].age", "expected a number"),
+    ("record not an object", [REC_HIGH, 5], "records[1]", "must be an object"),
+]
+
+
+@pytest.mark.parametrize(("label", "records", "field", "text"), BAD, ids=[b[0] for b in BAD])
+def test_bad_records(api, doc, label: str, records: list[Any], field: str, text: str) -> None:
+    v = api.import_model(doc)
+    r = predict(api, v["id"], records)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_record"
+    assert err["message"].startswith(field) and text in err["message"]
+    assert any(d["field"] == field for d in err["details"])
+    assert api.count("audit_log") == 0
+
+
+def test_malformed_bodies(api, doc) -> None:
+    v = api.import_model(doc)
+    h = {**api.h(), "content-type": "application/json"}
+    for body in (b"{", b'{"records": []}', b'{"records": {}}', b'{"rows": []}', b"[]"):
+        r = api.client.post(f"/v1/models/{v['id']}/predict", content=body, headers=h)
+        assert r.status_code == 422, body
+        assert r.json()["error"]["message"]
+    assert api.count("audit_log") == 0
+
+
+def test_unknown_model_alias_and_other_tenant(api, doc) -> None:
+    v = api.import_model(doc)
+    assert predict(api, "mv_missing", [REC_HIGH]).status_code == 404
+    assert predict(api, "risk@production", [REC_HIGH]).status_code == 404
+    assert predict(api, "nope@latest", [REC_HIGH]).status_code == 404
+    assert predict(api, v["id"], [REC_HIGH], key=api.key_b).status_code == 404
+    predict(api, v["id"], [REC_HIGH])  # warm the cache, then try again from the other tenant
+    assert predict(api, v["id"], [REC_HIGH], key=api.key_b).status_code == 404
+    assert api.count("audit_log") == 1
+
+
+def test_too_many_records(tmp_path, doc) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", max_records_per_request=2)
+    api = next(gen)
+    try:
+        v = api.import_model(doc)
+        r = predict(api, v["id"], [REC_HIGH] * 3)
+        assert r.status_code == 413 and "at most 2" in r.json()["error"]["message"]
+    finally:
+        gen.close()
+
+
+def _csv(rows: list[dict[str, Any]], header: list[str] | None = None) -> bytes:
+    header = header or list(rows[0])
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    for r in rows:
+        w.writerow(["" if r.get(h) is None else r.get(h) for h in header])
+    return buf.getvalue().encode()
+
+
+def test_csv_batch(api, doc) -> None:
+    v = api.import_model(doc)
+    data = _csv([REC_HIGH, REC_POOR, REC_DEFAULT])
+    r = api.client.post(f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")},
+                        headers=api.h())
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert [int(x["rule_id"]) for x in rows] == [1, 2, 0]
+    assert [x["prediction"] for x in rows] == ["high", "high", "low"]
+    for x in rows:
+        assert abs(float(x["p_low"]) + float(x["p_high"]) - 1) < 1e-5
+    assert api.count("audit_log") == 3
+
+
+@pytest.mark.parametrize(("data", "status", "text"), [
+    (b"age,income\n1,2\n", 422, "header.smoker: missing column"),
+    (b"age,income,smoker,zip\n1,2,yes,9\n", 422, "header.zip"),
+    (b"age,income,smoker\n1,2,yes\nold,3,no\n", 422, "line 3.age: expected a number"),
+    (b"age,income,smoker\n1,2\n", 422, "line 2"),
+    (b"", 422, "empty"),
+], ids=["missing column", "extra column", "mistyped cell", "ragged", "empty"])
+def test_csv_batch_errors(api, doc, data: bytes, status: int, text: str) -> None:
+    v = api.import_model(doc)
+    r = api.client.post(f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")},
+                        headers=api.h())
+    assert r.status_code == status, r.text
+    assert text in r.json()["error"]["message"]
+    assert api.count("audit_log") == 0
+
+
+def test_csv_batch_ignore_extra(sqlite_api, doc) -> None:
+    v = sqlite_api.import_model(doc)
+    r = sqlite_api.client.post(f"/v1/models/{v['id']}/predict.csv?ignore_extra=true",
+                               files={"file": ("x.csv", b"id,age,income,smoker\n7,61,3,yes\n", "text/csv")},
+                               headers=sqlite_api.h())
+    assert r.status_code == 200 and r.text.splitlines()[1].startswith("1,high,")
