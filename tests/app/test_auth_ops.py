@@ -1,0 +1,100 @@
+"""API keys (missing, wrong, revoked), health/readiness, metrics, JSON logs, OpenAPI."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+
+@pytest.mark.parametrize("path", ["/v1/datasets", "/v1/jobs", "/v1/models", "/v1/registered-models"])
+def test_no_key_is_401(sqlite_api, path: str) -> None:
+    r = sqlite_api.client.get(path)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key"
+    assert r.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("key", ["nope", "nrk_000000000000_abc", "Bearer x"])
+def test_wrong_key_is_401(sqlite_api, key: str) -> None:
+    r = sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": key})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_bearer_and_wrong_secret(sqlite_api) -> None:
+    assert sqlite_api.client.get("/v1/datasets", headers={"Authorization": f"Bearer {sqlite_api.key_a}"}).status_code == 200
+    forged = sqlite_api.key_a[:-4] + "AAAA"
+    assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": forged}).status_code == 401
+
+
+def test_revoked_key(sqlite_api) -> None:
+    from app.cli import create_key, list_tenants, revoke_key
+
+    key_id, key = create_key(sqlite_api.url, "tenant-a", "temp")
+    assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": key}).status_code == 200
+    revoke_key(sqlite_api.url, key_id)
+    assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": key}).status_code == 401
+    listed = {t["name"]: t for t in list_tenants(sqlite_api.url)}
+    assert any(k["revoked"] for k in listed["tenant-a"]["keys"])
+    assert key not in json.dumps(listed)
+
+
+def test_keys_are_stored_hashed(sqlite_api) -> None:
+    from sqlalchemy import text
+
+    with sqlite_api.app.state.service.db.engine.connect() as c:
+        stored = [r[0] + r[1] for r in c.execute(text("SELECT prefix, key_hash FROM api_keys"))]
+    assert all(sqlite_api.key_a not in s and sqlite_api.key_a.split("_")[2] not in s for s in stored)
+
+
+def test_health_ready_metrics(sqlite_api, doc) -> None:
+    c = sqlite_api.client
+    assert c.get("/healthz").json() == {"status": "ok"}
+    r = c.get("/readyz")
+    assert r.status_code == 200 and r.json()["checks"]["database"] == "ok"
+    v = sqlite_api.import_model(doc)
+    c.post(f"/v1/models/{v['id']}/predict", json={"records": [{"age": 1, "income": 2, "smoker": "no"}]},
+           headers=sqlite_api.h())
+    text = c.get("/metrics").text
+    assert "neurules_http_request_duration_seconds_bucket" in text
+    assert 'route="/v1/models/{ref}/predict"' in text
+    assert 'neurules_predictions_total{endpoint="json"} 1.0' in text
+    assert 'neurules_jobs{state="queued"} 0.0' in text
+
+
+def test_readyz_reports_broker_down(sqlite_api) -> None:
+    def down() -> None:
+        raise ConnectionError("no broker")
+
+    sqlite_api.app.state.service.broker_check = down
+    r = sqlite_api.client.get("/readyz")
+    assert r.status_code == 503 and r.json()["checks"]["broker"].startswith("error")
+
+
+def test_unknown_route_and_method_use_error_shape(sqlite_api) -> None:
+    r = sqlite_api.client.get("/v2/nothing")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = sqlite_api.client.delete("/healthz")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_json_log_lines() -> None:
+    from app.observability import JsonFormatter
+
+    rec = logging.LogRecord("neurules.test", logging.INFO, __file__, 1, "hello %s", ("x",), None)
+    rec.job_id = "job_1"
+    line = json.loads(JsonFormatter().format(rec))
+    assert line["message"] == "hello x" and line["job_id"] == "job_1" and line["level"] == "INFO"
+
+
+def test_openapi_documents_everything(sqlite_api) -> None:
+    spec = sqlite_api.client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for p in ("/v1/datasets", "/v1/jobs", "/v1/jobs/{job_id}/cancel", "/v1/models/{ref}/predict",
+              "/v1/models/{ref}/predict.csv", "/v1/registered-models/{name}/aliases/{alias}", "/readyz", "/metrics"):
+        assert p in paths, p
+    assert "multipart/form-data" in paths["/v1/datasets"]["post"]["requestBody"]["content"]
+    assert "422" in paths["/v1/models/{ref}/predict"]["post"]["responses"]
+    schemas = spec["components"]["schemas"]
+    assert schemas["PredictionList"].get("examples") and schemas["JobCreate"].get("examples")
+    assert {"APIKeyHeader", "HTTPBearer"} <= set(spec["components"]["securitySchemes"])

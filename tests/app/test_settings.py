@@ -1,0 +1,51 @@
+"""Settings fail fast on unsafe or inconsistent values."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+def test_defaults_are_embedded() -> None:
+    s = Settings()
+    assert s.mode == "embedded" and s.run_embedded_worker and s.is_sqlite
+    assert s.resolved_broker_url == "filesystem://"
+    assert s.visibility_timeout_s > s.training_time_limit_s > s.training_soft_time_limit_s
+
+
+@pytest.mark.parametrize(("kwargs", "text"), [
+    ({"max_upload_bytes": 0}, "MAX_UPLOAD_BYTES"),
+    ({"max_upload_bytes": 10**12}, "MAX_UPLOAD_BYTES"),
+    ({"training_soft_time_limit_s": 100, "training_time_limit_s": 100, "visibility_timeout_s": 200}, "SOFT_TIME"),
+    ({"training_time_limit_s": 5000, "training_soft_time_limit_s": 10, "visibility_timeout_s": 4000}, "VISIBILITY"),
+    ({"heartbeat_interval_s": 60, "stale_after_s": 100}, "STALE_AFTER"),
+    ({"database_url": "mysql://x/y"}, "DATABASE_URL"),
+    ({"mode": "distributed"}, "distributed mode needs"),
+    ({"mode": "distributed", "database_url": "sqlite:///x.db", "broker_url": "redis://h"}, "server database"),
+    ({"mode": "distributed", "database_url": "postgresql://h/db", "broker_url": "filesystem://"}, "network broker"),
+    ({"broker_url": "memory://"}, "memory"),
+    ({"port": 0}, "port"),
+    ({"max_classes": 1}, "max_classes"),
+])
+def test_unsafe_values_fail_fast(kwargs: dict, text: str) -> None:
+    with pytest.raises(ValidationError, match=text):
+        Settings(**kwargs)
+
+
+def test_env_prefix(monkeypatch) -> None:
+    monkeypatch.setenv("NEURULES_MAX_CLASSES", "7")
+    monkeypatch.setenv("NEURULES_MODE", "distributed")
+    monkeypatch.setenv("NEURULES_DATABASE_URL", "postgresql+psycopg://u@h/db")
+    monkeypatch.setenv("NEURULES_BROKER_URL", "redis://h:6379/0")
+    s = Settings()
+    assert s.max_classes == 7 and not s.run_embedded_worker
+
+
+def test_cli_reports_bad_config(monkeypatch, capsys) -> None:
+    from app.cli import main
+
+    monkeypatch.setenv("NEURULES_MODE", "distributed")
+    with pytest.raises(SystemExit, match="invalid configuration: distributed mode needs"):
+        main(["config"])

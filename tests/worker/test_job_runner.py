@@ -1,0 +1,213 @@
+"""The job runner on a real database with a fake (fast, torch-free) estimator: success, idempotency,
+cancel, time limit, readable failures, heartbeats and the reaper."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from models.rulelist import Condition, Feature, RuleList
+
+from app.services import jobs as jobsvc
+from app.tables import Job, ModelVersion, utcnow
+from worker.tasks import reap_and_requeue, run_job
+from worker.training import train_rule_list
+
+CSV = b"x,color,target\n" + b"".join(
+    f"{i},{'red' if i % 2 else 'blue'},{int(i >= 30)}\n".encode() for i in range(60))
+
+
+class FakeClassifier:
+    """Stands in for NeuRulesClassifier: one rule `x >= 30`, `epochs` callback calls."""
+
+    def __init__(self, n_rules: int = 10, epochs: Any = 5, random_state: int = 0, device: str = "auto",
+                 sleep: float = 0.0) -> None:
+        self.n_rules, self.epochs, self.random_state, self.device, self.sleep = n_rules, epochs, random_state, device, sleep
+
+    def get_params(self) -> dict[str, Any]:
+        return {"n_rules": self.n_rules, "epochs": self.epochs, "random_state": self.random_state}
+
+    def fit(self, X: Any, y: Any, callback: Any = None, eval_set: Any = None) -> FakeClassifier:
+        n = self.epochs if isinstance(self.epochs, int) else 5
+        for e in range(1, n + 1):
+            time.sleep(self.sleep)
+            if callback is not None and callback({"epoch": e, "n_epochs": n, "loss": 1.0 / e, "val_score": 0.5}):
+                raise RuntimeError("cancelled")
+        feats = [Feature("x", "numeric", fill_value=30.0), Feature("color", "categorical", categories=("red", "blue"))]
+        classes = sorted(set(np.asarray(y).tolist()))
+        self.rule_list_ = RuleList.build(classes=classes, features=feats,
+                                          rules=[[Condition("x", "between", low=30.0)]], X=X, y=list(y),
+                                          metadata={"device": "cpu"})
+        return self
+
+
+def trainer(**kw: Any) -> Any:
+    return functools.partial(train_rule_list, estimator=lambda **a: FakeClassifier(**{**a, **kw}))
+
+
+def make_job(api, parameters: dict[str, Any] | None = None) -> str:
+    ds = api.client.post("/v1/datasets", files={"file": ("toy.csv", CSV, "text/csv")}, headers=api.h()).json()["id"]
+    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
+                                          "parameters": parameters or {"epochs": 6}}, headers=api.h())
+    assert r.status_code == 202, r.text
+    return r.json()["id"]  # type: ignore[no-any-return]
+
+
+def job_row(api, job_id: str) -> Job:
+    with api.app.state.service.db.sessionmaker() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        return job
+
+
+def test_success_creates_version_with_provenance(api) -> None:
+    jid = make_job(api)
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid, trainer=trainer()) == "succeeded"
+    job = api.client.get(f"/v1/jobs/{jid}", headers=api.h()).json()
+    assert job["state"] == "succeeded" and job["progress"]["epoch"] == 6 and job["attempts"] == 1
+    assert job["finished_at"] and job["started_at"] and job["device"] == "cpu"
+    mv = api.client.get(f"/v1/models/{job['model_version_id']}", headers=api.h()).json()
+    assert mv["name"] == "toy" and mv["version"] == 1 and mv["job_id"] == jid
+    assert mv["metrics"]["holdout"]["accuracy"] == 1.0 and mv["metrics"]["holdout"]["n_rows"] == 12
+    prov = mv["provenance"]
+    assert len(prov["dataset_sha256"]) == 64 and prov["seed"] == 0 and "numpy" in prov["packages"]
+    assert prov["parameters"]["n_rules"] == 10
+    assert mv["rule_list"]["target"] == "target"
+    # idempotent: a redelivered message for a finished job does nothing
+    assert run_job(st.db, st.settings, jid, trainer=trainer()) == "skipped"
+    assert api.count("model_versions") == 1
+
+
+def test_cancelled_while_queued_is_skipped(api) -> None:
+    jid = make_job(api)
+    api.client.post(f"/v1/jobs/{jid}/cancel", headers=api.h())
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid, trainer=trainer()) == "skipped"
+    assert job_row(api, jid).state == "cancelled"
+
+
+def test_cancel_while_running_stops_at_next_epoch(sqlite_api) -> None:
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 200})
+    st = api.app.state.service
+    out: list[str] = []
+    t = threading.Thread(target=lambda: out.append(run_job(st.db, st.settings, jid, trainer=trainer(sleep=0.02))))
+    t.start()
+    for _ in range(200):
+        if job_row(api, jid).epoch >= 2:
+            break
+        time.sleep(0.02)
+    r = api.client.post(f"/v1/jobs/{jid}/cancel", headers=api.h())
+    assert r.status_code == 202 and r.json()["cancel_requested"]
+    t.join(10)
+    assert out == ["cancelled"]
+    job = job_row(api, jid)
+    assert job.state == "cancelled" and job.epoch < 200 and api.count("model_versions") == 0
+
+
+def test_time_limit(tmp_path) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", training_soft_time_limit_s=5, training_time_limit_s=10,
+                   visibility_timeout_s=60, heartbeat_interval_s=1, stale_after_s=3)
+    api = next(gen)
+    try:
+        jid = make_job(api, {"epochs": 1000})
+        st = api.app.state.service
+        assert run_job(st.db, st.settings, jid, trainer=trainer(sleep=0.01)) == "failed"
+        job = job_row(api, jid)
+        assert job.state == "failed" and "time limit" in (job.error or "")
+    finally:
+        gen.close()
+
+
+def test_readable_failure(api) -> None:
+    jid = make_job(api, {"epochs": 3, "options": {"no_such_option": 1}})
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid, trainer=trainer()) == "failed"
+    err = job_row(api, jid).error or ""
+    assert "invalid training option" in err and "no_such_option" in err
+
+
+def test_unexpected_error_is_failed_not_stuck(api) -> None:
+    jid = make_job(api)
+    st = api.app.state.service
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("GPU fell off the bus")
+
+    assert run_job(st.db, st.settings, jid, trainer=boom) == "failed"
+    job = job_row(api, jid)
+    assert job.state == "failed" and "RuntimeError: GPU fell off the bus" in (job.error or "")
+
+
+def test_reaper_requeues_then_fails_vanished_workers(api) -> None:
+    jid = make_job(api)
+    st = api.app.state.service
+    sent: list[str] = []
+
+    class App:
+        def send_task(self, name: str, args: list[str], queue: str) -> None:
+            sent.append(args[0])
+
+    def vanish() -> None:
+        with st.db.session() as s:
+            assert jobsvc.claim(s, jid, "w1")
+            s.get(Job, jid).heartbeat_at = utcnow() - timedelta(seconds=st.settings.stale_after_s + 5)
+
+    vanish()
+    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")] and sent == [jid]
+    job = job_row(api, jid)
+    assert job.state == "queued" and "vanished" in (job.error or "")
+    vanish()  # second attempt also dies (max_attempts = 2)
+    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    assert [a.action for a in acts] == ["failed"]
+    job = job_row(api, jid)
+    assert job.state == "failed" and "worker lost" in (job.error or "")
+    # a fresh heartbeat is left alone
+    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]
+
+
+def test_result_discarded_when_job_changed_hands(api) -> None:
+    jid = make_job(api)
+    st = api.app.state.service
+
+    def steal(data: bytes, target: str, params: dict, cb: Any) -> Any:
+        out = trainer()(data, target, params, cb)
+        with st.db.session() as s:  # the reaper decided we were dead meanwhile
+            j = s.get(Job, jid)
+            j.state, j.worker = "queued", None
+        return out
+
+    assert run_job(st.db, st.settings, jid, trainer=steal) == "discarded"
+    with st.db.sessionmaker() as s:
+        assert s.query(ModelVersion).count() == 0
+
+
+def test_heartbeat_thread_refreshes(sqlite_api) -> None:
+    from worker.tasks import Heartbeat
+
+    jid = make_job(sqlite_api)
+    st = sqlite_api.app.state.service
+    with st.db.session() as s:
+        jobsvc.claim(s, jid, "w")
+        s.get(Job, jid).heartbeat_at = utcnow() - timedelta(hours=1)
+    with Heartbeat(st.db, jid, "w", 0.05):
+        time.sleep(0.3)
+    assert (utcnow() - job_row(sqlite_api, jid).heartbeat_at).total_seconds() < 5
+
+
+@pytest.mark.parametrize(("y", "expect"), [([0, 1] * 10, 4), (["a"] * 3 + ["b"] * 17, 4)])
+def test_stratified_split(y: list[Any], expect: int) -> None:
+    from worker.training import stratified_split
+
+    tr, te = stratified_split(np.asarray(y, dtype=object), 0.2, 0)
+    assert len(te) == expect and len(tr) + len(te) == len(y) and not set(tr) & set(te)
+    assert len(set(np.asarray(y, dtype=object)[te].tolist())) == 2
