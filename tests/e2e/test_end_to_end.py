@@ -1,0 +1,185 @@
+"""The product's main flow against real processes, in distributed and embedded mode.
+
+Upload heart.csv, train 10 rules with few epochs, poll to success, predict 20 records and check
+each reported rule against the first rule of the stored document whose conditions hold —
+recomputed here from the JSON document itself, independently of models.RuleList.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import DATASETS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+EPOCHS = 20
+
+
+def key_of(v: Any) -> str | None:
+    """Category key, as docs/rulelist-format.md defines it (re-implemented here on purpose)."""
+    if v is None or v == "" or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def first_matching_rule(doc: dict[str, Any], record: dict[str, Any]) -> int:
+    """Rule id (1-based, 0 = default) by the document's semantics."""
+    feats = {f["name"]: f for f in doc["features"]}
+    for j, rule in enumerate(doc["rules"], start=1):
+        ok = True
+        for c in rule["conditions"]:
+            f = feats[c["feature"]]
+            v = record[c["feature"]]
+            if c["op"] == "between":
+                x = f["fill_value"] if v is None else float(v)
+                ok = (c["low"] is None or x >= c["low"]) and (c["high"] is None or x <= c["high"])
+            else:
+                inside = key_of(v) in c["values"]
+                ok = inside if c["op"] == "in" else not inside
+            if not ok:
+                break
+        if ok:
+            return j
+    return 0
+
+
+def heart_records(n: int) -> list[dict[str, Any]]:
+    """The first n rows of heart.csv without the target, values as JSON numbers."""
+    with open(DATASETS / "heart.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))[:n]
+    out = []
+    for r in rows:
+        r.pop("target")
+        out.append({k: (float(v) if v not in ("", "?") else None) for k, v in r.items()})
+    return out
+
+
+def train(client: httpx.Client, epochs: int = EPOCHS) -> tuple[dict[str, Any], str]:
+    """Upload heart.csv and train until success; returns (job, dataset id)."""
+    with open(DATASETS / "heart.csv", "rb") as fh:
+        r = client.post("/v1/datasets", files={"file": ("heart.csv", fh, "text/csv")})
+    assert r.status_code == 201, r.text
+    ds = r.json()
+    assert ds["n_rows"] == 270
+    r = client.post("/v1/jobs", json={"dataset_id": ds["id"], "target": "target", "model_name": "heart",
+                                      "parameters": {"n_rules": 10, "epochs": epochs, "random_state": 1}})
+    assert r.status_code == 202, r.text
+    job = r.json()
+    seen = set()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+        seen.add(job["state"])
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.3)
+    assert job["state"] == "succeeded", job
+    assert job["progress"]["epoch"] == job["progress"]["n_epochs"] == epochs
+    return job, ds["id"]
+
+
+def check_flow(url: str, key: str) -> None:
+    """The issue's end-to-end flow."""
+    with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=30) as client:
+        job, _ = train(client)
+        mv = client.get(f"/v1/models/{job['model_version_id']}").json()
+        doc = mv["rule_list"]
+        assert mv["name"] == "heart" and 1 <= len(doc["rules"]) <= 10
+        assert mv["metrics"]["holdout"]["n_rows"] == 54 and mv["provenance"]["dataset_sha256"]
+        assert mv["provenance"]["packages"]["torch"] != "absent"
+
+        records = heart_records(20)
+        r = client.post(f"/v1/models/{mv['id']}/predict", json={"records": records})
+        assert r.status_code == 200, r.text
+        preds = r.json()["predictions"]
+        assert len(preds) == 20
+        for rec, p in zip(records, preds, strict=True):
+            expected = first_matching_rule(doc, rec)
+            assert p["rule_id"] == expected, (rec, p)
+            assert abs(sum(p["probabilities"].values()) - 1.0) < 1e-9
+            rule = doc["default"] if expected == 0 else doc["rules"][expected - 1]
+            assert list(p["probabilities"].values()) == pytest.approx(rule["probabilities"])
+            assert p["explanation"]["rule_id"] == expected
+            assert len(p["explanation"]["not_fired"]) == (expected - 1 if expected else len(doc["rules"]))
+
+        # promote and predict through the alias; CSV batch agrees with the JSON answers
+        r = client.put("/v1/registered-models/heart/aliases/production", json={"version_id": mv["id"]})
+        assert r.status_code == 200
+        r = client.post("/v1/models/heart@production/predict", json={"records": records[:3]})
+        assert r.status_code == 200 and r.json()["model_version"]["id"] == mv["id"]
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(list(records[0]))
+        for rec in records:
+            w.writerow(["" if v is None else v for v in rec.values()])
+        r = client.post("/v1/models/heart@production/predict.csv",
+                        files={"file": ("batch.csv", buf.getvalue().encode(), "text/csv")})
+        assert r.status_code == 200, r.text
+        rows = list(csv.DictReader(io.StringIO(r.text)))
+        assert [int(x["rule_id"]) for x in rows] == [p["rule_id"] for p in preds]
+
+        # bad input on the real server: 422 naming the field
+        bad = dict(records[0])
+        bad.pop("att_1")
+        r = client.post("/v1/models/heart@production/predict", json={"records": [records[0], bad]})
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("records[1].att_1")
+        assert "neurules_predictions_total" in httpx.get(f"{url}/metrics").text
+
+
+def check_cancel(url: str, key: str) -> None:
+    """A long job is cancelled cooperatively at its next epoch."""
+    with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=30) as client:
+        ds = client.get("/v1/datasets").json()["items"][0]["id"]
+        job = client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
+                                            "parameters": {"n_rules": 10, "epochs": 5000}}).json()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = client.get(f"/v1/jobs/{job['id']}").json()
+            if state["state"] == "running" and state["progress"]["epoch"] > 0:
+                break
+            time.sleep(0.2)
+        r = client.post(f"/v1/jobs/{job['id']}/cancel")
+        assert r.status_code == 202
+        while time.monotonic() < deadline:
+            state = client.get(f"/v1/jobs/{job['id']}").json()
+            if state["state"] != "running":
+                break
+            time.sleep(0.2)
+        assert state["state"] == "cancelled", state
+        assert state["progress"]["epoch"] < 5000
+
+
+def test_distributed_flow(distributed) -> None:
+    try:
+        check_flow(distributed.url, distributed.key)
+    except AssertionError:
+        print(distributed.logs())
+        raise
+
+
+def test_distributed_cancel(distributed) -> None:
+    try:
+        check_cancel(distributed.url, distributed.key)
+    except AssertionError:
+        print(distributed.logs())
+        raise
+
+
+def test_embedded_flow(embedded) -> None:
+    try:
+        check_flow(embedded.url, embedded.key)
+    except AssertionError:
+        print(embedded.logs())
+        raise
