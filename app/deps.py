@@ -26,7 +26,7 @@ class Principal:
     key_id: str
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
     """The service's shared state (settings, database, caches, queue)."""
     return request.app.state.service  # type: ignore[no-any-return]
 

@@ -111,6 +111,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         finally:
             if run_background:
                 services.stop()
+            state.audit.close()
             db.dispose()
 
     app = FastAPI(

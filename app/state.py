@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.audit import AuditWriter
 from app.db import Database
 from app.services.jobs import JobQueue
 from app.services.serving import TTLCache
@@ -23,9 +24,11 @@ class ServiceState:
     auth_cache: TTLCache = field(init=False)
     model_cache: TTLCache = field(init=False)
     alias_cache: TTLCache = field(init=False)
+    audit: AuditWriter = field(init=False)
 
     def __post_init__(self) -> None:
         s = self.settings
         self.auth_cache = TTLCache(10_000, s.auth_cache_ttl_s)
         self.model_cache = TTLCache(s.model_cache_size, None)
         self.alias_cache = TTLCache(10_000, s.alias_cache_ttl_s)
+        self.audit = AuditWriter(self.db.engine)

@@ -13,15 +13,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
+from app.audit import audit_rows, write_rows
 from app.deps import AppState, CurrentTenant
 from app.errors import APIError, NotFound, PayloadTooLarge, Unprocessable, responses
 from app.routers.datasets import _read_upload
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import csvdata, registry, serving
 from app.state import ServiceState
-from app.tables import AuditRecord, RegisteredModel, utcnow
+from app.tables import RegisteredModel
 
 router = APIRouter(prefix="/v1/models", tags=["predictions"])
 
@@ -69,18 +70,6 @@ async def load_model(state: ServiceState, tenant_id: str, ref: str) -> serving.S
     return await run_in_threadpool(_load, state, tenant_id, ref)
 
 
-def write_audit(state: ServiceState, tenant_id: str, key_id: str, model: serving.ServedModel,
-                records: list[Any], results: list[dict[str, Any]]) -> None:
-    """One append-only audit row per decision, in one transaction."""
-    now = utcnow()
-    rows = [{"created_at": now, "tenant_id": tenant_id, "api_key_id": key_id, "model_version_id": model.version_id,
-             "input_digest": serving.digest(rec),
-             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
-             "rule_id": res["rule_id"]} for rec, res in zip(records, results, strict=True)]
-    with state.db.engine.begin() as conn:
-        conn.execute(insert(AuditRecord), rows)
-
-
 def _reject(state: ServiceState, reason: str, err: APIError) -> APIError:
     if state.metrics is not None:
         state.metrics.prediction_errors.labels(reason).inc()
@@ -103,7 +92,7 @@ async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, st
         raise _reject(state, "invalid_record", Unprocessable(e.message, code="invalid_record",
                                                              details=e.details)) from None
     results = serving.predict_records(model, body.records, explain=explain)
-    await run_in_threadpool(write_audit, state, principal.tenant_id, principal.key_id, model, body.records, results)
+    await state.audit.write(audit_rows(principal.tenant_id, principal.key_id, model.version_id, body.records, results))
     if state.metrics is not None:
         state.metrics.predictions.labels("json").inc(len(results))
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
@@ -133,7 +122,7 @@ async def predict_csv(ref: str, request: Request, principal: CurrentTenant, stat
         header, rows, _ = serving.batch_csv_rows(model, records)
         results = [{"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)),
                     "rule_id": r[3]} for r in rows]
-        write_audit(state, principal.tenant_id, principal.key_id, model, records, results)
+        write_rows(state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records, results))
         return csvdata.write_csv(header, rows)
 
     try:

@@ -1,0 +1,113 @@
+"""Append-only audit rows, written with group commit.
+
+Every decision is audited *before* its answer leaves the server: a request hands its rows to the
+writer thread and awaits the commit. The writer drains whatever is waiting and commits it in one
+transaction, so under load many requests share one commit (and SQLite's single writer lock is
+taken once per batch instead of once per request). If the write fails, the requests waiting on it
+fail with 503 and no answer is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from typing import Any
+
+from sqlalchemy import Engine, insert
+
+from app.errors import ServiceUnavailable
+from app.services import serving
+from app.tables import AuditRecord, utcnow
+
+log = logging.getLogger("neurules.audit")
+
+MAX_BATCH_ROWS = 5000
+
+
+def audit_rows(tenant_id: str, key_id: str, version_id: str, records: list[Any],
+               results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit rows of one request: one per decision, with the input digest and the output."""
+    now = utcnow()
+    return [{"created_at": now, "tenant_id": tenant_id, "api_key_id": key_id, "model_version_id": version_id,
+             "input_digest": serving.digest(rec),
+             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
+             "rule_id": res["rule_id"]} for rec, res in zip(records, results, strict=True)]
+
+
+def write_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
+    """Insert audit rows in one transaction (synchronous)."""
+    with engine.begin() as conn:
+        conn.execute(insert(AuditRecord), rows)
+
+
+class AuditWriter:
+    """A background thread that commits queued audit rows in batches and wakes their requests."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._q: queue.SimpleQueue[tuple[list[dict[str, Any]], asyncio.AbstractEventLoop, asyncio.Future[None]] | None]
+        self._q = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="neurules-audit", daemon=True)
+                    self._thread.start()
+
+    async def write(self, rows: list[dict[str, Any]]) -> None:
+        """Queue rows and wait until they are committed (ServiceUnavailable when they cannot be)."""
+        self._ensure()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._q.put((rows, loop, fut))
+        await fut
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            batch = [item]
+            n = len(item[0])
+            while n < MAX_BATCH_ROWS:
+                try:
+                    nxt = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._q.put(None)
+                    break
+                batch.append(nxt)
+                n += len(nxt[0])
+            err: BaseException | None = None
+            try:
+                write_rows(self.engine, [r for rows, _, _ in batch for r in rows])
+            except Exception as e:  # the database is down or refused: fail the waiting requests
+                log.error("audit write failed", extra={"rows": n, "error": repr(e)})
+                err = e
+            for _, loop, fut in batch:
+                try:
+                    loop.call_soon_threadsafe(_settle, fut, err)
+                except RuntimeError:  # the loop is closed (shutdown)
+                    pass
+
+    def close(self) -> None:
+        """Stop the writer after the rows already queued."""
+        if self._thread is not None and self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join(10)
+
+
+def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:
+    if fut.done():
+        return
+    if err is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(ServiceUnavailable("the audit log could not be written; the decision was not returned",
+                                             code="audit_unavailable"))
