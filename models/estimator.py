@@ -20,6 +20,10 @@ from models.metrics import weighted_f1
 from models.rulelist import RuleList
 
 
+# restarts="auto": as many restarts as keep batch * inputs * rules * restarts under this
+RESTART_BUDGET = 4_000_000
+
+
 def _json_label(value: Any) -> int | str | bool:
     """A class label as a JSON scalar for the document (int, str or bool)."""
     if isinstance(value, np.generic):
@@ -71,8 +75,10 @@ class NeuRulesClassifier:
     smoothing: additive smoothing of the rule probabilities measured on training rows.
     init: "range" (every predicate starts as the whole training range, as the authors) or
         "quantile" (each rule starts on a random quantile box over a few features).
-    n_restarts: independent rule lists trained together; the one with the best training-split
-        score (or validation split when `validation_fraction` > 0) is kept.
+    n_restarts: independent rule lists trained together in one tensor program; the one whose
+        crisp rule list has the best weighted F1 on the training rows is kept. "auto" uses as many
+        (at most `max_restarts`) as fit a fixed compute budget, so small data sets get several
+        and large ones one.
     device: "auto" (CUDA when available), "cpu", "cuda", ...
     random_state: seed for initialisation, shuffling and the Gumbel noise.
     """
@@ -90,9 +96,9 @@ class NeuRulesClassifier:
         t_rl: tuple[float, float] = (1.0, 0.2),
         eps: float = 1e-3,
         smoothing: float = 1.0,
-        init: str = "range",
-        n_restarts: int = 1,
-        validation_fraction: float = 0.0,
+        init: str = "quantile",
+        n_restarts: int | str = "auto",
+        max_restarts: int = 8,
         target_steps: int = 600,
         min_epochs: int = 20,
         max_epochs: int = 300,
@@ -113,7 +119,7 @@ class NeuRulesClassifier:
         self.smoothing = smoothing
         self.init = init
         self.n_restarts = n_restarts
-        self.validation_fraction = validation_fraction
+        self.max_restarts = max_restarts
         self.target_steps = target_steps
         self.min_epochs = min_epochs
         self.max_epochs = max_epochs
@@ -193,10 +199,10 @@ class NeuRulesClassifier:
             raise ValueError("eps must be > 0 and smoothing >= 0")
         if self.init not in ("range", "quantile"):
             raise ValueError("init must be 'range' or 'quantile'")
-        if not isinstance(self.n_restarts, (int, np.integer)) or self.n_restarts < 1:
-            raise ValueError("n_restarts must be a positive int")
-        if not 0 <= self.validation_fraction < 1:
-            raise ValueError("validation_fraction must be in [0, 1)")
+        if not (self.n_restarts == "auto" or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)):
+            raise ValueError("n_restarts must be a positive int or 'auto'")
+        if not isinstance(self.max_restarts, (int, np.integer)) or self.max_restarts < 1:
+            raise ValueError("max_restarts must be a positive int")
 
     def _resolve_device(self) -> Any:
         import torch
@@ -332,25 +338,36 @@ class NeuRulesClassifier:
         else:
             Zt = torch.tensor(Z64, dtype=torch.float32, device=device)
             yt = torch.tensor(y_idx, dtype=torch.long, device=device)
-            lower, upper = self._initial_bounds(Z64, k, rng)
-            prio = rng.random(k)
-            prio = prio - prio.min() + 1.0
-            logits = np.zeros((k + 1, n_classes))
+            n_models = self._restarts_for(n, n_units, cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
-            for j in range(k):
-                logits[j, order[j % n_classes]] = 1.0
-            logits[k] = np.log(prior + 1e-6)
+            lowers, uppers, prios, logit_list = [], [], [], []
+            for _ in range(n_models):
+                lower, upper = self._initial_bounds(Z64, k, rng)
+                prio = rng.random(k)
+                prio = prio - prio.min() + 1.0
+                logits = np.zeros((k + 1, n_classes))
+                for j in range(k):
+                    logits[j, order[j % n_classes]] = 1.0
+                logits[k] = np.log(prior + 1e-6)
+                lowers.append(lower)
+                uppers.append(upper)
+                prios.append(prio)
+                logit_list.append(logits)
             net = SoftRuleList(
                 n_units,
                 k,
                 n_classes,
-                torch.tensor(lower),
-                torch.tensor(upper),
-                torch.tensor(prio),
-                torch.tensor(logits),
+                torch.tensor(np.stack(lowers)),
+                torch.tensor(np.stack(uppers)),
+                torch.tensor(np.stack(prios)),
+                torch.tensor(np.stack(logit_list)),
                 eps=float(self.eps),
             ).to(device)
+            two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
+            if two:
+                vals = np.array([np.unique(Z64[:, f]) for f in two], dtype=np.float32)
+                net.set_two_valued(torch.tensor(two), torch.tensor(vals[:, 0]), torch.tensor(vals[:, 1]))
             shuffle_gen = torch.Generator().manual_seed(seed)
             noise_gen = torch.Generator(device=device).manual_seed(seed + 1)
             val_fn = None
@@ -361,7 +378,7 @@ class NeuRulesClassifier:
 
                 def val_fn() -> float:
                     _, cls = net.zero_temperature(Zv)
-                    return weighted_f1(yv, classes[cls.cpu().numpy()])
+                    return max(weighted_f1(yv, classes[c]) for c in cls.cpu().numpy())
 
             losses = train(net, Zt, yt, cfg, shuffle_gen, noise_gen, callback=callback, val_score=val_fn)
 
@@ -390,9 +407,20 @@ class NeuRulesClassifier:
             }
             self.train_agreement_ = 1.0
         else:
-            doc = extract_rule_list(
-                net, encoder, Z64.astype(np.float32), raw, y_idx, doc_classes, float(self.smoothing), "target", metadata
-            )
+            best = None
+            Z32 = Z64.astype(np.float32)
+            for m in range(net.n_models):
+                sub = net.select(m)
+                doc_m, pred_m = extract_rule_list(
+                    sub, encoder, Z32, raw, y_idx, doc_classes, float(self.smoothing), "target", metadata
+                )
+                score = weighted_f1(y_idx, pred_m)
+                if best is None or score > best[0]:
+                    best = (score, m, doc_m, sub)
+            assert best is not None
+            _, chosen, doc, net = best
+            doc["metadata"]["restart"] = chosen
+            doc["metadata"]["n_restarts"] = len(lowers)
         self.rule_list_ = RuleList.from_dict(doc)
         self.encoder_ = encoder
         self.network_ = net
@@ -400,13 +428,19 @@ class NeuRulesClassifier:
         self.n_iter_ = cfg.epochs
         if net is not None:
             sel, cls = net.zero_temperature(Zt)
-            net_pred = cls.cpu().numpy()
+            sel, net_pred = sel[0], cls[0].cpu().numpy()
             crisp_ids = self.rule_list_.apply(df)
             crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[crisp_ids]
             self.train_agreement_ = float(np.mean(net_pred == crisp_pred))
             self.train_rule_agreement_ = float(np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids))
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    def _restarts_for(self, n: int, n_units: int, batch_size: int) -> int:
+        if self.n_restarts != "auto":
+            return int(self.n_restarts)
+        work = min(batch_size, n) * n_units * int(self.n_rules)
+        return int(min(self.max_restarts, max(1, RESTART_BUDGET // max(1, work))))
 
     def _initial_bounds(self, Z: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Initial (lower, upper) per rule and input."""

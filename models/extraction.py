@@ -83,22 +83,25 @@ def extract_rule_list(
     target: str = "target",
     metadata: dict[str, Any] | None = None,
     rewrite: bool = True,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], np.ndarray]:
     """Build the crisp rule-list document from a trained network and its training data.
 
     Z is the float32 matrix the network was trained on, raw the filled original columns
-    (`TabularEncoder.raw_columns`), y the class indices. With rewrite=True the network is
-    rewritten in place to equal the returned rule list.
+    (`TabularEncoder.raw_columns`), y the class indices; `net` holds one rule list (M = 1).
+    Returns (document, predicted class index of every training row under the crisp list). With
+    rewrite=True the network is rewritten in place to equal the returned rule list.
     """
+    if net.n_models != 1:
+        raise ValueError("extract from a single rule list: use net.select(m)")
     n_classes = len(classes)
     with torch.no_grad():
-        lower = net.lower.detach().cpu().double().numpy()
-        upper = net.upper.detach().cpu().double().numpy()
+        lower = net.lower[0].detach().cpu().double().numpy()
+        upper = net.upper[0].detach().cpu().double().numpy()
         a_all = np.minimum(lower, upper).astype(np.float32)
         b_all = np.maximum(lower, upper).astype(np.float32)
-        w_all = torch.relu(net.weight).detach().cpu().numpy()
-        prio = (net.priority * net.rule_mask).detach().cpu().numpy()
-        mask = net.rule_mask.detach().cpu().numpy()
+        w_all = torch.relu(net.weight[0]).detach().cpu().numpy()
+        prio = (net.priority[0] * net.rule_mask[0]).detach().cpu().numpy()
+        mask = net.rule_mask[0].detach().cpu().numpy()
     Z = np.asarray(Z, dtype=np.float32)
     n, n_units = Z.shape
     k = net.n_rules
@@ -183,14 +186,17 @@ def extract_rule_list(
     order_in_feature = {spec.name: i for i, spec in enumerate(encoder.columns)}
     rules_doc = []
     rule_probs = []
+    train_pred = np.zeros(n, dtype=np.int64)
     for j in kept:
         cc = counts_of(captured[j])
         probs = list(smoothed_probabilities(cc, smoothing))
         conds = sorted(rule_conditions[j], key=lambda c: order_in_feature[c["feature"]])
         rules_doc.append({"conditions": conds, "class_counts": cc, "probabilities": probs})
         rule_probs.append(probs)
+        train_pred[captured[j]] = int(np.argmax(probs))
     dc = counts_of(open_)
     dprobs = list(smoothed_probabilities(dc, smoothing))
+    train_pred[open_] = int(np.argmax(dprobs))
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -210,28 +216,29 @@ def extract_rule_list(
             for j in range(k):
                 if not alive[j]:
                     new_w[j] = 0.0
-            net.lower.copy_(torch.tensor(new_lower, dtype=torch.float32, device=dev))
-            net.upper.copy_(torch.tensor(new_upper, dtype=torch.float32, device=dev))
-            net.weight.copy_(torch.tensor(new_w, dtype=torch.float32, device=dev))
-            net.rule_mask.copy_(new_mask)
-            logits = net.logits.detach().cpu().numpy().copy()
+            net.lower[0].copy_(torch.tensor(new_lower, dtype=torch.float32, device=dev))
+            net.upper[0].copy_(torch.tensor(new_upper, dtype=torch.float32, device=dev))
+            net.weight[0].copy_(torch.tensor(new_w, dtype=torch.float32, device=dev))
+            net.rule_mask[0].copy_(new_mask)
+            logits = net.logits[0].detach().cpu().numpy().copy()
             for j, probs in zip(kept, rule_probs):
                 logits[j] = np.log(np.asarray(probs))
             logits[k] = np.log(np.asarray(dprobs))
-            net.logits.copy_(torch.tensor(logits, dtype=torch.float32, device=dev))
+            net.logits[0].copy_(torch.tensor(logits, dtype=torch.float32, device=dev))
             # distinct, evenly spaced priorities in the kept order: ties in the trained
             # priorities (e.g. several at the clamp) would otherwise be broken by rounding noise
-            prio_new = net.priority.detach().cpu().numpy().copy()
+            prio_new = net.priority[0].detach().cpu().numpy().copy()
             for rank, j in enumerate(kept):
                 prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(1, k)
-            net.priority.copy_(torch.tensor(prio_new, dtype=torch.float32, device=dev))
-    return doc
+            net.priority[0].copy_(torch.tensor(prio_new, dtype=torch.float32, device=dev))
+    return doc, train_pred
 
 
 def rule_ids_from_selection(net: SoftRuleList, sel: np.ndarray) -> np.ndarray:
-    """Map network selector indices (0..k-1 rules, k default) to document rule ids (1.., 0)."""
-    prio = (net.priority * net.rule_mask).detach().cpu().numpy()
-    mask = net.rule_mask.detach().cpu().numpy()
+    """Map selector indices of a single-model network (0..k-1 rules, k default) to document
+    rule ids (1..; 0 = default)."""
+    prio = (net.priority[0] * net.rule_mask[0]).detach().cpu().numpy()
+    mask = net.rule_mask[0].detach().cpu().numpy()
     k = net.n_rules
     order = [j for j in sorted(range(k), key=lambda j: (-prio[j], j)) if mask[j] > 0]
     table = np.zeros(k + 1, dtype=np.int64)

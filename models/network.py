@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from models.relaxations import (
+    conjunction_eta,
     gumbel_noise,
     hard_predicate,
     ordered_bounds,
@@ -14,9 +15,11 @@ from models.relaxations import (
     soft_predicate,
 )
 
-# Active priority of the default (else) rule: below every firing rule (priorities are kept in
-# [PRIORITY_MIN, PRIORITY_MAX]) and above every non-firing one (a rule blocked by a predicate of
-# weight >= MIN_WEIGHT has activation <= eps / MIN_WEIGHT, so active priority <= 0.08 at eps=1e-3).
+# Active priority of the default (else) rule: below every firing rule (priorities are kept
+# >= PRIORITY_MIN) and above every non-firing one: a rule blocked by a predicate of weight
+# >= MIN_WEIGHT has activation <= eps / MIN_WEIGHT; extraction rewrites the kept rules'
+# priorities to distinct values in [PRIORITY_MIN, PRIORITY_MAX], so a blocked rule's active
+# priority is then <= 4 * 0.02 = 0.08 at eps=1e-3.
 DEFAULT_PRIORITY = 0.5
 PRIORITY_MIN = 1.0
 PRIORITY_MAX = 4.0
@@ -24,9 +27,11 @@ MIN_WEIGHT = 0.05
 
 
 class SoftRuleList(nn.Module):
-    """k soft rules over F inputs, learnable priorities, per-rule class logits, a default rule.
+    """M independent soft rule lists (restarts), each with k rules over F inputs, learnable
+    priorities, per-rule class logits and a default rule, evaluated in one tensor program.
 
-    Index k of the selector / consequent logits is the default rule.
+    Parameter shapes: lower/upper/weight (M, k, F), priority (M, k), logits (M, k+1, C); index k
+    of the selector and of the consequent logits is the default rule.
     """
 
     def __init__(
@@ -42,53 +47,121 @@ class SoftRuleList(nn.Module):
         eps: float = 1e-3,
     ) -> None:
         super().__init__()
+        if lower.dim() == 2:  # a single rule list
+            lower, upper, priority, logits = lower[None], upper[None], priority[None], logits[None]
+        self.n_models = lower.shape[0]
         self.n_rules = n_rules
         self.n_classes = n_classes
         self.eps = eps
         self.lower = nn.Parameter(lower.clone().float())
         self.upper = nn.Parameter(upper.clone().float())
-        self.weight = nn.Parameter(torch.full((n_rules, n_inputs), float(weight_init)))
+        self.weight = nn.Parameter(torch.full((self.n_models, n_rules, n_inputs), float(weight_init)))
         self.priority = nn.Parameter(priority.clone().float())
-        self.logits = nn.Parameter(logits.clone().float())  # (k+1, C), row k = default rule
-        self.register_buffer("rule_mask", torch.ones(n_rules))
+        self.logits = nn.Parameter(logits.clone().float())
+        self.register_buffer("rule_mask", torch.ones(self.n_models, n_rules))
+        # optional fast path for inputs that take exactly two values on the training data
+        self.register_buffer("dense_idx", torch.arange(n_inputs))
+        self.register_buffer("two_idx", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("two_low", torch.zeros(0))
+        self.register_buffer("two_high", torch.zeros(0))
+
+    def set_two_valued(self, idx: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
+        """Declare inputs `idx` as two-valued (values low < high on the training data)."""
+        n_inputs = self.weight.shape[-1]
+        dev = self.lower.device
+        is_two = torch.zeros(n_inputs, dtype=torch.bool)
+        is_two[idx.cpu()] = True
+        self.dense_idx = torch.arange(n_inputs)[~is_two].to(dev)
+        self.two_idx = idx.to(dev).long()
+        self.two_low = low.to(dev).float()
+        self.two_high = high.to(dev).float()
+
+    def split_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(dense columns, 0/1 indicator of the high value of each two-valued column)."""
+        return x[:, self.dense_idx], (x[:, self.two_idx] == self.two_high).to(x.dtype)
 
     def clamp_(self) -> None:
-        """Keep priorities in range after an optimiser step."""
+        """Keep priorities >= PRIORITY_MIN after an optimiser step."""
         with torch.no_grad():
-            self.priority.clamp_(PRIORITY_MIN, PRIORITY_MAX)
+            self.priority.clamp_(min=PRIORITY_MIN)
 
-    def activations(self, x: torch.Tensor, t_pi: float) -> torch.Tensor:
-        """Soft rule antecedents (B, k)."""
+    def select(self, m: int) -> "SoftRuleList":
+        """A single-model copy of restart m."""
+        net = SoftRuleList(
+            self.weight.shape[-1],
+            self.n_rules,
+            self.n_classes,
+            self.lower.detach()[m : m + 1],
+            self.upper.detach()[m : m + 1],
+            self.priority.detach()[m : m + 1],
+            self.logits.detach()[m : m + 1],
+            eps=self.eps,
+        ).to(self.lower.device)
+        with torch.no_grad():
+            net.weight.copy_(self.weight.detach()[m : m + 1])
+            net.rule_mask.copy_(self.rule_mask[m : m + 1])
+        net.train(self.training)
+        return net
+
+    def activations(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float) -> torch.Tensor:
+        """Soft rule antecedents (M, B, k).
+
+        x is the (B, F) input, or `split_inputs(x)`: then a two-valued input's predicate takes
+        one of two values per rule, and its part of the conjunction's denominator is a matrix
+        product (the same numbers, far fewer operations).
+        """
         a, b = ordered_bounds(self.lower, self.upper)
-        pi = soft_predicate(x[:, None, :], a, b, t_pi)
-        return relaxed_conjunction(pi, self.weight, self.eps)
+        if not isinstance(x, tuple):
+            pi = soft_predicate(x[None, :, None, :], a[:, None], b[:, None], t_pi)
+            return relaxed_conjunction(pi, self.weight, self.eps)
+        xd, xb = x
+        w = torch.relu(self.weight)
+        wsum = w.sum(dim=-1)  # (M, k)
+        eta = conjunction_eta(w, self.eps)  # (M, k)
+        scale = (1.0 + eta)[:, None, :]
+        di, ti = self.dense_idx, self.two_idx
+        pi_d = soft_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di], t_pi)  # (M,B,k,Fd)
+        denom = torch.einsum("mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di])
+        if ti.numel():
+            a2, b2, w2 = a[:, :, ti], b[:, :, ti], w[:, :, ti]
+            q0 = 1.0 / (soft_predicate(self.two_low, a2, b2, t_pi) + eta[..., None])  # (M,k,F2)
+            q1 = 1.0 / (soft_predicate(self.two_high, a2, b2, t_pi) + eta[..., None])
+            base = (w2 * q0).sum(dim=-1)  # (M, k)
+            delta = w2 * (q1 - q0)  # (M, k, F2)
+            denom = denom + base[:, None, :] + torch.einsum("bf,mrf->mbr", xb, delta)
+        out = wsum[:, None, :] / (scale * denom).clamp_min(1e-30)
+        return torch.where((wsum <= 0)[:, None, :], torch.ones_like(out), out)
 
     def active_priority(self, r: torch.Tensor) -> torch.Tensor:
-        """Active priorities (B, k+1): r_j * p_j for rules, the constant DEFAULT_PRIORITY last."""
-        ap = r * (self.priority * self.rule_mask)[None, :]
-        default = torch.full((ap.shape[0], 1), DEFAULT_PRIORITY, dtype=ap.dtype, device=ap.device)
-        return torch.cat([ap, default], dim=1)
+        """Active priorities (M, B, k+1): r_j * p_j for rules, the constant DEFAULT_PRIORITY last."""
+        ap = r * (self.priority * self.rule_mask)[:, None, :]
+        default = torch.full((*ap.shape[:-1], 1), DEFAULT_PRIORITY, dtype=ap.dtype, device=ap.device)
+        return torch.cat([ap, default], dim=-1)
 
     def forward(
         self,
-        x: torch.Tensor,
+        x: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
         t_pi: float,
         t_rl: float,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(class logits (B, C), selector weights (B, k+1)); Gumbel noise only in training mode."""
+        """(class logits (M, B, C), selector weights (M, B, k+1)); Gumbel noise only in training.
+
+        x is the (B, F) input or `split_inputs(x)`.
+        """
         ap = self.active_priority(self.activations(x, t_pi))
         noise = gumbel_noise(tuple(ap.shape), generator, ap.device) if self.training else None
         sel = rule_selector(ap, t_rl, noise)
-        return sel @ self.logits, sel
+        return torch.bmm(sel, self.logits), sel
 
     @torch.no_grad()
     def zero_temperature(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The limit t_pi, t_rl -> 0 without noise: (selected rule index in 0..k, class index)."""
+        """The limit t_pi, t_rl -> 0 without noise: (selected rule index in 0..k, class index),
+        each (M, B)."""
         a, b = ordered_bounds(self.lower, self.upper)
-        pi = hard_predicate(x[:, None, :], a, b)
+        pi = hard_predicate(x[None, :, None, :], a[:, None], b[:, None])
         r = relaxed_conjunction(pi, self.weight, self.eps)
         ap = self.active_priority(r)
-        sel = torch.argmax(ap, dim=1)
-        cls = torch.argmax(self.logits, dim=1)[sel]
+        sel = torch.argmax(ap, dim=-1)  # (M, B)
+        cls = torch.gather(torch.argmax(self.logits, dim=-1), 1, sel)
         return sel, cls

@@ -39,18 +39,18 @@ def conjunction_eta(w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def relaxed_conjunction(pi: torch.Tensor, weights: torch.Tensor, eps: float) -> torch.Tensor:
-    """sum(w) / sum(w * (1+eta) / (pi+eta)) with w = relu(weights); pi (B,R,F) -> (B,R).
+    """sum(w) / sum(w * (1+eta) / (pi+eta)) with w = relu(weights); pi (..., B, R, F), weights
+    (..., R, F) -> (..., B, R).
 
     A rule whose weights are all zero has no condition and is 1 everywhere.
     """
     w = torch.relu(weights)
-    wsum = w.sum(dim=-1)  # (R,)
-    eta = conjunction_eta(w, eps)  # (R,)
-    recip = (1.0 + eta)[None, :, None] / (pi + eta[None, :, None])  # (B,R,F)
-    denom = torch.einsum("brf,rf->br", recip, w)
-    empty = wsum <= 0
-    out = wsum[None, :] / denom.clamp_min(1e-30)
-    return torch.where(empty[None, :], torch.ones_like(out), out)
+    wsum = w.sum(dim=-1)  # (..., R)
+    eta = conjunction_eta(w, eps)  # (..., R)
+    recip = (1.0 + eta).unsqueeze(-2).unsqueeze(-1) / (pi + eta.unsqueeze(-2).unsqueeze(-1))
+    denom = torch.einsum("...brf,...rf->...br", recip, w)
+    out = wsum.unsqueeze(-2) / denom.clamp_min(1e-30)
+    return torch.where((wsum <= 0).unsqueeze(-2), torch.ones_like(out), out)
 
 
 def gumbel_noise(shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device) -> torch.Tensor:

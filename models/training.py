@@ -43,9 +43,10 @@ def schedule(start: float, end: float, progress: float, anneal_start: float) -> 
 
 
 def support_regulariser(selector: torch.Tensor, min_support: float, max_support: float) -> torch.Tensor:
-    """mean_j max(0, s_min - c_j)^2 + max(0, c_j - s_max)^2 over the k rules (not the default)."""
-    cov = selector[:, :-1].mean(dim=0)
-    return (torch.relu(min_support - cov) ** 2 + torch.relu(cov - max_support) ** 2).mean()
+    """mean_j max(0, s_min - c_j)^2 + max(0, c_j - s_max)^2 over the k rules (not the default);
+    selector (..., B, k+1) -> (...)."""
+    cov = selector[..., :-1].mean(dim=-2)
+    return (torch.relu(min_support - cov) ** 2 + torch.relu(cov - max_support) ** 2).mean(dim=-1)
 
 
 Progress = dict[str, Any]
@@ -67,6 +68,7 @@ def train(
     `freeze_consequents` of training; temperatures anneal linearly after `anneal_start`.
     """
     n = X.shape[0]
+    xd, xb = net.split_inputs(X)
     bs = max(1, min(cfg.batch_size, n))
     n_batches = max(1, math.ceil(n / bs))
     total = cfg.epochs * n_batches
@@ -82,10 +84,12 @@ def train(
             progress = step / max(1, total - 1)
             t_pi = schedule(cfg.t_pi[0], cfg.t_pi[1], progress, cfg.anneal_start)
             t_rl = schedule(cfg.t_rl[0], cfg.t_rl[1], progress, cfg.anneal_start)
-            logits, sel = net(X[idx], t_pi, t_rl, noise_gen)
-            loss = F.cross_entropy(logits, y[idx])
+            logits, sel = net((xd[idx], xb[idx]), t_pi, t_rl, noise_gen)
+            m = logits.shape[0]
+            # sum over restarts of each restart's mean loss: independent gradients per restart
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].repeat(m)) * m
             if cfg.lambda_support > 0:
-                loss = loss + cfg.lambda_support * support_regulariser(sel, cfg.min_support, cfg.max_support)
+                loss = loss + cfg.lambda_support * support_regulariser(sel, cfg.min_support, cfg.max_support).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if progress < cfg.freeze_consequents:
@@ -94,7 +98,7 @@ def train(
             net.clamp_()
             epoch_loss += loss.detach() * idx.shape[0]
             step += 1
-        mean_loss = float(epoch_loss) / n
+        mean_loss = float(epoch_loss) / n / net.n_models
         losses.append(mean_loss)
         if callback is not None:
             score = None

@@ -1,0 +1,34 @@
+"""Shared fixtures for the learner tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _datasets_dir() -> Path:
+    env = os.environ.get("NEURULES_DATASETS")
+    return Path(env) if env else ROOT.parent / "shared" / "datasets"
+
+
+def _load(name: str) -> tuple[pd.DataFrame, pd.Series]:
+    d = _datasets_dir()
+    for suffix in (".csv", ".csv.gz"):
+        p = d / f"{name}{suffix}"
+        if p.exists():
+            df = pd.read_csv(p)
+            return df.iloc[:, :-1], df.iloc[:, -1]
+    pytest.skip(f"dataset {name} not found in {d}")
+    raise AssertionError  # unreachable
+
+
+@pytest.fixture
+def load_dataset() -> Callable[[str], tuple[pd.DataFrame, pd.Series]]:
+    """Loader of a shared dataset by name ((features, target)); skips when it is absent."""
+    return _load
