@@ -1,0 +1,56 @@
+"""docker-compose.yml and Dockerfile, checked without a Docker engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _env(service: dict) -> dict[str, str]:
+    return {k: str(v).replace("${POSTGRES_PASSWORD:-neurules}", "neurules") for k, v in service["environment"].items()}
+
+
+def test_services_and_dependencies() -> None:
+    c = compose()
+    s = c["services"]
+    assert {"api", "worker", "postgres", "redis", "migrate"} <= set(s)
+    assert s["api"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert s["worker"]["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert s["api"]["ports"] == ["8000:8000"]
+    for name in ("postgres", "redis", "api"):
+        assert "healthcheck" in s[name]
+
+
+def test_worker_reserves_a_gpu_and_runs_the_solo_worker() -> None:
+    w = compose()["services"]["worker"]
+    dev = w["deploy"]["resources"]["reservations"]["devices"][0]
+    assert dev["driver"] == "nvidia" and "gpu" in dev["capabilities"]
+    assert w["command"] == ["neurules-admin", "worker"]
+
+
+def test_environment_passes_the_fail_fast_settings() -> None:
+    s = compose()["services"]
+    envs = [_env(s[n]) for n in ("api", "worker", "migrate")]
+    assert envs[0] == envs[1] == envs[2]
+    settings = Settings(**{k.removeprefix("NEURULES_").lower(): v for k, v in envs[0].items()})
+    assert settings.mode == "distributed" and not settings.run_embedded_worker
+    assert settings.visibility_timeout_s > settings.training_time_limit_s
+
+
+def test_dockerfile() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert text.startswith("#") and "FROM python:3.11" in text
+    assert '"neurules-admin", "serve"' in text and "USER neurules" in text and "HEALTHCHECK" in text
+    for path in ("models", "app", "worker", "migrations", "alembic.ini"):
+        assert f"COPY {path}" in text
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and "var" in ignored
