@@ -1,0 +1,96 @@
+"""Pure functions behind the HTTP layer: CSV parsing/profiling, record validation, keys, refs, caches."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.errors import NotFound
+from app.services import csvdata, keys, serving
+from app.services.registry import parse_ref
+
+
+def test_parse_and_profile() -> None:
+    t = csvdata.parse_csv(b"a, b ,c\n1,x,\n2.5,NA,3\n\n")
+    assert t.header == ["a", "b", "c"] and t.n_rows == 2
+    assert t.columns["b"] == ["x", None] and t.columns["c"] == [None, "3"]
+    prof = {p.name: p for p in csvdata.profile(t)}
+    assert prof["a"].type == "numeric" and (prof["a"].min, prof["a"].max) == (1.0, 2.5)
+    assert prof["b"].type == "categorical" and prof["b"].top_values == ["x"]
+
+
+@pytest.mark.parametrize(("data", "code"), [
+    (b"", "csv_empty"), (b"a\n", "csv_no_rows"), (b"1,2\n3,4\n", "csv_no_header"),
+    (b"a,b\n1,2,3\n", "csv_ragged_rows"), (b"a,a\n1,2\n", "csv_duplicate_columns"),
+    (b"a,b\n\xff,1\n", "csv_not_utf8"), (b'a,b\n"1,2\n', "csv_malformed"),
+])
+def test_parse_errors(data: bytes, code: str) -> None:
+    with pytest.raises(csvdata.CSVError) as e:
+        csvdata.profile(csvdata.parse_csv(data))
+    assert e.value.code == code
+
+
+def test_limits() -> None:
+    with pytest.raises(csvdata.CSVError) as e:
+        csvdata.parse_csv(b"a\n1\n2\n3\n", max_rows=2)
+    assert e.value.status_code == 413
+    with pytest.raises(csvdata.CSVError, match="columns"):
+        csvdata.parse_csv(b"a,b,c\n1,2,3\n", max_columns=2)
+
+
+def test_non_utf8_names_line() -> None:
+    with pytest.raises(csvdata.CSVError, match="line 3"):
+        csvdata.parse_csv(b"a,b\n1,2\n\xe9,3\n")
+
+
+def test_validate_records_collects_details(doc) -> None:
+    m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
+    serving.validate_records(m, [{"age": 1.5, "income": None, "smoker": True}, {"age": float("nan"), "income": 3,
+                                                                                "smoker": 4}])
+    with pytest.raises(serving.RecordError) as e:
+        serving.validate_records(m, [{"age": "x", "income": 1}, {"age": 1, "income": 1, "smoker": "no", "z": 1}])
+    fields = [d["field"] for d in e.value.details]
+    assert fields == ["records[0].smoker", "records[0].age", "records[1].z"]
+    assert "and 2 more" in e.value.message
+
+
+def test_predict_records_matches_rule_list(doc) -> None:
+    m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
+    recs = [{"age": 70, "income": 50, "smoker": "yes"}, {"age": 20, "income": 5, "smoker": None},
+            {"age": None, "income": None, "smoker": None}]
+    with_ex = serving.predict_records(m, recs, explain=True)
+    without = serving.predict_records(m, recs, explain=False)
+    assert [r["rule_id"] for r in with_ex] == [r["rule_id"] for r in without] == list(m.rule_list.apply(recs))
+    assert [r["probabilities"] for r in with_ex] == [r["probabilities"] for r in without]
+
+
+def test_digest_is_canonical() -> None:
+    assert serving.digest({"a": 1, "b": 2}) == serving.digest({"b": 2, "a": 1})
+    assert serving.digest({"a": 1}) != serving.digest({"a": 2})
+
+
+def test_keys() -> None:
+    key, prefix = keys.generate_key()
+    assert keys.split_prefix(key) == prefix and keys.matches(key, keys.hash_key(key))
+    assert not keys.matches(key + "x", keys.hash_key(key))
+    assert keys.split_prefix("nrk_short_x") is None and keys.split_prefix("garbage") is None
+
+
+def test_parse_ref() -> None:
+    assert parse_ref("mv_1").version_id == "mv_1"
+    r = parse_ref("credit-risk@production")
+    assert (r.name, r.alias) == ("credit-risk", "production")
+    assert parse_ref("m@3").number == 3
+    with pytest.raises(NotFound):
+        parse_ref("@x")
+
+
+def test_ttl_cache() -> None:
+    c = serving.TTLCache(2, 0.05)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.put("c", 3)
+    assert c.get("a") is None and c.get("c") == 3
+    time.sleep(0.06)
+    assert c.get("c") is None
