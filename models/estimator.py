@@ -20,8 +20,14 @@ from models.metrics import weighted_f1
 from models.rulelist import RuleList
 
 
-# restarts="auto": as many restarts as keep batch * inputs * rules * restarts under this
-RESTART_BUDGET = 4_000_000
+# restarts="auto": as many restarts as keep batch * rules * (dense inputs + two-valued / 10)
+# * restarts under this
+RESTART_BUDGET = 1_000_000
+
+
+# below this many elements per step (batch * rules * restarts * effective inputs) fit uses one
+# CPU thread by default
+SMALL_WORK = 5_000_000
 
 
 def _json_label(value: Any) -> int | str | bool:
@@ -37,17 +43,23 @@ def _json_label(value: Any) -> int | str | bool:
 
 def _check_targets(y: Any) -> np.ndarray:
     """Validate a classification target; returns a 1-D array."""
+    if y is None:
+        raise ValueError("requires y to be passed, but the target y is None")
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        try:
+            from sklearn.exceptions import DataConversionWarning as category
+        except ImportError:  # scikit-learn is optional
+            category = UserWarning  # type: ignore[assignment,misc]
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected. Please change the shape of y "
             "to (n_samples, ), for example using ravel().",
-            UserWarning,
+            category,
             stacklevel=3,
         )
         arr = arr.ravel()
     if arr.ndim != 1:
-        raise ValueError(f"y must be 1-dimensional, got shape {arr.shape}")
+        raise ValueError(f"y should be a 1d array, got an array of shape {arr.shape} instead.")
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)):
             raise ValueError("Input y contains NaN or infinity.")
@@ -80,6 +92,9 @@ class NeuRulesClassifier:
         (at most `max_restarts`) as fit a fixed compute budget, so small data sets get several
         and large ones one.
     device: "auto" (CUDA when available), "cpu", "cuda", ...
+    n_threads: CPU threads for torch during fit; None uses one thread for small per-step work
+        (thread start-up and contention cost more than they save there) and torch's default
+        otherwise. The previous setting is restored after fit.
     random_state: seed for initialisation, shuffling and the Gumbel noise.
     """
 
@@ -103,6 +118,7 @@ class NeuRulesClassifier:
         min_epochs: int = 20,
         max_epochs: int = 300,
         device: str = "auto",
+        n_threads: int | None = None,
         random_state: int | None = None,
         verbose: bool = False,
     ) -> None:
@@ -124,6 +140,7 @@ class NeuRulesClassifier:
         self.min_epochs = min_epochs
         self.max_epochs = max_epochs
         self.device = device
+        self.n_threads = n_threads
         self.random_state = random_state
         self.verbose = verbose
 
@@ -338,7 +355,8 @@ class NeuRulesClassifier:
         else:
             Zt = torch.tensor(Z64, dtype=torch.float32, device=device)
             yt = torch.tensor(y_idx, dtype=torch.long, device=device)
-            n_models = self._restarts_for(n, n_units, cfg.batch_size)
+            two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
+            n_models = self._restarts_for(n, n_units - len(two), len(two), cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
             lowers, uppers, prios, logit_list = [], [], [], []
@@ -364,7 +382,6 @@ class NeuRulesClassifier:
                 torch.tensor(np.stack(logit_list)),
                 eps=float(self.eps),
             ).to(device)
-            two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
             if two:
                 vals = np.array([np.unique(Z64[:, f]) for f in two], dtype=np.float32)
                 net.set_two_valued(torch.tensor(two), torch.tensor(vals[:, 0]), torch.tensor(vals[:, 1]))
@@ -380,7 +397,17 @@ class NeuRulesClassifier:
                     _, cls = net.zero_temperature(Zv)
                     return max(weighted_f1(yv, classes[c]) for c in cls.cpu().numpy())
 
-            losses = train(net, Zt, yt, cfg, shuffle_gen, noise_gen, callback=callback, val_score=val_fn)
+            threads_before = torch.get_num_threads()
+            threads = self.n_threads
+            if threads is None and device.type == "cpu":
+                work = min(cfg.batch_size, n) * k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
+                threads = 1 if work < SMALL_WORK else None
+            try:
+                if threads:
+                    torch.set_num_threads(int(threads))
+                losses = train(net, Zt, yt, cfg, shuffle_gen, noise_gen, callback=callback, val_score=val_fn)
+            finally:
+                torch.set_num_threads(threads_before)
 
         metadata = {
             "learner": "NeuRules",
@@ -436,11 +463,11 @@ class NeuRulesClassifier:
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
-    def _restarts_for(self, n: int, n_units: int, batch_size: int) -> int:
+    def _restarts_for(self, n: int, n_dense: int, n_two: int, batch_size: int) -> int:
         if self.n_restarts != "auto":
             return int(self.n_restarts)
-        work = min(batch_size, n) * n_units * int(self.n_rules)
-        return int(min(self.max_restarts, max(1, RESTART_BUDGET // max(1, work))))
+        work = min(batch_size, n) * int(self.n_rules) * (n_dense + 0.1 * n_two + 1)
+        return int(min(self.max_restarts, max(1, RESTART_BUDGET // max(1.0, work))))
 
     def _initial_bounds(self, Z: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Initial (lower, upper) per rule and input."""

@@ -1,0 +1,110 @@
+"""Tabular encoding: numeric / categorical / bool / missing / constant / unseen categories."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.encoding import TabularEncoder, to_frame
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "age": [20.0, 30.0, np.nan, 50.0, 40.0],
+            "colour": ["red", "blue", None, "red", ""],
+            "flag": [True, False, True, True, False],
+            "const": [7, 7, 7, 7, 7],
+            "code": [1, 2, 2, 1, 3],
+        }
+    )
+
+
+def test_column_kinds_and_feature_documents() -> None:
+    enc = TabularEncoder().fit(_frame())
+    kinds = {c.name: c.kind for c in enc.columns}
+    assert kinds == {"age": "numeric", "colour": "categorical", "flag": "categorical", "const": "numeric", "code": "numeric"}
+    feats = {f["name"]: f for f in enc.feature_dicts()}
+    assert feats["age"]["fill_value"] == 35.0  # median of the observed values
+    assert feats["age"]["min"] == 20.0 and feats["age"]["max"] == 50.0
+    # "" and None are both the missing level (key None), listed last
+    assert feats["colour"]["categories"] == ["blue", "red", None]
+    assert feats["flag"]["categories"] == ["false", "true"]
+
+
+def test_numeric_standardised_with_median_fill() -> None:
+    df = _frame()
+    enc = TabularEncoder().fit(df)
+    Z = enc.transform(df)
+    u = [i for i, unit in enumerate(enc.units) if enc.columns[unit.feature].name == "age"][0]
+    filled = np.array([20.0, 30.0, 35.0, 50.0, 40.0])
+    np.testing.assert_allclose(Z[:, u], (filled - filled.mean()) / filled.std())
+
+
+def test_constant_columns_give_no_input() -> None:
+    enc = TabularEncoder().fit(_frame())
+    names = {enc.columns[u.feature].name for u in enc.units}
+    assert "const" not in names
+    assert "const" in [c.name for c in enc.columns]  # still a feature of the document
+    single = TabularEncoder().fit(pd.DataFrame({"c": ["a", "a", "a"], "x": [1.0, 2.0, 3.0]}))
+    assert [single.columns[u.feature].name for u in single.units] == ["x"]
+
+
+def test_one_hot_with_missing_level_and_unseen_category() -> None:
+    df = _frame()
+    enc = TabularEncoder().fit(df)
+    levels = [(enc.columns[u.feature].name, u.level) for u in enc.units if u.kind == "onehot"]
+    assert ("colour", None) in levels and ("colour", "red") in levels
+    test = df.copy()
+    test["colour"] = ["green", "red", np.nan, "blue", None]
+    Z = enc.transform(test)
+    cols = [i for i, u in enumerate(enc.units) if enc.columns[u.feature].name == "colour"]
+    block = Z[:, cols]
+    assert block[0].sum() == 0  # unseen -> all zero
+    assert block[1].sum() == 1 and block[2].sum() == 1 and block[4].sum() == 1
+    assert block[2].tolist() == block[4].tolist()  # NaN and None are the same missing level
+
+
+def test_bool_column_is_categorical_and_infinity_is_rejected() -> None:
+    enc = TabularEncoder().fit(_frame())
+    flag = [u for u in enc.units if enc.columns[u.feature].name == "flag"]
+    assert {u.level for u in flag} == {"true", "false"}
+    bad = _frame()
+    bad.loc[0, "age"] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        TabularEncoder().fit(bad)
+
+
+def test_numeric_object_column_and_arrays() -> None:
+    df = pd.DataFrame({"a": np.array([1, 2.5, None, 4], dtype=object), "b": ["x", "y", "x", "y"]})
+    enc = TabularEncoder().fit(df)
+    assert [c.kind for c in enc.columns] == ["numeric", "categorical"]
+    frame = to_frame(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert list(frame.columns) == ["x0", "x1"]
+    with pytest.raises(ValueError, match="2D"):
+        to_frame(np.array([1.0, 2.0]))
+
+
+def test_missing_value_semantics_end_to_end() -> None:
+    pytest.importorskip("torch")
+    from models import NeuRulesClassifier
+
+    rng = np.random.default_rng(0)
+    n = 400
+    x = rng.normal(size=n)
+    colour = rng.choice(["red", "blue", "green"], size=n)
+    y = ((x > 0.3) | (colour == "red")).astype(int)
+    df = pd.DataFrame({"x": x, "colour": colour})
+    df.loc[:20, "x"] = np.nan
+    df.loc[30:40, "colour"] = None
+    clf = NeuRulesClassifier(n_rules=4, epochs=30, random_state=0).fit(df, y)
+    rl = clf.rule_list_
+    fill = {f.name: f for f in rl.features}["x"].fill_value
+    assert fill == pytest.approx(float(np.nanmedian(df["x"])))
+    # a missing numeric value behaves exactly as the training median
+    probe = pd.DataFrame({"x": [np.nan, fill], "colour": ["blue", "blue"]})
+    assert clf.predict(probe)[0] == clf.predict(probe)[1]
+    # unseen category: prediction is defined (falls through `in` rules, matches `not_in` rules)
+    assert clf.predict(pd.DataFrame({"x": [0.0], "colour": ["purple"]})).shape == (1,)
+    assert clf.score(df, y) > 0.8

@@ -1,0 +1,161 @@
+"""NeuRulesClassifier: scikit-learn conventions, labels, callbacks, cancellation, seeds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from models import NeuRulesClassifier, RuleList, TrainingCancelled  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = {"n_restarts": 1, "target_steps": 300}
+
+
+def _toy(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame(
+        {
+            "age": rng.uniform(20, 80, n).round(),
+            "income": rng.lognormal(10, 1, n),
+            "city": rng.choice(["paris", "rome", "oslo"], n),
+        }
+    )
+    y = np.where((df["age"] > 50) & (df["city"] != "oslo"), 1, 0)
+    return df, y
+
+
+def test_models_import_does_not_import_torch() -> None:
+    code = (
+        "import sys; import models; models.RuleList; from models import RuleList; import models.rulelist;"
+        "assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_init_only_stores_params_and_get_set_params() -> None:
+    clf = NeuRulesClassifier(n_rules=3, lr=0.1)
+    params = clf.get_params()
+    assert params["n_rules"] == 3 and params["lr"] == 0.1 and params["eps"] == 1e-3
+    assert clf.set_params(n_rules=5) is clf and clf.n_rules == 5
+    with pytest.raises(ValueError):
+        clf.set_params(nope=1)
+    assert not hasattr(clf, "rule_list_")
+    with pytest.raises(ValueError):
+        NeuRulesClassifier(n_rules=0).fit(*_toy(50))
+
+
+def test_fit_predict_binary_dataframe() -> None:
+    X, y = _toy()
+    clf = NeuRulesClassifier(random_state=0, **FAST)
+    assert clf.fit(X, y) is clf
+    assert isinstance(clf.rule_list_, RuleList)
+    assert list(clf.classes_) == [0, 1]
+    assert list(clf.feature_names_in_) == ["age", "income", "city"]
+    assert clf.n_features_in_ == 3
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.array_equal(clf.predict(X), clf.classes_[proba.argmax(axis=1)])
+    assert clf.score(X, y) > 0.9
+    assert np.array_equal(clf.predict(X), clf.rule_list_.predict(X))
+    assert clf.train_agreement_ == 1.0
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.array(["low", "mid", "high"]),
+        np.array([10, 20, 30]),
+    ],
+)
+def test_multiclass_labels(labels: np.ndarray) -> None:
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.normal(size=400), "b": rng.normal(size=400)})
+    y = labels[np.digitize(X["a"], [-0.5, 0.5])]
+    clf = NeuRulesClassifier(n_rules=4, random_state=0).fit(X, y)
+    assert list(clf.classes_) == sorted(labels.tolist())
+    assert clf.predict_proba(X).shape == (400, 3)
+    assert set(clf.predict(X)) <= set(labels.tolist())
+    assert clf.score(X, y) > 0.8
+    assert clf.rule_list_.to_dict()["classes"] == [c.item() for c in clf.classes_]
+
+
+def test_boolean_labels_and_numpy_input() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + 0.2 * X[:, 1] > 0
+    clf = NeuRulesClassifier(n_rules=3, random_state=0, **FAST).fit(X, y)
+    assert clf.classes_.dtype == bool
+    assert clf.predict(X).dtype == bool
+    assert not hasattr(clf, "feature_names_in_")
+    assert [f.name for f in clf.rule_list_.features] == ["x0", "x1", "x2"]
+    assert clf.score(X, y) > 0.85
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :2])
+
+
+def test_callback_progress_and_eval_set() -> None:
+    X, y = _toy()
+    seen: list[dict] = []
+    NeuRulesClassifier(epochs=10, n_restarts=1, random_state=0).fit(X, y, callback=seen.append, eval_set=(X, y))
+    assert [p["epoch"] for p in seen] == list(range(1, 11))
+    assert all(p["n_epochs"] == 10 and isinstance(p["loss"], float) for p in seen)
+    scores = [p["val_score"] for p in seen]
+    assert scores[4] is not None and scores[9] is not None and scores[0] is None
+    assert 0.0 <= scores[9] <= 1.0
+    without: list[dict] = []
+    NeuRulesClassifier(epochs=3, n_restarts=1, random_state=0).fit(X, y, callback=without.append)
+    assert all(p["val_score"] is None for p in without)
+
+
+def test_callback_can_cancel() -> None:
+    X, y = _toy()
+    clf = NeuRulesClassifier(epochs=50, n_restarts=1, random_state=0)
+    with pytest.raises(TrainingCancelled):
+        clf.fit(X, y, callback=lambda p: p["epoch"] >= 3)
+    assert not hasattr(clf, "rule_list_")
+
+
+def test_same_seed_same_rule_list() -> None:
+    X, y = _toy()
+    a = NeuRulesClassifier(random_state=7, epochs=20).fit(X, y).rule_list_.to_dict()
+    b = NeuRulesClassifier(random_state=7, epochs=20).fit(X, y).rule_list_.to_dict()
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_rule_list_document_round_trip_and_exports() -> None:
+    X, y = _toy()
+    clf = NeuRulesClassifier(random_state=0, **FAST).fit(X, y)
+    doc = clf.rule_list_.to_dict()
+    again = RuleList.from_dict(json.loads(json.dumps(doc)))
+    assert again.to_dict() == doc
+    assert np.array_equal(again.predict(X), clf.predict(X))
+    for rule in doc["rules"]:
+        assert sum(rule["class_counts"]) > 0  # every kept rule fires on training rows
+        for cond in rule["conditions"]:
+            if cond["op"] == "between":  # original units, inside the training range
+                lo, hi = X[cond["feature"]].min(), X[cond["feature"]].max()
+                assert cond["low"] is None or lo < cond["low"] <= hi
+                assert cond["high"] is None or lo <= cond["high"] < hi
+    total = sum(sum(r["class_counts"]) for r in doc["rules"]) + sum(doc["default"]["class_counts"])
+    assert total == len(X)
+    assert "else" in clf.rule_list_.to_text()
+    assert "CASE" in clf.rule_list_.to_sql("t")
+    rec = X.iloc[0].to_dict()
+    assert clf.rule_list_.explain(rec)["rule_id"] == int(clf.apply(X.iloc[[0]])[0])
+
+
+def test_only_class_present_is_an_error() -> None:
+    X, _ = _toy(50)
+    with pytest.raises(ValueError, match="class"):
+        NeuRulesClassifier(**FAST).fit(X, np.zeros(50))
