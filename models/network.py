@@ -7,6 +7,7 @@ from torch import nn
 
 from models.relaxations import (
     conjunction_eta,
+    dense_denominator,
     gumbel_noise,
     hard_predicate,
     ordered_bounds,
@@ -120,8 +121,7 @@ class SoftRuleList(nn.Module):
         eta = conjunction_eta(w, self.eps)  # (M, k)
         scale = (1.0 + eta)[:, None, :]
         di, ti = self.dense_idx, self.two_idx
-        pi_d = soft_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di], t_pi)  # (M,B,k,Fd)
-        denom = torch.einsum("mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di])
+        denom = dense_denominator(xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi)  # (M,B,k)
         if ti.numel():
             a2, b2, w2 = a[:, :, ti], b[:, :, ti], w[:, :, ti]
             q0 = 1.0 / (soft_predicate(self.two_low, a2, b2, t_pi) + eta[..., None])  # (M,k,F2)

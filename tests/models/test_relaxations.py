@@ -139,3 +139,25 @@ def test_two_valued_fast_path_equals_the_dense_computation() -> None:
     net.set_two_valued(torch.tensor([1, 3]), torch.tensor([0.0, -0.7]), torch.tensor([1.0, 2.5]))
     fast = net.activations(net.split_inputs(x), 0.3)
     assert torch.allclose(dense, fast, atol=1e-5, rtol=1e-4)
+
+
+def test_fused_dense_denominator_matches_autograd() -> None:
+    from models.relaxations import dense_denominator
+
+    torch.manual_seed(0)
+    m, b_, k, f = 2, 64, 3, 5
+    x = torch.randn(b_, f)
+    a = (-torch.rand(m, k, f)).requires_grad_()
+    b = torch.rand(m, k, f).requires_grad_()
+    w = torch.rand(m, k, f).requires_grad_()
+    eta = torch.rand(m, k) * 0.01
+    g = torch.randn(m, b_, k)
+    (dense_denominator(x, a, b, w, eta, 0.3) * g).sum().backward()
+    fused = [a.grad.clone(), b.grad.clone(), w.grad.clone()]
+    a.grad = b.grad = w.grad = None
+    pi = soft_predicate(x[None, :, None, :], a[:, None], b[:, None], 0.3)
+    ref = torch.einsum("mbrf,mrf->mbr", 1 / (pi + eta[:, None, :, None]), w)
+    (ref * g).sum().backward()
+    assert torch.allclose(dense_denominator(x, a, b, w, eta, 0.3), ref, rtol=1e-4)
+    for got, want in zip(fused, [a.grad, b.grad, w.grad]):
+        assert torch.allclose(got, want, rtol=1e-3, atol=1e-5)

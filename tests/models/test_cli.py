@@ -1,0 +1,67 @@
+"""The `neurules` command line, run as a subprocess on a small CSV."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from models.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+
+def test_fit_then_predict(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 300
+    df = pd.DataFrame(
+        {
+            "age": rng.integers(20, 80, n),
+            "smoker": rng.choice(["yes", "no"], n),
+            "bmi": rng.normal(25, 4, n).round(1),
+        }
+    )
+    df["sick"] = np.where((df["age"] > 55) & (df["smoker"] == "yes"), "yes", "no")
+    data = tmp_path / "train.csv"
+    df.to_csv(data, index=False)
+    model = tmp_path / "model.json"
+
+    fit = _run("fit", str(data), "--target", "sick", "--rules", "4", "--seed", "1", "--out", str(model))
+    assert fit.returncode == 0, fit.stderr
+    assert "if " in fit.stdout and "else" in fit.stdout
+    assert "training" in fit.stderr  # the tqdm progress bar
+    doc = json.loads(model.read_text())
+    assert doc["format"] == "neurules.rulelist" and doc["target"] == "sick"
+    assert [f["name"] for f in doc["features"]] == ["age", "smoker", "bmi"]
+
+    preds = tmp_path / "preds.csv"
+    pred = _run("predict", str(model), str(data), "--out", str(preds))
+    assert pred.returncode == 0, pred.stderr
+    out = pd.read_csv(preds)
+    assert list(out.columns) == ["prediction", "proba_no", "proba_yes", "rule"]
+    assert len(out) == n
+    assert (out["prediction"] == df["sick"]).mean() > 0.9
+    np.testing.assert_allclose(out["proba_no"] + out["proba_yes"], 1.0)
+    assert out["rule"].between(0, len(doc["rules"])).all()
+
+    # features only (no target column) also works, to stdout
+    df.drop(columns=["sick"]).to_csv(tmp_path / "x.csv", index=False)
+    again = _run("predict", str(model), str(tmp_path / "x.csv"))
+    assert again.returncode == 0 and again.stdout.startswith("prediction,")
+
+
+def test_bad_target_is_a_clean_error(tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": [1, 2], "b": [0, 1]}).to_csv(data, index=False)
+    res = _run("fit", str(data), "--target", "nope", "--out", str(tmp_path / "m.json"))
+    assert res.returncode == 2 and "nope" in res.stderr
