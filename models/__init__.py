@@ -11,7 +11,7 @@ from models.rulelist import RuleList, category_key
 
 _LAZY = {
     "NeuRulesClassifier": "models.estimator",
-    "TrainingCancelled": "models.training",
+    "TrainingCancelled": "models.exceptions",
     "make_rule_list_data": "models.synthetic",
 }
 

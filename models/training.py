@@ -10,11 +10,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from models.exceptions import TrainingCancelled
 from models.network import SoftRuleList
 
-
-class TrainingCancelled(Exception):
-    """Raised by `fit` when the progress callback asked to stop."""
+__all__ = ["TrainConfig", "TrainingCancelled", "schedule", "support_regulariser", "train"]
 
 
 @dataclass

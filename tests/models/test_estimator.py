@@ -35,7 +35,9 @@ def _toy(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
 def test_models_import_does_not_import_torch() -> None:
     code = (
         "import sys; import models; models.RuleList; from models import RuleList; import models.rulelist;"
-        "assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+        "assert 'torch' not in sys.modules, 'torch imported';"
+        "from models import NeuRulesClassifier, TrainingCancelled, make_rule_list_data;"
+        "assert 'torch' not in sys.modules, 'torch imported by the lazy names'; print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
