@@ -12,8 +12,11 @@ import argparse
 import json
 import multiprocessing
 import os
+import shutil
+import signal
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -178,18 +181,34 @@ def serve(host: str, port: int, workers: int, run_migrations: bool) -> None:
     if workers <= 1:
         _serve_process(0, host, port)
         return
+    prom_dir = settings.data_dir / "prometheus"
+    shutil.rmtree(prom_dir, ignore_errors=True)
+    prom_dir.mkdir(parents=True)
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(prom_dir))  # /metrics aggregates every process
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_serve_process, args=(i, host, port), name=f"neurules-api-{i}") for i in range(workers)]
     for p in procs:
         p.start()
-    try:
+    stopping = False
+
+    def _stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
         for p in procs:
-            p.join()
-    except KeyboardInterrupt:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.join(10)
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    while not stopping and all(p.is_alive() for p in procs):
+        time.sleep(0.5)
+    if not stopping:  # a server process died: stop the others and let the supervisor restart us
+        _stop(signal.SIGTERM, None)
+    for p in procs:
+        p.join(30)
+    codes = [p.exitcode for p in procs]
+    if any(c not in (0, -signal.SIGTERM) for c in codes):
+        sys.exit(f"neurules-admin: server processes exited with {codes}")
 
 
 def run_worker(extra: Sequence[str]) -> None:
@@ -236,11 +255,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     settings = _settings()
     url = settings.resolved_database_url
+    if settings.is_sqlite and args.cmd in ("create-tenant", "create-key", "list-tenants", "revoke-key"):
+        migrate(url)  # embedded mode: the admin commands work before the first `serve`
     if args.cmd == "migrate":
         migrate(url)
         print(f"migrated {settings.mode} database to head")
     elif args.cmd == "create-tenant":
-        migrate(url) if settings.is_sqlite and not Path(url.removeprefix("sqlite:///")).exists() else None
         print(create_tenant(url, args.name))
     elif args.cmd == "create-key":
         key_id, key = create_key(url, args.tenant, args.label)

@@ -68,8 +68,9 @@ class Metrics:
                                    registry=self.registry)
         self.prediction_errors = Counter("neurules_prediction_rejections_total", "prediction requests rejected (4xx)",
                                          ["reason"], registry=self.registry)
-        if jobs_by_state is not None:
-            self.registry.register(_JobsCollector(jobs_by_state))
+        self.jobs_collector = _JobsCollector(jobs_by_state) if jobs_by_state is not None else None
+        if self.jobs_collector is not None:
+            self.registry.register(self.jobs_collector)
 
 
 class _JobsCollector(Collector):

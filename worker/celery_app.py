@@ -28,7 +28,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             (folder / sub).mkdir(parents=True, exist_ok=True)
         transport.update({"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
                           "processed_folder": str(folder / "processed"), "store_processed": False,
-                          "control_folder": str(folder / "control")})
+                          "control_folder": str(folder / "control"), "polling_interval": 0.25})
     if url.startswith("redis"):
         transport.update({"socket_timeout": 5, "socket_connect_timeout": 5})
     return {

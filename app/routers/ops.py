@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -51,4 +52,14 @@ async def readyz(state: AppState) -> JSONResponse:
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Request latency histogram, predictions counter, jobs by state."""
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    metrics = request.app.state.metrics
+    registry = metrics.registry
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # several server processes: aggregate their files
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        if metrics.jobs_collector is not None:
+            registry.register(metrics.jobs_collector)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
