@@ -103,8 +103,9 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
             t = type(v)
             if n in numeric:
                 if t is float:
-                    if math.isnan(v):
-                        continue
+                    if math.isinf(v):
+                        details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
+                    continue
                 elif t is not int:
                     details.append({"field": f"records[{i}].{n}",
                                     "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200]})

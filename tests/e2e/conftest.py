@@ -91,6 +91,17 @@ class Service:
     url: str
     key: str
     procs: list[Proc]
+    env: dict[str, str] | None = None
+    tmp: Path | None = None
+
+    def spawn_worker(self, name: str) -> Proc:
+        """Start one more `celery worker` process on the service's queue."""
+        assert self.env is not None and self.tmp is not None
+        p = Proc([str(BIN / "celery"), "-A", "worker.celery_app", "worker", "-P", "solo", "-Q",
+                  self.env["NEURULES_QUEUE"], "--without-mingle", "--without-gossip", "-l", "INFO", "-n", f"{name}@%h"],
+                 self.env, ROOT, self.tmp / f"{name}.log")
+        self.procs.append(p)
+        return p
 
     def logs(self) -> str:
         """Tails of every process log."""
@@ -107,22 +118,21 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     env = clean_env(NEURULES_MODE="distributed", NEURULES_DATABASE_URL=db_url,
                     NEURULES_BROKER_URL="redis://127.0.0.1:6379/0", NEURULES_QUEUE=f"nr-test-{uuid.uuid4().hex[:8]}",
                     NEURULES_DATA_DIR=str(tmp / "var"), NEURULES_PROGRESS_EVERY_EPOCHS="2",
-                    NEURULES_HEARTBEAT_INTERVAL_S="1", NEURULES_STALE_AFTER_S="30")
+                    NEURULES_HEARTBEAT_INTERVAL_S="1", NEURULES_STALE_AFTER_S="6",
+                    NEURULES_REAPER_INTERVAL_S="1")
     admin(["migrate"], env, tmp)
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
     port = free_port()
-    worker = Proc([str(BIN / "celery"), "-A", "worker.celery_app", "worker", "-P", "solo", "-Q", env["NEURULES_QUEUE"],
-                   "--without-mingle", "--without-gossip", "-l", "INFO", "-n", f"e2e-{port}@%h"],
-                  env, ROOT, tmp / "celery-worker.log")
     api = Proc([str(BIN / "uvicorn"), "app.main:app", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
                 "--http", "httptools", "--no-access-log"], env, ROOT, tmp / "uvicorn.log")
-    svc = Service(f"http://127.0.0.1:{port}", key, [api, worker])
+    svc = Service(f"http://127.0.0.1:{port}", key, [api], env, tmp)
+    svc.spawn_worker(f"e2e-{port}")
     try:
         wait_ready(svc.url, api)
         yield svc
     finally:
-        for p in (api, worker):
+        for p in svc.procs:
             p.stop()
         drop()
 

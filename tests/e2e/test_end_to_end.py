@@ -183,3 +183,33 @@ def test_embedded_flow(embedded) -> None:
     except AssertionError:
         print(embedded.logs())
         raise
+
+
+def test_distributed_worker_killed_mid_job_is_recovered(distributed) -> None:
+    """SIGKILL the only worker while it trains: the reaper requeues the job and a new worker finishes it."""
+    import os
+    import signal
+
+    with httpx.Client(base_url=distributed.url, headers={"X-API-Key": distributed.key}, timeout=30) as client:
+        ds = client.get("/v1/datasets").json()["items"][0]["id"]
+        job = client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
+                                            "parameters": {"n_rules": 5, "epochs": 400}}).json()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = client.get(f"/v1/jobs/{job['id']}").json()
+            if state["state"] == "running" and state["progress"]["epoch"] > 0:
+                break
+            time.sleep(0.1)
+        victims = [p for p in distributed.procs if "celery" in p.p.args[0] and p.p.poll() is None]
+        for p in victims:
+            os.killpg(p.p.pid, signal.SIGKILL)
+            p.p.wait(10)
+        distributed.spawn_worker(f"replacement-{job['id'][-6:]}")
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            state = client.get(f"/v1/jobs/{job['id']}").json()
+            if state["state"] in ("succeeded", "failed", "cancelled"):
+                break
+            time.sleep(0.3)
+        assert state["state"] == "succeeded", (state, distributed.logs())
+        assert state["attempts"] == 2 and state["model_version_id"]
