@@ -111,21 +111,33 @@ class SoftRuleList(nn.Module):
         one of two values per rule, and its part of the conjunction's denominator is a matrix
         product (the same numbers, far fewer operations).
         """
-        a, b = ordered_bounds(self.lower, self.upper)
         if not isinstance(x, tuple):
+            a, b = ordered_bounds(self.lower, self.upper)
             pi = soft_predicate(x[None, :, None, :], a[:, None], b[:, None], t_pi)
             return relaxed_conjunction(pi, self.weight, self.eps)
-        xd, xb = x
+        return self._split_activations(x[0], x[1], t_pi)
+
+    def _split_activations(self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | None) -> torch.Tensor:
+        """Activations from `split_inputs`; t_pi=None is the zero-temperature limit."""
+        a, b = ordered_bounds(self.lower, self.upper)
         w = torch.relu(self.weight)
         wsum = w.sum(dim=-1)  # (M, k)
         eta = conjunction_eta(w, self.eps)  # (M, k)
         scale = (1.0 + eta)[:, None, :]
         di, ti = self.dense_idx, self.two_idx
-        denom = dense_denominator(xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi)  # (M,B,k)
+        if t_pi is None:
+            pi_d = hard_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di])
+            denom = torch.einsum("mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di])
+        else:
+            denom = dense_denominator(xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi)  # (M,B,k)
         if ti.numel():
             a2, b2, w2 = a[:, :, ti], b[:, :, ti], w[:, :, ti]
-            q0 = 1.0 / (soft_predicate(self.two_low, a2, b2, t_pi) + eta[..., None])  # (M,k,F2)
-            q1 = 1.0 / (soft_predicate(self.two_high, a2, b2, t_pi) + eta[..., None])
+            if t_pi is None:
+                p0, p1 = hard_predicate(self.two_low, a2, b2), hard_predicate(self.two_high, a2, b2)
+            else:
+                p0, p1 = soft_predicate(self.two_low, a2, b2, t_pi), soft_predicate(self.two_high, a2, b2, t_pi)
+            q0 = 1.0 / (p0 + eta[..., None])  # (M,k,F2)
+            q1 = 1.0 / (p1 + eta[..., None])
             base = (w2 * q0).sum(dim=-1)  # (M, k)
             delta = w2 * (q1 - q0)  # (M, k, F2)
             denom = denom + base[:, None, :] + torch.einsum("bf,mrf->mbr", xb, delta)
@@ -158,9 +170,14 @@ class SoftRuleList(nn.Module):
     def zero_temperature(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The limit t_pi, t_rl -> 0 without noise: (selected rule index in 0..k, class index),
         each (M, B)."""
-        a, b = ordered_bounds(self.lower, self.upper)
-        pi = hard_predicate(x[None, :, None, :], a[:, None], b[:, None])
-        r = relaxed_conjunction(pi, self.weight, self.eps)
+        ti = self.two_idx
+        vals = x[:, ti]
+        if ti.numel() and bool(((vals == self.two_low) | (vals == self.two_high)).all()):
+            r = self._split_activations(*self.split_inputs(x), None)
+        else:
+            a, b = ordered_bounds(self.lower, self.upper)
+            pi = hard_predicate(x[None, :, None, :], a[:, None], b[:, None])
+            r = relaxed_conjunction(pi, self.weight, self.eps)
         ap = self.active_priority(r)
         sel = torch.argmax(ap, dim=-1)  # (M, B)
         cls = torch.gather(torch.argmax(self.logits, dim=-1), 1, sel)

@@ -161,3 +161,17 @@ def test_fused_dense_denominator_matches_autograd() -> None:
     assert torch.allclose(dense_denominator(x, a, b, w, eta, 0.3), ref, rtol=1e-4)
     for got, want in zip(fused, [a.grad, b.grad, w.grad]):
         assert torch.allclose(got, want, rtol=1e-3, atol=1e-5)
+
+
+def test_zero_temperature_split_path_equals_dense_path() -> None:
+    torch.manual_seed(1)
+    m, k, f, c, n = 2, 4, 5, 2, 200
+    x = torch.randn(n, f)
+    x[:, 2] = (torch.rand(n) > 0.5).float()
+    net = SoftRuleList(f, k, c, -torch.rand(m, k, f), torch.rand(m, k, f), torch.rand(m, k) + 1, torch.randn(m, k + 1, c))
+    dense_sel, dense_cls = net.zero_temperature(x)
+    net.set_two_valued(torch.tensor([2]), torch.tensor([0.0]), torch.tensor([1.0]))
+    fast_sel, fast_cls = net.zero_temperature(x)
+    assert torch.equal(dense_sel, fast_sel) and torch.equal(dense_cls, fast_cls)
+    x[0, 2] = 0.5  # a value outside the two training values falls back to the dense path
+    assert net.zero_temperature(x)[0].shape == (m, n)
