@@ -129,7 +129,16 @@ def numeric_values(col: pd.Series) -> np.ndarray:
 
 def category_keys(col: pd.Series) -> np.ndarray:
     """Column as an object array of category keys (None = missing)."""
-    return np.array([category_key(v) for v in col.to_numpy(dtype=object)], dtype=object)
+    values = col.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(pd.Series(values), use_na_sentinel=False)
+    kinds = {isinstance(u, (bool, np.bool_)) for u in uniques if _is_number(u) or isinstance(u, (bool, np.bool_))}
+    if len(kinds) > 1:  # True == 1 for hashing: booleans mixed with numbers need a key per value
+        out = np.empty(len(values), dtype=object)
+        out[:] = [category_key(v) for v in values]
+        return out
+    keys = np.empty(len(uniques), dtype=object)
+    keys[:] = [category_key(v) for v in uniques]
+    return keys[codes]
 
 
 class TabularEncoder:

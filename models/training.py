@@ -71,7 +71,10 @@ def train(
     bs = max(1, min(cfg.batch_size, n))
     n_batches = max(1, math.ceil(n / bs))
     total = cfg.epochs * n_batches
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    try:  # one fused kernel per step where torch has it (CUDA, recent CPU builds)
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     losses: list[float] = []
     step = 0
     for epoch in range(1, cfg.epochs + 1):
