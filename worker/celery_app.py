@@ -11,11 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 
 from app.settings import Settings, get_settings
 
 TRAIN_TASK = "neurules.train"
 REAP_TASK = "neurules.reap"
+
+
+@setup_logging.connect
+def _json_logs(**_: Any) -> None:
+    """Worker processes log JSON lines like the API (instead of Celery's own format)."""
+    from app.observability import configure_logging
+
+    configure_logging(get_settings().log_level)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class Proc:
 
     def stop(self) -> None:
         """SIGTERM the process group, then SIGKILL after 15 s."""
+        t0 = time.monotonic()
         if self.p.poll() is None:
             os.killpg(self.p.pid, signal.SIGTERM)
             try:
@@ -59,6 +60,7 @@ class Proc:
                 os.killpg(self.p.pid, signal.SIGKILL)
                 self.p.wait(5)
         self._log.close()
+        print(f"stopped {self.log_path.name} in {time.monotonic() - t0:.1f}s")
 
 
 def wait_ready(url: str, proc: Proc, timeout: float = 60) -> None:
