@@ -130,7 +130,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     install_error_handlers(app)
     for r in (datasets.router, jobs.router, models.router, registry.router, predictions.router, ops.router):
         app.include_router(r)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, access_log=settings.access_log)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, access_log=settings.access_log,
+                       max_body=settings.max_upload_bytes + 64 * 1024)
     return app
 
 

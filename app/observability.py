@@ -95,8 +95,8 @@ class _JobsCollector(Collector):
 class RequestMetricsMiddleware:
     """Pure ASGI middleware: latency histogram per route template, request id, one access log line."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, access_log: bool = True) -> None:
-        self.app, self.metrics, self.access_log = app, metrics, access_log
+    def __init__(self, app: ASGIApp, metrics: Metrics, access_log: bool = True, max_body: int | None = None) -> None:
+        self.app, self.metrics, self.access_log, self.max_body = app, metrics, access_log, max_body
         self.log = logging.getLogger("neurules.access")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,10 +107,20 @@ class RequestMetricsMiddleware:
         start = time.perf_counter()
         status = 500
         rid = None
+        length = 0
         for k, v in scope.get("headers", ()):
             if k == b"x-request-id":
                 rid = v.decode("latin-1")[:100]
-                break
+            elif k == b"content-length" and v.isdigit():
+                length = int(v)
+        if self.max_body is not None and length > self.max_body:  # refuse before reading the body
+            from starlette.responses import JSONResponse
+
+            from app.errors import error_body
+
+            await JSONResponse(error_body("payload_too_large", f"request body of {length} bytes is over the limit of "
+                                          f"{self.max_body} bytes"), status_code=413)(scope, receive, send)
+            return
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
 
         async def _send(message: Message) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.exc import IntegrityError
 
 from app.db import Database
 from app.services import jobs as jobsvc
@@ -100,21 +101,22 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
 
         with Heartbeat(db, job_id, worker_id, settings.heartbeat_interval_s):
             outcome = trainer(data, target, params, callback)
-        with db.session() as s:
-            job = s.get(Job, job_id, with_for_update=True)
-            if job is None or job.state != "running" or job.worker != worker_id:
-                log.warning("job changed hands while training; result discarded", extra={"job_id": job_id})
-                return "discarded"
-            provenance = {"dataset_id": dataset_id, "dataset_sha256": dataset_sha, "target": target,
-                          "parameters": outcome.parameters, "request": params, "seed": outcome.seed,
-                          "packages": package_versions(), "device": outcome.device,
-                          "train_seconds": outcome.seconds, "job_id": job_id, "worker": worker_id}
-            mv = registry.add_version(s, tenant_id=tenant_id, name=model_name, document=outcome.document,
-                                      metrics=outcome.metrics, provenance=provenance, job_id=job_id)
-            job.device = outcome.device
-            job.state, job.model_version_id, job.error = "succeeded", mv.id, None
-            job.finished_at = jobsvc.utcnow()
-        log.info("job succeeded", extra={"job_id": job_id, "model_version_id": mv.id, "seconds": outcome.seconds})
+        mv_id: str | None = None
+        for attempt in range(3):  # a concurrent version of the same model can take our number: retry
+            try:
+                mv_id = _store_result(db, job_id, worker_id, tenant_id, model_name, outcome, {
+                    "dataset_id": dataset_id, "dataset_sha256": dataset_sha, "target": target,
+                    "parameters": outcome.parameters, "request": params, "seed": outcome.seed,
+                    "packages": package_versions(), "device": outcome.device, "train_seconds": outcome.seconds,
+                    "job_id": job_id, "worker": worker_id})
+                break
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        if mv_id is None:
+            log.warning("job changed hands while training; result discarded", extra={"job_id": job_id})
+            return "discarded"
+        log.info("job succeeded", extra={"job_id": job_id, "model_version_id": mv_id, "seconds": outcome.seconds})
         return "succeeded"
     except _Stop as e:
         return _end(db, job_id, worker_id, e.reason)
@@ -132,6 +134,21 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
         with db.session() as s:
             jobsvc.finish(s, job_id, worker_id, "failed", error=msg)
         return "failed"
+
+
+def _store_result(db: Database, job_id: str, worker_id: str, tenant_id: str, model_name: str, outcome: TrainOutcome,
+                  provenance: dict[str, Any]) -> str | None:
+    """In one transaction: the new model version and the job's success; None when the job is no longer ours."""
+    with db.session() as s:
+        job = s.get(Job, job_id, with_for_update=True)
+        if job is None or job.state != "running" or job.worker != worker_id:
+            return None
+        mv = registry.add_version(s, tenant_id=tenant_id, name=model_name, document=outcome.document,
+                                  metrics=outcome.metrics, provenance=provenance, job_id=job_id)
+        job.device = outcome.device
+        job.state, job.model_version_id, job.error = "succeeded", mv.id, None
+        job.finished_at = jobsvc.utcnow()
+        return mv.id
 
 
 def _end(db: Database, job_id: str, worker_id: str, reason: str) -> str:

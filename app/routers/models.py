@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 from models.rulelist import RuleList
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.deps import CurrentTenant, DbSession
-from app.errors import responses
+from app.errors import Conflict, responses
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
 from app.services import registry
 from app.tables import ModelAlias, ModelVersion, RegisteredModel
@@ -38,10 +39,17 @@ def public(session: Session, mv: ModelVersion) -> ModelVersionPublic:
              summary="Import a rule-list document as a new immutable version")
 def import_model(body: ModelCreate, session: DbSession, principal: CurrentTenant) -> ModelVersionPublic:
     """Store a rule list trained elsewhere as the next version of a named model."""
-    mv = registry.add_version(session, tenant_id=principal.tenant_id, name=body.name, document=body.rule_list,
-                              metrics=body.metrics, provenance={"source": "import"})
-    session.commit()
-    return public(session, mv)
+    for attempt in range(3):  # a concurrent import of the same name can take our version number: retry
+        try:
+            mv = registry.add_version(session, tenant_id=principal.tenant_id, name=body.name,
+                                      document=body.rule_list, metrics=body.metrics, provenance={"source": "import"})
+            session.commit()
+            return public(session, mv)
+        except IntegrityError:
+            session.rollback()
+            if attempt == 2:
+                raise Conflict("concurrent imports of the same model; try again", code="version_conflict") from None
+    raise AssertionError("unreachable")
 
 
 @router.get("", response_model=ModelVersionList, responses=responses(401))

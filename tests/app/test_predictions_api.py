@@ -184,3 +184,17 @@ def test_csv_batch_ignore_extra(sqlite_api, doc) -> None:
                                files={"file": ("x.csv", b"id,age,income,smoker\n7,61,3,yes\n", "text/csv")},
                                headers=sqlite_api.h())
     assert r.status_code == 200 and r.text.splitlines()[1].startswith("1,high,")
+
+
+def test_body_over_the_limit_is_413_before_parsing(tmp_path, doc) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", max_upload_bytes=1000)
+    api = next(gen)
+    try:
+        v = api.import_model(doc)
+        r = predict(api, v["id"], [REC_HIGH] * 3000)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+        assert api.count("audit_log") == 0
+    finally:
+        gen.close()
