@@ -86,7 +86,11 @@ class NeuRulesClassifier:
     eps: slack of the relaxed conjunction.
     smoothing: additive smoothing of the rule probabilities measured on training rows.
     init: "range" (every predicate starts as the whole training range, as the authors) or
-        "quantile" (each rule starts on a random quantile box over a few features).
+        "quantile" (each rule starts on a random quantile box over two features, the other
+        predicates on the whole range).
+    consequent_init: class of each rule's initial (first-half frozen) consequent: "cycle" (the
+        classes in turn), "lift" (the class most over-represented in the rule's initial box, so
+        minority-class rules start where that class is), or "mixed" (restarts alternate).
     n_restarts: independent rule lists trained together in one tensor program; the one whose
         crisp rule list has the best weighted F1 on the training rows is kept. "auto" uses as many
         (at most `max_restarts`) as fit a fixed compute budget, so small data sets get several
@@ -112,6 +116,7 @@ class NeuRulesClassifier:
         eps: float = 1e-3,
         smoothing: float = 1.0,
         init: str = "quantile",
+        consequent_init: str = "mixed",
         n_restarts: int | str = "auto",
         max_restarts: int = 8,
         target_steps: int = 600,
@@ -134,6 +139,7 @@ class NeuRulesClassifier:
         self.eps = eps
         self.smoothing = smoothing
         self.init = init
+        self.consequent_init = consequent_init
         self.n_restarts = n_restarts
         self.max_restarts = max_restarts
         self.target_steps = target_steps
@@ -216,6 +222,8 @@ class NeuRulesClassifier:
             raise ValueError("eps must be > 0 and smoothing >= 0")
         if self.init not in ("range", "quantile"):
             raise ValueError("init must be 'range' or 'quantile'")
+        if self.consequent_init not in ("cycle", "lift", "mixed"):
+            raise ValueError("consequent_init must be 'cycle', 'lift' or 'mixed'")
         if not (self.n_restarts == "auto" or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)):
             raise ValueError("n_restarts must be a positive int or 'auto'")
         if not isinstance(self.max_restarts, (int, np.integer)) or self.max_restarts < 1:
@@ -365,8 +373,12 @@ class NeuRulesClassifier:
                 prio = rng.random(k)
                 prio = prio - prio.min() + 1.0
                 logits = np.zeros((k + 1, n_classes))
+                mode = self.consequent_init
+                if mode == "mixed":  # restarts alternate between the two initialisations
+                    mode = "cycle" if len(lowers) % 2 == 0 else "lift"
+                classes_j = self._initial_classes(mode, Z64, y_idx, lower, upper, prior, order, rng)
                 for j in range(k):
-                    logits[j, order[j % n_classes]] = 1.0
+                    logits[j, classes_j[j]] = 1.0
                 logits[k] = np.log(prior + 1e-6)
                 lowers.append(lower)
                 uppers.append(upper)
@@ -468,6 +480,35 @@ class NeuRulesClassifier:
             return int(self.n_restarts)
         work = min(batch_size, n) * int(self.n_rules) * (n_dense + 0.1 * n_two + 1)
         return int(min(self.max_restarts, max(1, RESTART_BUDGET // max(1.0, work))))
+
+    def _initial_classes(
+        self,
+        mode: str,
+        Z: np.ndarray,
+        y: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        prior: np.ndarray,
+        order: np.ndarray,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Class of each rule's initial consequent: "cycle" gives the classes in turn (most
+        frequent first); "lift" gives each rule the class most over-represented (relative to its
+        prior) among the training rows inside its initial box."""
+        k = lower.shape[0]
+        if mode == "cycle":
+            return np.array([order[j % len(prior)] for j in range(k)])
+        sample = rng.choice(Z.shape[0], size=min(Z.shape[0], 4096), replace=False)
+        Zs, ys = Z[sample], y[sample]
+        out = np.empty(k, dtype=np.int64)
+        for j in range(k):
+            inside = np.all((Zs >= lower[j]) & (Zs <= upper[j]), axis=1)
+            if not inside.any():
+                out[j] = order[j % len(prior)]
+                continue
+            freq = np.bincount(ys[inside], minlength=len(prior)) / inside.sum()
+            out[j] = int(np.argmax(freq / np.maximum(prior, 1e-12)))
+        return out
 
     def _initial_bounds(self, Z: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Initial (lower, upper) per rule and input."""
