@@ -114,9 +114,10 @@ def add_version(session: Session, *, tenant_id: str, name: str, document: dict[s
     """Validate a rule-list document and store it as the next immutable version of `name`."""
     try:
         rl = RuleList.from_dict(document)
-    except ValueError as e:
-        raise Unprocessable(f"rule_list: {e}", code="invalid_rule_list",
-                            details=[{"field": "rule_list", "message": str(e)}]) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # the reader names the path on ValueError
+        msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
+        raise Unprocessable(f"rule_list: {msg}", code="invalid_rule_list",
+                            details=[{"field": "rule_list", "message": msg}]) from None
     rm = get_or_create_model(session, tenant_id, name)
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(
