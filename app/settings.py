@@ -11,6 +11,7 @@ Unsafe or inconsistent values fail at start-up with a message naming the variabl
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -54,6 +55,7 @@ class Settings(BaseSettings):
     stale_after_s: float = Field(120.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0)
     max_attempts: int = Field(2, ge=1, le=10)
+    train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 
     auth_cache_ttl_s: float = Field(10.0, ge=0, le=300)
     alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
@@ -112,6 +114,15 @@ class Settings(BaseSettings):
     def run_embedded_worker(self) -> bool:
         """Whether the API process runs a Celery worker thread."""
         return self.embedded_worker if self.embedded_worker is not None else self.mode == "embedded"
+
+    @property
+    def resolved_train_threads(self) -> int | None:
+        """Torch threads for training (embedded mode leaves cores for the API), None = torch's default."""
+        if self.train_threads is not None:
+            return self.train_threads
+        if self.run_embedded_worker:
+            return max(1, (os.cpu_count() or 2) // 2)
+        return None
 
     @property
     def is_sqlite(self) -> bool:

@@ -178,6 +178,7 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
         assert pg_url is not None
         url = pg_url
         _truncate_pg(url)
+    overrides.setdefault("embedded_worker", False)  # no worker thread here (and torch threads left alone)
     settings = Settings(database_url=url, data_dir=tmp_path / "var", access_log=False, auth_cache_ttl_s=0,
                         alias_cache_ttl_s=0, **overrides)
     ta, tb = create_tenant(url, "tenant-a"), create_tenant(url, "tenant-b")

@@ -99,6 +99,7 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
                 raise _Stop("time_limit")
             return False
 
+        _limit_threads(settings.resolved_train_threads)
         with Heartbeat(db, job_id, worker_id, settings.heartbeat_interval_s):
             outcome = trainer(data, target, params, callback)
         mv_id: str | None = None
@@ -134,6 +135,19 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
         with db.session() as s:
             jobsvc.finish(s, job_id, worker_id, "failed", error=msg)
         return "failed"
+
+
+def _limit_threads(n: int | None) -> None:
+    """Cap torch's intra-op threads (embedded mode keeps cores free for the API)."""
+    if n is None:
+        return
+    try:
+        import torch
+
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+    except ImportError:  # the trainer will report the missing learner
+        pass
 
 
 def _store_result(db: Database, job_id: str, worker_id: str, tenant_id: str, model_name: str, outcome: TrainOutcome,

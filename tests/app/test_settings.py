@@ -49,3 +49,9 @@ def test_cli_reports_bad_config(monkeypatch, capsys) -> None:
     monkeypatch.setenv("NEURULES_MODE", "distributed")
     with pytest.raises(SystemExit, match="invalid configuration: distributed mode needs"):
         main(["config"])
+
+
+def test_train_threads() -> None:
+    assert Settings(embedded_worker=False).resolved_train_threads is None
+    assert Settings().resolved_train_threads >= 1
+    assert Settings(train_threads=3).resolved_train_threads == 3
