@@ -15,7 +15,7 @@ import queue
 import threading
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Connection, Engine, insert
 
 from app.errors import ServiceUnavailable
 from app.services import serving
@@ -51,6 +51,8 @@ class AuditWriter:
         self._q = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
+        self._stmt = insert(AuditRecord)
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -71,6 +73,7 @@ class AuditWriter:
         while True:
             item = self._q.get()
             if item is None:
+                self._drop_connection()
                 return
             batch = [item]
             n = len(item[0])
@@ -86,21 +89,37 @@ class AuditWriter:
                 n += len(nxt[0])
             err: BaseException | None = None
             try:
-                write_rows(self.engine, [r for rows, _, _ in batch for r in rows])
+                self._write([r for rows, _, _ in batch for r in rows])
             except Exception as e:  # the database is down or refused: fail the waiting requests
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
+                self._drop_connection()
             for _, loop, fut in batch:
                 try:
                     loop.call_soon_threadsafe(_settle, fut, err)
                 except RuntimeError:  # the loop is closed (shutdown)
                     pass
 
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        if self._conn is None:
+            self._conn = self.engine.connect()
+        with self._conn.begin():
+            self._conn.execute(self._stmt, rows)
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # already broken
+                pass
+            self._conn = None
+
     def close(self) -> None:
         """Stop the writer after the rows already queued."""
         if self._thread is not None and self._thread.is_alive():
             self._q.put(None)
             self._thread.join(10)
+        self._drop_connection()
 
 
 def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:

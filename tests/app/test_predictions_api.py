@@ -198,3 +198,18 @@ def test_body_over_the_limit_is_413_before_parsing(tmp_path, doc) -> None:
         assert api.count("audit_log") == 0
     finally:
         gen.close()
+
+
+def test_no_answer_without_audit(sqlite_api, doc) -> None:
+    v = sqlite_api.import_model(doc)
+    audit = sqlite_api.app.state.service.audit
+
+    def broken(rows: list) -> None:
+        raise OSError("disk full")
+
+    audit._write = broken  # type: ignore[method-assign]
+    r = predict(sqlite_api, v["id"], [REC_HIGH])
+    assert r.status_code == 503 and r.json()["error"]["code"] == "audit_unavailable"
+    assert "prediction" not in r.text
+    del audit._write  # back to the real writer
+    assert predict(sqlite_api, v["id"], [REC_HIGH]).status_code == 200
