@@ -78,9 +78,10 @@ def _reject(state: ServiceState, reason: str, err: APIError) -> APIError:
 
 @router.post("/{ref}/predict", response_model=PredictionList, responses=responses(401, 404, 413, 422),
              summary="Decide records; each answer carries class, probabilities, rule and explanation")
-async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, state: AppState,
+async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, request: Request,
                   explain: Annotated[bool, Query(description="include the explanation per record")] = True) -> Any:
     """Validate records against the model's fields, evaluate the rule list, audit, answer."""
+    state: ServiceState = request.app.state.service  # not a dependency: one less to solve on the hot path
     if len(body.records) > state.settings.max_records_per_request:
         raise _reject(state, "too_many_records", PayloadTooLarge(
             f"records: {len(body.records)} records; at most {state.settings.max_records_per_request} per request "
