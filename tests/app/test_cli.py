@@ -1,0 +1,58 @@
+"""`neurules-admin` subcommands (in-process, SQLite under a temporary data dir)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main, port_in_use, reuseport_socket
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch) -> str:
+    for k in list(__import__("os").environ):
+        if k.startswith("NEURULES_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("NEURULES_DATA_DIR", str(tmp_path / "var"))
+    return str(tmp_path)
+
+
+def test_tenant_key_lifecycle(env, capsys) -> None:
+    main(["create-tenant", "acme"])
+    tenant_id = capsys.readouterr().out.strip()
+    assert tenant_id.startswith("tn_")
+    with pytest.raises(SystemExit, match="already exists"):
+        main(["create-tenant", "acme"])
+    main(["create-key", "acme", "--label", "ci"])
+    out = capsys.readouterr()
+    key = out.out.strip()
+    assert key.startswith("nrk_") and "not shown again" in out.err
+    main(["list-tenants"])
+    listed = json.loads(capsys.readouterr().out)
+    assert listed[0]["name"] == "acme" and listed[0]["keys"][0]["label"] == "ci" and key not in json.dumps(listed)
+    main(["revoke-key", listed[0]["keys"][0]["id"]])
+    main(["list-tenants"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="no tenant"):
+        main(["create-key", "nobody"])
+
+
+def test_migrate_config_reap(env, capsys) -> None:
+    main(["migrate"])
+    assert "migrated embedded database" in capsys.readouterr().out
+    main(["config"])
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["mode"] == "embedded" and cfg["database_url"].startswith("sqlite") and cfg["embedded_worker"]
+    main(["reap"])
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_port_probe_and_reuseport() -> None:
+    s = reuseport_socket("127.0.0.1", 0)
+    try:
+        port = s.getsockname()[1]
+        assert port_in_use("127.0.0.1", port)
+    finally:
+        s.close()
+    assert not port_in_use("127.0.0.1", port)
