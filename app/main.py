@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
-from app.routers import datasets, jobs, models, ops, predictions, registry
+from app.routers import audit, datasets, jobs, models, ops, predictions, registry
 from app.services.jobs import JobQueue
 from app.settings import Settings, get_settings
 from app.state import ServiceState
@@ -122,6 +122,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
             {"name": "models", "description": "immutable model versions and their exports"},
             {"name": "registered models", "description": "named models and movable aliases"},
             {"name": "predictions", "description": "decisions with explanations; every one audited"},
+            {"name": "audit", "description": "the tenant's append-only log of decisions"},
             {"name": "ops", "description": "health, readiness, metrics"},
         ],
     )
@@ -129,7 +130,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.metrics = metrics
     install_error_handlers(app)
     # predictions first: the hot path matches its route on the first try
-    for r in (predictions.router, datasets.router, jobs.router, models.router, registry.router, ops.router):
+    for r in (predictions.router, datasets.router, jobs.router, models.router, registry.router, audit.router,
+              ops.router):
         app.include_router(r)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics, access_log=settings.access_log,
                        max_body=settings.max_upload_bytes + 64 * 1024)

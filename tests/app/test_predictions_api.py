@@ -213,3 +213,18 @@ def test_no_answer_without_audit(sqlite_api, doc) -> None:
     assert "prediction" not in r.text
     del audit._write  # back to the real writer
     assert predict(sqlite_api, v["id"], [REC_HIGH]).status_code == 200
+
+
+def test_audit_endpoint_is_tenant_scoped(api, doc) -> None:
+    from app.services.serving import digest
+
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH, REC_POOR])
+    page = api.client.get("/v1/audit", headers=api.h()).json()
+    assert [i["rule_id"] for i in page["items"]] == [2, 1]  # newest first
+    assert page["items"][0]["model_version_id"] == v["id"]
+    hit = api.client.get("/v1/audit", params={"input_digest": digest(REC_HIGH)}, headers=api.h()).json()
+    assert [i["rule_id"] for i in hit["items"]] == [1]
+    older = api.client.get("/v1/audit", params={"before_id": page["items"][0]["id"]}, headers=api.h()).json()
+    assert len(older["items"]) == 1
+    assert api.client.get("/v1/audit", headers=api.h(api.key_b)).json()["items"] == []

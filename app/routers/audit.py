@@ -1,0 +1,34 @@
+"""The tenant's append-only audit log of prediction decisions (read-only)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from app.deps import CurrentTenant, DbSession
+from app.errors import responses
+from app.schemas.audit import AuditList, AuditPublic
+from app.tables import AuditRecord
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+
+@router.get("", response_model=AuditList, responses=responses(401, 422),
+            summary="Audited decisions, newest first (page with before_id)")
+def list_audit(session: DbSession, principal: CurrentTenant,
+               model_version_id: Annotated[str | None, Query()] = None,
+               input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
+               before_id: Annotated[int | None, Query(ge=1, description="only records older than this id")] = None,
+               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> AuditList:
+    """The tenant's audit records (time, key, model version, input digest, output, rule id)."""
+    q = select(AuditRecord).where(AuditRecord.tenant_id == principal.tenant_id)
+    if model_version_id:
+        q = q.where(AuditRecord.model_version_id == model_version_id)
+    if input_digest:
+        q = q.where(AuditRecord.input_digest == input_digest)
+    if before_id:
+        q = q.where(AuditRecord.id < before_id)
+    rows = session.scalars(q.order_by(AuditRecord.id.desc()).limit(limit)).all()
+    return AuditList(items=[AuditPublic.model_validate(r) for r in rows], limit=limit, before_id=before_id)
