@@ -2,7 +2,7 @@
 
 Semantics (documented in the rule-list format):
 - numeric columns: missing (NaN / None / "") -> training median (`fill_value`), then standardised
-  with the training mean / standard deviation; a column that is constant after filling gives no
+  robustly: (x - median) / (IQR / 1.349), or (x - mean) / std where the IQR is 0; a column that is constant after filling gives no
   network input (no rule can condition on it);
 - categorical columns (strings, booleans, pandas categoricals, anything non-numeric): one 0/1
   input per level seen in training, compared as `category_key` values; missing is its own level
@@ -144,7 +144,8 @@ def category_keys(col: pd.Series) -> np.ndarray:
 class TabularEncoder:
     """Fit on a training DataFrame; transform any DataFrame with the same columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, robust_scale: bool = True) -> None:
+        self.robust_scale = robust_scale
         self.columns: list[ColumnSpec] = []
         self.units: list[Unit] = []
 
@@ -152,6 +153,7 @@ class TabularEncoder:
         """Learn column kinds, fill values, scaling and category levels."""
         self.columns = []
         self.units = []
+        robust_scale = self.robust_scale
         for j, name in enumerate(df.columns):
             col = df[name]
             if is_numeric_column(col):
@@ -162,6 +164,13 @@ class TabularEncoder:
                 mean = float(xf.mean()) if len(xf) else 0.0
                 std = float(xf.std()) if len(xf) else 0.0
                 constant = not (std > 0 and np.isfinite(std)) or float(xf.min()) == float(xf.max())
+                if not constant and robust_scale:
+                    # robust standardisation: median and IQR (scaled to the std of a normal), so
+                    # a few extreme values do not squeeze the bulk of the data into a sliver that
+                    # a fixed predicate temperature cannot resolve; the std where the IQR is 0
+                    q1, med, q3 = np.quantile(xf, [0.25, 0.5, 0.75])
+                    if q3 > q1:
+                        mean, std = float(med), float((q3 - q1) / 1.349)
                 spec = ColumnSpec(
                     name=str(name),
                     kind="numeric",

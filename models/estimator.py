@@ -414,6 +414,7 @@ class NeuRulesClassifier:
             if threads is None and device.type == "cpu":
                 work = min(cfg.batch_size, n) * k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
                 threads = 1 if work < SMALL_WORK else None
+            t_prep = time.perf_counter()
             try:
                 if threads:
                     torch.set_num_threads(int(threads))
@@ -421,6 +422,7 @@ class NeuRulesClassifier:
             finally:
                 torch.set_num_threads(threads_before)
 
+        t_train = time.perf_counter()
         metadata = {
             "learner": "NeuRules",
             "params": {k_: (list(v) if isinstance(v, tuple) else v) for k_, v in self.get_params().items()},
@@ -460,6 +462,7 @@ class NeuRulesClassifier:
             _, chosen, doc, net = best
             doc["metadata"]["restart"] = chosen
             doc["metadata"]["n_restarts"] = len(lowers)
+        t_extract = time.perf_counter()
         self.rule_list_ = RuleList.from_dict(doc)
         self.encoder_ = encoder
         self.network_ = net
@@ -472,7 +475,14 @@ class NeuRulesClassifier:
             crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[crisp_ids]
             self.train_agreement_ = float(np.mean(net_pred == crisp_pred))
             self.train_rule_agreement_ = float(np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids))
-        self.fit_seconds_ = time.perf_counter() - t0
+        t_end = time.perf_counter()
+        self.fit_seconds_ = t_end - t0
+        self.timings_ = {
+            "prepare": (t_prep - t0) if net is not None else t_train - t0,
+            "train": (t_train - t_prep) if net is not None else 0.0,
+            "extract": t_extract - t_train,
+            "check": t_end - t_extract,
+        }
         return self
 
     def _restarts_for(self, n: int, n_dense: int, n_two: int, batch_size: int) -> int:

@@ -39,7 +39,13 @@ def test_numeric_standardised_with_median_fill() -> None:
     Z = enc.transform(df)
     u = [i for i, unit in enumerate(enc.units) if enc.columns[unit.feature].name == "age"][0]
     filled = np.array([20.0, 30.0, 35.0, 50.0, 40.0])
-    np.testing.assert_allclose(Z[:, u], (filled - filled.mean()) / filled.std())
+    q1, med, q3 = np.quantile(filled, [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(Z[:, u], (filled - med) / ((q3 - q1) / 1.349))
+    # plain standardisation where the IQR is 0 (mostly-constant columns)
+    sparse = pd.DataFrame({"s": [0.0] * 8 + [5.0, 9.0]})
+    enc2 = TabularEncoder().fit(sparse)
+    z = enc2.transform(sparse)[:, 0]
+    np.testing.assert_allclose(z, (sparse["s"] - sparse["s"].mean()) / sparse["s"].std(ddof=0))
 
 
 def test_constant_columns_give_no_input() -> None:
@@ -98,7 +104,7 @@ def test_missing_value_semantics_end_to_end() -> None:
     df = pd.DataFrame({"x": x, "colour": colour})
     df.loc[:20, "x"] = np.nan
     df.loc[30:40, "colour"] = None
-    clf = NeuRulesClassifier(n_rules=4, epochs=30, random_state=0).fit(df, y)
+    clf = NeuRulesClassifier(n_rules=4, random_state=0).fit(df, y)
     rl = clf.rule_list_
     fill = {f.name: f for f in rl.features}["x"].fill_value
     assert fill == pytest.approx(float(np.nanmedian(df["x"])))
