@@ -53,6 +53,13 @@ class BackgroundServices:
             from worker.embedded import start_embedded_worker
 
             self._worker = start_embedded_worker(self.celery_app, self.state.settings)
+            thread = self._worker._neurules_thread  # noqa: SLF001
+
+            def _check() -> None:
+                if not thread.is_alive():
+                    raise RuntimeError("the embedded training worker thread has stopped")
+
+            self.state.worker_check = _check
 
     def _reaper(self) -> None:
         from worker.tasks import reap_and_requeue

@@ -21,6 +21,7 @@ class ServiceState:
     queue: JobQueue
     broker_check: Any = None  # () -> None, raises when the broker is unreachable
     metrics: Any = None  # app.observability.Metrics
+    worker_check: Any = None  # () -> None, raises when the embedded worker thread has died
     auth_cache: TTLCache = field(init=False)
     model_cache: TTLCache = field(init=False)
     alias_cache: TTLCache = field(init=False)

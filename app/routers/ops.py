@@ -45,6 +45,12 @@ async def readyz(state: AppState) -> JSONResponse:
             checks["broker"] = "ok"
         except Exception as e:
             checks["broker"] = f"error: {type(e).__name__}: {str(e)[:200]}"
+    if state.worker_check is not None:
+        try:
+            state.worker_check()
+            checks["embedded_worker"] = "ok"
+        except Exception as e:
+            checks["embedded_worker"] = f"error: {e}"
     ok = all(v in ("ok", "not configured") for v in checks.values())
     return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
 

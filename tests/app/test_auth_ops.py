@@ -98,3 +98,12 @@ def test_openapi_documents_everything(sqlite_api) -> None:
     schemas = spec["components"]["schemas"]
     assert schemas["PredictionList"].get("examples") and schemas["JobCreate"].get("examples")
     assert "Bearer" in spec["components"]["securitySchemes"]["APIKeyHeader"]["description"]
+
+
+def test_readyz_reports_dead_embedded_worker(sqlite_api) -> None:
+    def dead() -> None:
+        raise RuntimeError("the embedded training worker thread has stopped")
+
+    sqlite_api.app.state.service.worker_check = dead
+    r = sqlite_api.client.get("/readyz")
+    assert r.status_code == 503 and "stopped" in r.json()["checks"]["embedded_worker"]
