@@ -25,7 +25,7 @@ COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
 COPY alembic.ini ./
-RUN pip install ".[service]" \
+RUN pip install -e ".[service]" \
     && useradd --system --uid 10001 --home /data neurules \
     && mkdir -p /data && chown neurules /data
 

@@ -24,7 +24,13 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+def _migrations_dir() -> Path:
+    """The Alembic folder: beside the package (source checkout, editable install) or in the working directory."""
+    candidates = (Path(__file__).resolve().parent.parent / "migrations", Path.cwd() / "migrations")
+    return next((c for c in candidates if (c / "env.py").exists()), candidates[0])
+
+
+MIGRATIONS = _migrations_dir()
 
 
 def _settings(**overrides: Any) -> Any:
