@@ -99,6 +99,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     state = ServiceState(settings=settings, db=db, queue=queue, broker_check=broker_check)
 
     def jobs_by_state() -> dict[str, int]:
+        """Job counts per state, for the metrics gauge."""
         with db.sessionmaker() as s:
             return {k: v for k, v in s.execute(select(Job.state, func.count()).group_by(Job.state)).all()}
 
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        """Start/stop the background services and release the database."""
         if run_background:
             services.start()
         log.info("service started", extra={"mode": settings.mode, "database": db.engine.url.render_as_string(),

@@ -79,6 +79,7 @@ class _JobsCollector(Collector):
         self.fetch = fetch
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        """Read job counts at scrape time."""
         g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
         try:
             counts = self.fetch()
@@ -89,6 +90,7 @@ class _JobsCollector(Collector):
         yield g
 
     def describe(self) -> list[GaugeMetricFamily]:
+        """Nothing at registration (no database query then)."""
         return []
 
 

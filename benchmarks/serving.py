@@ -130,6 +130,7 @@ async def load(url: str, path: str, key: str, body: bytes, concurrency: int, sec
     lat.sort()
 
     def q(p: float) -> float:
+        """Latency quantile in ms."""
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
 
     return {"concurrency": concurrency, "requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": q(0.50),

@@ -85,6 +85,7 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
         last_write = [0.0]
 
         def callback(progress: dict[str, Any]) -> bool:
+            """Per epoch: progress every few epochs, cancel and deadline checks every epoch."""
             epoch = int(progress.get("epoch", 0))
             n_epochs = int(progress.get("n_epochs", 0))
             now = time.monotonic()
@@ -184,6 +185,7 @@ class _Lazy:
 
     @property
     def db(self) -> Database:
+        """The worker's database, created on first use."""
         with self._lock:
             if self._db is None:
                 self._db = Database(self.settings.resolved_database_url)
