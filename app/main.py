@@ -147,13 +147,14 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     return app
 
 
+_app: FastAPI | None = None
+
+
 def __getattr__(name: str) -> Any:
     """`app.main:app` for `uvicorn app.main:app` (built from the environment on first access)."""
+    global _app
     if name == "app":
-        global _app
-        try:
-            return _app
-        except NameError:
+        if _app is None:
             _app = create_app()
-            return _app
+        return _app
     raise AttributeError(name)
