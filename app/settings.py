@@ -45,8 +45,8 @@ class Settings(BaseSettings):
     max_records_per_request: int = Field(10_000, ge=1, le=1_000_000)
     max_batch_rows: int = Field(1_000_000, ge=1)
 
-    training_time_limit_s: int = Field(3600, ge=10)
-    training_soft_time_limit_s: int = Field(3300, ge=5)
+    training_time_limit_s: int = Field(3600, ge=2)
+    training_soft_time_limit_s: int = Field(3300, ge=1)
     visibility_timeout_s: int = Field(4200, ge=30)
     max_epochs: int = Field(5000, ge=1)
     max_rules: int = Field(200, ge=1)

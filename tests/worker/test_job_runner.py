@@ -114,7 +114,7 @@ def test_cancel_while_running_stops_at_next_epoch(sqlite_api) -> None:
 def test_time_limit(tmp_path) -> None:
     from tests.conftest import make_api
 
-    gen = make_api(tmp_path, "sqlite", training_soft_time_limit_s=5, training_time_limit_s=10,
+    gen = make_api(tmp_path, "sqlite", training_soft_time_limit_s=1, training_time_limit_s=2,
                    visibility_timeout_s=60, heartbeat_interval_s=1, stale_after_s=3)
     api = next(gen)
     try:
