@@ -32,6 +32,21 @@ Errors share one shape: `{"error": {"code", "message", "details": [{"field", "me
 
 Typical flow: `POST /v1/datasets` (CSV) -> `POST /v1/jobs` -> poll `GET /v1/jobs/{id}` ->
 `PUT /v1/registered-models/{name}/aliases/production` -> `POST /v1/models/{name}@production/predict`.
+
+Error codes (a failed request never leaves rows behind):
+
+| status | code | when |
+| --- | --- | --- |
+| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one |
+| 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
+| 409 | `job_finished`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
+| 413 | `payload_too_large`, `csv_too_many_rows` | body, file, record count or rows over the configured limits |
+| 415 | `unsupported_media_type` | upload not multipart/form-data, or the file part is not CSV |
+| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
+| 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows`, `invalid_input` | job parameters (message names the field) |
+| 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
+| 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
+| 503 | `broker_unavailable`, `audit_unavailable`, `service_unavailable` | a dependency is down; nothing was created / answered |
 """
 
 
