@@ -25,9 +25,10 @@ from models.rulelist import RuleList
 RESTART_BUDGET = 1_000_000
 
 
-# below this many elements per step (batch * rules * restarts * effective inputs) fit uses one
-# CPU thread by default
-SMALL_WORK = 5_000_000
+# at most this many elements per step (batch * rules * restarts * effective inputs): wider data
+# gets smaller batches, never below MIN_BATCH
+MAX_STEP_WORK = 1_200_000
+MIN_BATCH = 128
 
 
 def _json_label(value: Any) -> int | str | bool:
@@ -79,7 +80,8 @@ class NeuRulesClassifier:
     n_rules: maximum number of rules (besides the default rule).
     epochs: passes over the training data; "auto" picks enough epochs for about
         `target_steps` optimiser steps (clipped to [min_epochs, max_epochs]).
-    batch_size, lr: mini-batch size and Adam learning rate.
+    batch_size, lr: mini-batch size (smaller for very wide data, so that one step's work stays
+        bounded) and Adam learning rate.
     min_support, max_support, lambda_support: the support regulariser's bounds and weight.
     t_pi, t_rl: (start, end) temperatures of the predicates and of the rule selector; both are
         annealed linearly over the second half of training (consequents frozen in the first half).
@@ -96,9 +98,9 @@ class NeuRulesClassifier:
         (at most `max_restarts`) as fit a fixed compute budget, so small data sets get several
         and large ones one.
     device: "auto" (CUDA when available), "cpu", "cuda", ...
-    n_threads: CPU threads for torch during fit; None uses one thread for small per-step work
-        (thread start-up and contention cost more than they save there) and torch's default
-        otherwise. The previous setting is restored after fit.
+    n_threads: CPU threads for torch during fit; None means one (the per-step tensors are small:
+        thread synchronisation costs more than it saves, and badly so on a shared machine). The
+        previous setting is restored after fit.
     random_state: seed for initialisation, shuffling and the Gumbel noise.
     """
 
@@ -286,10 +288,11 @@ class NeuRulesClassifier:
             return to_frame(arr, list(self._feature_names))
         return to_frame(arr)
 
-    def _epochs_for(self, n: int) -> int:
+    def _epochs_for(self, n: int, batch_size: int | None = None) -> int:
         if self.epochs != "auto":
             return int(self.epochs)
-        per_epoch = max(1, math.ceil(n / max(1, min(self.batch_size, n))))
+        bs = int(batch_size if batch_size is not None else self.batch_size)
+        per_epoch = max(1, math.ceil(n / max(1, min(bs, n))))
         return int(min(self.max_epochs, max(self.min_epochs, math.ceil(self.target_steps / per_epoch))))
 
     def fit(
@@ -365,6 +368,10 @@ class NeuRulesClassifier:
             yt = torch.tensor(y_idx, dtype=torch.long, device=device)
             two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
             n_models = self._restarts_for(n, n_units - len(two), len(two), cfg.batch_size)
+            # wide data: smaller batches keep the work of one step bounded (same number of steps)
+            width = k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
+            cfg.batch_size = int(min(cfg.batch_size, max(MIN_BATCH, MAX_STEP_WORK // width)))
+            cfg.epochs = self._epochs_for(n, cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
             lowers, uppers, prios, logit_list = [], [], [], []
@@ -412,8 +419,7 @@ class NeuRulesClassifier:
             threads_before = torch.get_num_threads()
             threads = self.n_threads
             if threads is None and device.type == "cpu":
-                work = min(cfg.batch_size, n) * k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
-                threads = 1 if work < SMALL_WORK else None
+                threads = 1
             t_prep = time.perf_counter()
             try:
                 if threads:
