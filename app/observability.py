@@ -29,7 +29,7 @@ class JsonFormatter(logging.Formatter):
         """Render the record as JSON."""
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage(), "pid": record.process,
         }
         for k, v in record.__dict__.items():
             if k not in _RESERVED and not k.startswith("_"):

@@ -154,3 +154,21 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield svc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def embedded_two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """`neurules-admin serve --workers 2`: two server processes sharing the port via SO_REUSEPORT."""
+    tmp = tmp_path_factory.mktemp("embedded2")
+    env = clean_env()
+    port = free_port()
+    admin(["create-tenant", "e2e"], env, tmp)
+    key = admin(["create-key", "e2e"], env, tmp)
+    proc = Proc([str(BIN / "neurules-admin"), "serve", "--port", str(port), "--workers", "2"], env, tmp,
+                tmp / "serve2.log")
+    svc = Service(f"http://127.0.0.1:{port}", key, [proc], env, tmp)
+    try:
+        wait_ready(svc.url, proc)
+        yield svc
+    finally:
+        proc.stop()

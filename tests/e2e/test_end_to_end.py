@@ -213,3 +213,32 @@ def test_distributed_worker_killed_mid_job_is_recovered(distributed) -> None:
             time.sleep(0.3)
         assert state["state"] == "succeeded", (state, distributed.logs())
         assert state["attempts"] == 2 and state["model_version_id"]
+
+
+def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes) -> None:
+    """Both processes answer; /metrics aggregates them; a second server on the same port is refused."""
+    import re
+    import subprocess
+
+    from tests.conftest import rule_list_doc
+    from tests.e2e.conftest import BIN
+
+    svc = embedded_two_processes
+    with httpx.Client(base_url=svc.url, headers={"X-API-Key": svc.key}, timeout=30) as client:
+        v = client.post("/v1/models", json={"name": "m", "rule_list": rule_list_doc()}).json()
+        rec = {"age": 70, "income": 5, "smoker": "yes"}
+        for _ in range(40):  # new connections are spread over both listeners
+            with httpx.Client(base_url=svc.url, headers={"X-API-Key": svc.key}) as one:
+                assert one.post(f"/v1/models/{v['id']}/predict", json={"records": [rec]}).status_code == 200
+        text = client.get("/metrics").text
+        assert re.search(r'neurules_predictions_total\{endpoint="json"\} 40\.0', text), text[-2000:]
+        assert len(client.get("/v1/audit", params={"limit": 100}).json()["items"]) == 40
+    import json as _json
+
+    pids = {_json.loads(line)["pid"] for line in svc.procs[0].log_path.read_text().splitlines()
+            if line.startswith("{") and '"route": "/v1/models/{ref}/predict"' in line}
+    assert len(pids) == 2, pids
+    port = svc.url.rsplit(":", 1)[1]
+    out = subprocess.run([str(BIN / "neurules-admin"), "serve", "--port", port], env=svc.env, cwd=svc.tmp,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "already in use" in out.stderr
