@@ -170,7 +170,7 @@ def train_rule_list(data: bytes, target: str, parameters: dict[str, Any],
     except ValueError as e:
         if type(e).__name__ == "TrainingCancelled":
             raise
-        raise TrainingInputError(f"the learner rejected the data: {e}") from None
+        raise TrainingInputError(f"the learner rejected the parameters or the data: {e}") from None
     rl = clf.rule_list_
     doc = rl.to_dict()
     doc["target"] = target
