@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 from models import NeuRulesClassifier, RuleList, TrainingCancelled  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = {"n_restarts": 1, "target_steps": 300}
+FAST = {"n_restarts": 4, "target_steps": 300}
 
 
 def _toy(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
