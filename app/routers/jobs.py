@@ -16,6 +16,7 @@ from app.routers.datasets import get_dataset
 from app.schemas.jobs import JobCreate, JobList, JobProgress, JobPublic, JobState
 from app.services import jobs as jobsvc
 from app.services.registry import NAME_RE
+from app.services.training_params import check_options
 from app.settings import Settings
 from app.tables import Dataset, Job, new_id
 
@@ -73,6 +74,9 @@ def check_job(body: JobCreate, ds: Dataset, settings: Settings) -> str:
             raise _bad("parameters.features", "duplicate column names")
     elif len(cols) < 2:
         raise _bad("target", "the dataset has no column besides the target")
+    problem = check_options(p.n_rules, p.epochs, p.random_state, dict(p.options))
+    if problem:
+        raise _bad("parameters.options", problem)
     name = body.model_name or re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model"
     if not NAME_RE.match(name[:100]):
         raise _bad("model_name", "letters, digits, '_', '.', '-' only; at most 100; must not start with '-' or '.'")

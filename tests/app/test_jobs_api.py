@@ -41,8 +41,13 @@ def _job(api, body: dict, key: str | None = None):
     (CSV, {"target": "target", "parameters": {"features": ["target"]}}, 422, "invalid_input"),
     (CSV, {"target": "target", "parameters": {"bogus": 1}}, 422, "invalid_input"),
     (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"options": {"no_such": 1}}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"options": {"lr": -1.0}}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"options": {"lr": "fast"}}}, 422, "invalid_input"),
+    (CSV, {"target": "target", "parameters": {"options": {"device": "cuda"}}}, 422, "invalid_input"),
 ], ids=["target absent", "single class", "too many classes", "n_rules 0", "epochs over max", "unknown feature",
-        "target as feature", "unknown parameter", "bad model name"])
+        "target as feature", "unknown parameter", "bad model name", "unknown option", "bad option value",
+        "mistyped option", "reserved option"])
 def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
     ds = dataset(api, csv)
     r = _job(api, {"dataset_id": ds, **body})
