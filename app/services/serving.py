@@ -19,6 +19,7 @@ from models.rulelist import RuleList
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
 
 MAX_ERROR_DETAILS = 50
+SCALAR_PATH_MAX = 8  # up to this many records, evaluate record by record (no numpy column set-up)
 
 
 class RecordError(ValueError):
@@ -132,13 +133,16 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
     rl = model.rule_list
     keys = model.class_keys
     out: list[dict[str, Any]] = []
-    if explain:
+    if explain or len(records) <= SCALAR_PATH_MAX:  # per-record evaluation beats numpy set-up for a few records
         for i, rec in enumerate(records):
             ex = rl.explain(rec)
             probs = ex.pop("probabilities")
             pred = ex.pop("prediction")
-            out.append({"index": i, "prediction": _label(pred), "probabilities": dict(zip(keys, probs, strict=True)),
-                        "rule_id": ex["rule_id"], "explanation": ex})
+            item = {"index": i, "prediction": _label(pred), "probabilities": dict(zip(keys, probs, strict=True)),
+                    "rule_id": ex["rule_id"]}
+            if explain:
+                item["explanation"] = ex
+            out.append(item)
         return out
     ids = rl.apply(records)
     for i, rid in enumerate(ids.tolist()):

@@ -94,3 +94,17 @@ def test_ttl_cache() -> None:
     assert c.get("a") is None and c.get("c") == 3
     time.sleep(0.06)
     assert c.get("c") is None
+
+
+def test_vectorised_and_per_record_paths_agree(doc) -> None:
+    import random
+
+    m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
+    rng = random.Random(1)
+    recs = [{"age": rng.choice([None, 20, 59.9, 60, 75]), "income": rng.choice([None, 0, 10, 10.01, 99]),
+             "smoker": rng.choice([None, "yes", "no", "other"])} for _ in range(40)]
+    assert len(recs) > serving.SCALAR_PATH_MAX
+    vec = serving.predict_records(m, recs, explain=False)
+    one = [serving.predict_records(m, [r], explain=False)[0] for r in recs]
+    assert [(a["rule_id"], a["prediction"], a["probabilities"]) for a in vec] == \
+           [(b["rule_id"], b["prediction"], b["probabilities"]) for b in one]
