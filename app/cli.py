@@ -184,6 +184,12 @@ def serve(host: str, port: int, workers: int, run_migrations: bool) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if run_migrations and settings.migrate_on_start:
         migrate(settings.resolved_database_url)
+    import logging
+
+    logging.getLogger("neurules.cli").info(
+        f"serving on http://{host}:{port} (docs at /docs; {workers} process(es); {settings.mode} mode)",
+        extra={"database": settings.resolved_database_url.split("@")[-1], "broker": settings.resolved_broker_url
+               .split("@")[-1], "embedded_worker": settings.run_embedded_worker})
     if workers <= 1:
         _serve_process(0, host, port)
         return
