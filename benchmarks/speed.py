@@ -50,7 +50,7 @@ def warm_up(device: str) -> None:
     NeuRulesClassifier(n_rules=2, epochs=2, n_restarts=1, random_state=0, device=device).fit(X, X[:, 0] > 0)
 
 
-def time_fold(path: Path, device: str, repeats: int) -> tuple[float, float, int, dict]:
+def time_fold(path: Path, device: str, repeats: int, params: dict) -> tuple[float, float, int, dict]:
     """(best wall seconds of fit, held-out weighted F1, rules, phase seconds) for fold 0."""
     X, y = load(path)
     tr, te = next(iter(KFold(5, shuffle=True, random_state=42).split(X)))
@@ -58,7 +58,7 @@ def time_fold(path: Path, device: str, repeats: int) -> tuple[float, float, int,
     clf = None
     phases: dict = {}
     for _ in range(repeats):
-        clf = NeuRulesClassifier(n_rules=10, random_state=0, device=device)
+        clf = NeuRulesClassifier(n_rules=10, random_state=0, device=device, **params)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -81,10 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default=None, help="default: cpu, plus cuda when available")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--param", action="append", default=[], help="estimator parameter k=v (python literal)")
     args = ap.parse_args(argv)
+    import ast
+
+    params = {}
+    for kv in args.param:
+        k, v = kv.split("=", 1)
+        params[k] = ast.literal_eval(v)
     sets = list_datasets(args.data_dir or default_data_dir())
     devices = args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    lines = [f"CPU: {cpu_name()}"]
+    lines = [f"CPU: {cpu_name()}", f"parameters: {params or 'defaults'}"]
     if torch.cuda.is_available():
         lines.append(f"GPU: {torch.cuda.get_device_name(0)}")
         # warm the CUDA context so that its start-up is not charged to the first fit
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[tuple[str, str], float] = {}
     for name in [s.strip() for s in args.datasets.split(",") if s.strip()]:
         for dev in devices:
-            secs, f1, rules, ph = time_fold(sets[name], dev, args.repeats)
+            secs, f1, rules, ph = time_fold(sets[name], dev, args.repeats, params)
             results[(name, dev)] = secs
             split = " / ".join(f"{ph.get(k, 0.0):.2f}" for k in ("prepare", "train", "extract", "check"))
             line = f"| {name} | {dev} | {secs:.2f} | {f1:.3f} | {rules} | {split} |"
