@@ -39,7 +39,7 @@ def cpu_name() -> str:
                 break
     except OSError:
         pass
-    return f"{name} ({os.cpu_count()} cores visible, torch threads {torch.get_num_threads()})"
+    return f"{name} ({os.cpu_count()} cores visible; fit uses one torch thread by default)"
 
 
 def warm_up(device: str) -> None:
