@@ -23,7 +23,7 @@ from sklearn.tree import DecisionTreeClassifier
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models import NeuRulesClassifier  # noqa: E402
+from models import NeuRulesClassifier
 
 
 def default_data_dir() -> Path:
@@ -65,7 +65,10 @@ def tree_matrix(X: pd.DataFrame, train_idx: np.ndarray) -> np.ndarray:
 
 def load_targets() -> pd.DataFrame | None:
     """../shared/targets.csv when present."""
-    for cand in (ROOT.parent / "shared" / "targets.csv", ROOT / "shared" / "targets.csv"):
+    for cand in (
+        ROOT.parent / "shared" / "targets.csv",
+        ROOT / "shared" / "targets.csv",
+    ):
         if cand.exists():
             return pd.read_csv(cand).set_index("dataset")
     return None
@@ -110,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=None, help="comma-separated subset")
     ap.add_argument("--rules", type=int, default=10)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--param", action="append", default=[], help="extra estimator parameter k=v (python literal)")
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help="extra estimator parameter k=v (python literal)",
+    )
     args = ap.parse_args(argv)
     import ast
 

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import torch  # noqa: E402
+import torch
+from accuracy import default_data_dir, list_datasets, load
 
-from accuracy import default_data_dir, list_datasets, load  # noqa: E402
-from models import NeuRulesClassifier  # noqa: E402
+from models import NeuRulesClassifier
 
 
 def cpu_name() -> str:
@@ -39,7 +39,9 @@ def cpu_name() -> str:
                 break
     except OSError:
         pass
-    return f"{name} ({os.cpu_count()} cores visible; fit uses one torch thread by default)"
+    return (
+        f"{name} ({os.cpu_count()} cores visible; fit uses one torch thread by default)"
+    )
 
 
 def warm_up(device: str) -> None:
@@ -47,10 +49,14 @@ def warm_up(device: str) -> None:
     kernel caches) are not charged to the timed fold."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(256, 3))
-    NeuRulesClassifier(n_rules=2, epochs=2, n_restarts=1, random_state=0, device=device).fit(X, X[:, 0] > 0)
+    NeuRulesClassifier(
+        n_rules=2, epochs=2, n_restarts=1, random_state=0, device=device
+    ).fit(X, X[:, 0] > 0)
 
 
-def time_fold(path: Path, device: str, repeats: int, params: dict) -> tuple[float, float, int, dict]:
+def time_fold(
+    path: Path, device: str, repeats: int, params: dict
+) -> tuple[float, float, int, dict]:
     """(best wall seconds of fit, held-out weighted F1, rules, phase seconds) for fold 0."""
     X, y = load(path)
     tr, te = next(iter(KFold(5, shuffle=True, random_state=42).split(X)))
@@ -78,10 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--datasets", default="adult,credit_card_clean")
-    ap.add_argument("--devices", default=None, help="default: cpu, plus cuda when available")
+    ap.add_argument(
+        "--devices", default=None, help="default: cpu, plus cuda when available"
+    )
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--param", action="append", default=[], help="estimator parameter k=v (python literal)")
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help="estimator parameter k=v (python literal)",
+    )
     args = ap.parse_args(argv)
     import ast
 
@@ -90,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         k, v = kv.split("=", 1)
         params[k] = ast.literal_eval(v)
     sets = list_datasets(args.data_dir or default_data_dir())
-    devices = args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = (
+        args.devices.split(",")
+        if args.devices
+        else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    )
     lines = [f"CPU: {cpu_name()}", f"parameters: {params or 'defaults'}"]
     if torch.cuda.is_available():
         lines.append(f"GPU: {torch.cuda.get_device_name(0)}")
@@ -110,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         for dev in devices:
             secs, f1, rules, ph = time_fold(sets[name], dev, args.repeats, params)
             results[(name, dev)] = secs
-            split = " / ".join(f"{ph.get(k, 0.0):.2f}" for k in ("prepare", "train", "extract", "check"))
+            split = " / ".join(
+                f"{ph.get(k, 0.0):.2f}"
+                for k in ("prepare", "train", "extract", "check")
+            )
             line = f"| {name} | {dev} | {secs:.2f} | {f1:.3f} | {rules} | {split} |"
             lines.append(line)
             print(line, flush=True)

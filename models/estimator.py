@@ -19,7 +19,6 @@ from models.encoding import TabularEncoder, to_frame
 from models.metrics import weighted_f1
 from models.rulelist import RuleList
 
-
 # restarts="auto": as many restarts as keep batch * rules * (dense inputs + two-valued / 10)
 # * restarts under this
 RESTART_BUDGET = 1_000_000
@@ -60,15 +59,20 @@ def _check_targets(y: Any) -> np.ndarray:
         )
         arr = arr.ravel()
     if arr.ndim != 1:
-        raise ValueError(f"y should be a 1d array, got an array of shape {arr.shape} instead.")
+        raise ValueError(
+            f"y should be a 1d array, got an array of shape {arr.shape} instead."
+        )
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)):
             raise ValueError("Input y contains NaN or infinity.")
         if not np.all(arr == np.round(arr)):
-            raise ValueError("Unknown label type: continuous. Only classification targets are supported.")
-    if arr.dtype.kind == "O":
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in arr):
-            raise ValueError("Input y contains NaN or None.")
+            raise ValueError(
+                "Unknown label type: continuous. Only classification targets are supported."
+            )
+    if arr.dtype.kind == "O" and any(
+        v is None or (isinstance(v, float) and math.isnan(v)) for v in arr
+    ):
+        raise ValueError("Input y contains NaN or None.")
     return arr
 
 
@@ -168,16 +172,24 @@ class NeuRulesClassifier:
         valid = set(self._get_param_names())
         for key, value in params.items():
             if key not in valid:
-                raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}. Valid parameters are: {sorted(valid)!r}.")
+                raise ValueError(
+                    f"Invalid parameter {key!r} for estimator {type(self).__name__}. Valid parameters are: {sorted(valid)!r}."
+                )
             setattr(self, key, value)
         return self
 
     def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values() if p.name != "self"}
+        defaults = {
+            p.name: p.default
+            for p in inspect.signature(type(self).__init__).parameters.values()
+            if p.name != "self"
+        }
         changed = []
         for k, v in self.get_params().items():
             d = defaults[k]
-            same = v is d if (v is None or d is None) else (type(v) is type(d) and v == d)
+            same = (
+                v is d if (v is None or d is None) else (type(v) is type(d) and v == d)
+            )
             if not same:
                 changed.append(f"{k}={v!r}")
         return f"{type(self).__name__}({', '.join(changed)})"
@@ -206,10 +218,17 @@ class NeuRulesClassifier:
     def _validate_params(self) -> None:
         if not isinstance(self.n_rules, (int, np.integer)) or self.n_rules < 1:
             raise ValueError(f"n_rules must be a positive int, got {self.n_rules!r}")
-        if not (self.epochs == "auto" or (isinstance(self.epochs, (int, np.integer)) and self.epochs >= 1)):
-            raise ValueError(f"epochs must be a positive int or 'auto', got {self.epochs!r}")
+        if not (
+            self.epochs == "auto"
+            or (isinstance(self.epochs, (int, np.integer)) and self.epochs >= 1)
+        ):
+            raise ValueError(
+                f"epochs must be a positive int or 'auto', got {self.epochs!r}"
+            )
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
+            raise ValueError(
+                f"batch_size must be a positive int, got {self.batch_size!r}"
+            )
         if not self.lr > 0:
             raise ValueError("lr must be > 0")
         if not (0 <= self.min_support <= self.max_support <= 1):
@@ -219,16 +238,24 @@ class NeuRulesClassifier:
         for name in ("t_pi", "t_rl"):
             t = getattr(self, name)
             if len(t) != 2 or min(t) <= 0:
-                raise ValueError(f"{name} must be a (start, end) pair of positive temperatures")
+                raise ValueError(
+                    f"{name} must be a (start, end) pair of positive temperatures"
+                )
         if self.eps <= 0 or self.smoothing < 0:
             raise ValueError("eps must be > 0 and smoothing >= 0")
         if self.init not in ("range", "quantile"):
             raise ValueError("init must be 'range' or 'quantile'")
         if self.consequent_init not in ("cycle", "lift", "mixed"):
             raise ValueError("consequent_init must be 'cycle', 'lift' or 'mixed'")
-        if not (self.n_restarts == "auto" or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)):
+        if not (
+            self.n_restarts == "auto"
+            or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)
+        ):
             raise ValueError("n_restarts must be a positive int or 'auto'")
-        if not isinstance(self.max_restarts, (int, np.integer)) or self.max_restarts < 1:
+        if (
+            not isinstance(self.max_restarts, (int, np.integer))
+            or self.max_restarts < 1
+        ):
             raise ValueError("max_restarts must be a positive int")
 
     def _resolve_device(self) -> Any:
@@ -241,7 +268,9 @@ class NeuRulesClassifier:
     def _frame(self, X: Any, fitting: bool) -> pd.DataFrame:
         """Input as a DataFrame with the training column names; checks names and width."""
         if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-            raise TypeError("Sparse data is not supported: pass a dense array or a DataFrame.")
+            raise TypeError(
+                "Sparse data is not supported: pass a dense array or a DataFrame."
+            )
         if isinstance(X, pd.DataFrame):
             has_names = all(isinstance(c, str) for c in X.columns)
             if fitting:
@@ -269,7 +298,11 @@ class NeuRulesClassifier:
                     f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input."
                 )
             return X
-        if isinstance(X, (dict, list)) and X and (isinstance(X, dict) or isinstance(X[0], dict)):
+        if (
+            isinstance(X, (dict, list))
+            and X
+            and (isinstance(X, dict) or isinstance(X[0], dict))
+        ):
             return to_frame(X)
         arr = np.asarray(X)
         if arr.ndim != 2:
@@ -293,7 +326,12 @@ class NeuRulesClassifier:
             return int(self.epochs)
         bs = int(batch_size if batch_size is not None else self.batch_size)
         per_epoch = max(1, math.ceil(n / max(1, min(bs, n))))
-        return int(min(self.max_epochs, max(self.min_epochs, math.ceil(self.target_steps / per_epoch))))
+        return int(
+            min(
+                self.max_epochs,
+                max(self.min_epochs, math.ceil(self.target_steps / per_epoch)),
+            )
+        )
 
     def fit(
         self,
@@ -319,11 +357,17 @@ class NeuRulesClassifier:
         df = self._frame(X, fitting=True)
         y_arr = _check_targets(y)
         if df.shape[1] == 0:
-            raise ValueError("0 feature(s) (shape=(%d, 0)) while a minimum of 1 is required." % df.shape[0])
+            raise ValueError(
+                f"0 feature(s) (shape=({df.shape[0]}, 0)) while a minimum of 1 is required."
+            )
         if len(df) == 0:
-            raise ValueError("0 sample(s) (shape=(0, %d)) while a minimum of 1 is required." % df.shape[1])
+            raise ValueError(
+                f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required."
+            )
         if len(y_arr) != len(df):
-            raise ValueError(f"Found input variables with inconsistent numbers of samples: [{len(df)}, {len(y_arr)}]")
+            raise ValueError(
+                f"Found input variables with inconsistent numbers of samples: [{len(df)}, {len(y_arr)}]"
+            )
         classes, y_idx = np.unique(y_arr, return_inverse=True)
         if len(classes) < 2:
             raise ValueError("Classifier can't train when only one class is present.")
@@ -344,7 +388,11 @@ class NeuRulesClassifier:
         Z64 = encoder.transform(df, raw)
         n, n_units = Z64.shape
         device = self._resolve_device()
-        seed = int(self.random_state) if self.random_state is not None else int(np.random.randint(0, 2**31 - 1))
+        seed = (
+            int(self.random_state)
+            if self.random_state is not None
+            else int(np.random.randint(0, 2**31 - 1))
+        )
         rng = np.random.default_rng(seed)
         cfg = TrainConfig(
             epochs=self._epochs_for(n),
@@ -367,10 +415,14 @@ class NeuRulesClassifier:
             Zt = torch.tensor(Z64, dtype=torch.float32, device=device)
             yt = torch.tensor(y_idx, dtype=torch.long, device=device)
             two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
-            n_models = self._restarts_for(n, n_units - len(two), len(two), cfg.batch_size)
+            n_models = self._restarts_for(
+                n, n_units - len(two), len(two), cfg.batch_size
+            )
             # wide data: smaller batches keep the work of one step bounded (same number of steps)
             width = k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
-            cfg.batch_size = int(min(cfg.batch_size, max(MIN_BATCH, MAX_STEP_WORK // width)))
+            cfg.batch_size = int(
+                min(cfg.batch_size, max(MIN_BATCH, MAX_STEP_WORK // width))
+            )
             cfg.epochs = self._epochs_for(n, cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
@@ -381,9 +433,13 @@ class NeuRulesClassifier:
                 prio = prio - prio.min() + 1.0
                 logits = np.zeros((k + 1, n_classes))
                 mode = self.consequent_init
-                if mode == "mixed":  # restarts alternate between the two initialisations
+                if (
+                    mode == "mixed"
+                ):  # restarts alternate between the two initialisations
                     mode = "cycle" if len(lowers) % 2 == 0 else "lift"
-                classes_j = self._initial_classes(mode, Z64, y_idx, lower, upper, prior, order, rng)
+                classes_j = self._initial_classes(
+                    mode, Z64, y_idx, lower, upper, prior, order, rng
+                )
                 for j in range(k):
                     logits[j, classes_j[j]] = 1.0
                 logits[k] = np.log(prior + 1e-6)
@@ -403,13 +459,19 @@ class NeuRulesClassifier:
             ).to(device)
             if two:
                 vals = np.array([np.unique(Z64[:, f]) for f in two], dtype=np.float32)
-                net.set_two_valued(torch.tensor(two), torch.tensor(vals[:, 0]), torch.tensor(vals[:, 1]))
+                net.set_two_valued(
+                    torch.tensor(two),
+                    torch.tensor(vals[:, 0]),
+                    torch.tensor(vals[:, 1]),
+                )
             shuffle_gen = torch.Generator().manual_seed(seed)
             noise_gen = torch.Generator(device=device).manual_seed(seed + 1)
             val_fn = None
             if eval_set is not None:
                 Xv_df = to_frame(eval_set[0], self._feature_names)
-                Zv = torch.tensor(encoder.transform(Xv_df), dtype=torch.float32, device=device)
+                Zv = torch.tensor(
+                    encoder.transform(Xv_df), dtype=torch.float32, device=device
+                )
                 yv = np.asarray(eval_set[1])
 
                 def val_fn() -> float:
@@ -424,14 +486,26 @@ class NeuRulesClassifier:
             try:
                 if threads:
                     torch.set_num_threads(int(threads))
-                losses = train(net, Zt, yt, cfg, shuffle_gen, noise_gen, callback=callback, val_score=val_fn)
+                losses = train(
+                    net,
+                    Zt,
+                    yt,
+                    cfg,
+                    shuffle_gen,
+                    noise_gen,
+                    callback=callback,
+                    val_score=val_fn,
+                )
             finally:
                 torch.set_num_threads(threads_before)
 
         t_train = time.perf_counter()
         metadata = {
             "learner": "NeuRules",
-            "params": {k_: (list(v) if isinstance(v, tuple) else v) for k_, v in self.get_params().items()},
+            "params": {
+                k_: (list(v) if isinstance(v, tuple) else v)
+                for k_, v in self.get_params().items()
+            },
             "seed": seed,
             "n_train": int(n),
             "epochs": cfg.epochs,
@@ -448,7 +522,12 @@ class NeuRulesClassifier:
                 "classes": doc_classes,
                 "features": encoder.feature_dicts(),
                 "rules": [],
-                "default": {"class_counts": cc, "probabilities": list(smoothed_probabilities(cc, float(self.smoothing)))},
+                "default": {
+                    "class_counts": cc,
+                    "probabilities": list(
+                        smoothed_probabilities(cc, float(self.smoothing))
+                    ),
+                },
                 "smoothing": float(self.smoothing),
                 "metadata": metadata,
             }
@@ -459,7 +538,15 @@ class NeuRulesClassifier:
             for m in range(net.n_models):
                 sub = net.select(m)
                 doc_m, pred_m = extract_rule_list(
-                    sub, encoder, Z32, raw, y_idx, doc_classes, float(self.smoothing), "target", metadata
+                    sub,
+                    encoder,
+                    Z32,
+                    raw,
+                    y_idx,
+                    doc_classes,
+                    float(self.smoothing),
+                    "target",
+                    metadata,
                 )
                 score = weighted_f1(y_idx, pred_m)
                 if best is None or score > best[0]:
@@ -478,9 +565,13 @@ class NeuRulesClassifier:
             sel, cls = net.zero_temperature(Zt)
             sel, net_pred = sel[0], cls[0].cpu().numpy()
             crisp_ids = self.rule_list_.apply(df)
-            crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[crisp_ids]
+            crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[
+                crisp_ids
+            ]
             self.train_agreement_ = float(np.mean(net_pred == crisp_pred))
-            self.train_rule_agreement_ = float(np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids))
+            self.train_rule_agreement_ = float(
+                np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids)
+            )
         t_end = time.perf_counter()
         self.fit_seconds_ = t_end - t0
         self.timings_ = {
@@ -526,7 +617,9 @@ class NeuRulesClassifier:
             out[j] = int(np.argmax(freq / np.maximum(prior, 1e-12)))
         return out
 
-    def _initial_bounds(self, Z: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def _initial_bounds(
+        self, Z: np.ndarray, k: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Initial (lower, upper) per rule and input."""
         zmin, zmax = Z.min(axis=0), Z.max(axis=0)
         lower = np.tile(zmin, (k, 1))
@@ -558,7 +651,9 @@ class NeuRulesClassifier:
         self._check_fitted()
         df = self._frame(X, fitting=False)
         if len(df) == 0:
-            raise ValueError("0 sample(s) (shape=(0, %d)) while a minimum of 1 is required." % df.shape[1])
+            raise ValueError(
+                f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required."
+            )
         self.encoder_.raw_columns(df)  # validates types / infinities like fit does
         return self.rule_list_.predict_proba(df)
 

@@ -7,8 +7,6 @@ zero temperature and the crisp list decide every training row identically.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,13 +27,6 @@ def nice_between(lo: float, hi: float) -> float:
         if lo < t < hi:
             return t
     return mid
-
-
-@dataclass
-class _Predicate:
-    unit: int
-    a: float  # new bounds in standardised units
-    b: float
 
 
 def _sort_keys(values: set[str | None]) -> list[str | None]:
@@ -117,7 +108,9 @@ def extract_rule_list(
         if not alive[j]:
             continue
         fire = np.ones(n, dtype=bool)
-        onehot: dict[int, tuple[set[str | None], set[str | None]]] = {}  # feature -> (req1, req0)
+        onehot: dict[
+            int, tuple[set[str | None], set[str | None]]
+        ] = {}  # feature -> (req1, req0)
         for f in range(n_units):
             if new_w[j, f] <= 0:
                 continue
@@ -125,15 +118,23 @@ def extract_rule_list(
             spec = encoder.columns[unit.feature]
             a, b = float(a_all[j, f]), float(b_all[j, f])
             if unit.kind == "numeric":
-                cond, na, nb, dead = _numeric_condition(Z[:, f], raw[unit.feature], a, b, spec.mean, spec.scale)
+                cond, na, nb, dead = _numeric_condition(
+                    Z[:, f], raw[unit.feature], a, b, spec.mean, spec.scale
+                )
                 if dead:
                     alive[j] = False
                     break
                 if cond is None:
                     new_w[j, f] = 0.0
                     continue
-                cond["feature"] = spec.name
-                rule_conditions[j].append({"feature": spec.name, "op": "between", "low": cond["low"], "high": cond["high"]})
+                rule_conditions[j].append(
+                    {
+                        "feature": spec.name,
+                        "op": "between",
+                        "low": cond["low"],
+                        "high": cond["high"],
+                    }
+                )
                 new_lower[j, f], new_upper[j, f] = na, nb
             else:
                 has0 = a <= 0.0 <= b
@@ -151,7 +152,9 @@ def extract_rule_list(
                 else:
                     req0.add(unit.level)
                     new_lower[j, f], new_upper[j, f] = -BIG, 0.5
-            fire &= (Z[:, f] >= np.float32(new_lower[j, f])) & (Z[:, f] <= np.float32(new_upper[j, f]))
+            fire &= (Z[:, f] >= np.float32(new_lower[j, f])) & (
+                Z[:, f] <= np.float32(new_upper[j, f])
+            )
         if not alive[j]:
             continue
         for feat, (req1, req0) in sorted(onehot.items()):
@@ -161,9 +164,13 @@ def extract_rule_list(
                 if not allowed:
                     alive[j] = False
                     break
-                rule_conditions[j].append({"feature": spec.name, "op": "in", "values": _sort_keys(allowed)})
+                rule_conditions[j].append(
+                    {"feature": spec.name, "op": "in", "values": _sort_keys(allowed)}
+                )
             else:
-                rule_conditions[j].append({"feature": spec.name, "op": "not_in", "values": _sort_keys(req0)})
+                rule_conditions[j].append(
+                    {"feature": spec.name, "op": "not_in", "values": _sort_keys(req0)}
+                )
         if alive[j]:
             fires[j] = fire
 
@@ -191,7 +198,9 @@ def extract_rule_list(
         cc = counts_of(captured[j])
         probs = list(smoothed_probabilities(cc, smoothing))
         conds = sorted(rule_conditions[j], key=lambda c: order_in_feature[c["feature"]])
-        rules_doc.append({"conditions": conds, "class_counts": cc, "probabilities": probs})
+        rules_doc.append(
+            {"conditions": conds, "class_counts": cc, "probabilities": probs}
+        )
         rule_probs.append(probs)
         train_pred[captured[j]] = int(np.argmax(probs))
     dc = counts_of(open_)
@@ -229,8 +238,12 @@ def extract_rule_list(
             # priorities (e.g. several at the clamp) would otherwise be broken by rounding noise
             prio_new = net.priority[0].detach().cpu().numpy().copy()
             for rank, j in enumerate(kept):
-                prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(1, k)
-            net.priority[0].copy_(torch.tensor(prio_new, dtype=torch.float32, device=dev))
+                prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(
+                    1, k
+                )
+            net.priority[0].copy_(
+                torch.tensor(prio_new, dtype=torch.float32, device=dev)
+            )
     return doc, train_pred
 
 
@@ -245,8 +258,3 @@ def rule_ids_from_selection(net: SoftRuleList, sel: np.ndarray) -> np.ndarray:
     for rid, j in enumerate(order, start=1):
         table[j] = rid
     return table[sel]
-
-
-def finite(x: float | None) -> bool:
-    """True for a finite float."""
-    return x is not None and math.isfinite(x)

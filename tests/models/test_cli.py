@@ -18,7 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     code = "import sys; from models.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
 
 
 def test_fit_then_predict(tmp_path: Path) -> None:
@@ -36,7 +43,18 @@ def test_fit_then_predict(tmp_path: Path) -> None:
     df.to_csv(data, index=False)
     model = tmp_path / "model.json"
 
-    fit = _run("fit", str(data), "--target", "sick", "--rules", "4", "--seed", "1", "--out", str(model))
+    fit = _run(
+        "fit",
+        str(data),
+        "--target",
+        "sick",
+        "--rules",
+        "4",
+        "--seed",
+        "1",
+        "--out",
+        str(model),
+    )
     assert fit.returncode == 0, fit.stderr
     assert "if " in fit.stdout and "else" in fit.stdout
     assert "training" in fit.stderr  # the tqdm progress bar

@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from models import NeuRulesClassifier  # noqa: E402
+from models import NeuRulesClassifier
 
 EXPECTED_FAILED: dict[str, str] = {}
 
@@ -28,7 +28,11 @@ def _expected_failed(estimator: object) -> dict[str, str]:
 
 
 @parametrize_with_checks(
-    [NeuRulesClassifier(n_rules=4, target_steps=150, min_epochs=5, n_restarts=2, random_state=0)],
+    [
+        NeuRulesClassifier(
+            n_rules=4, target_steps=150, min_epochs=5, n_restarts=2, random_state=0
+        )
+    ],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible(estimator: NeuRulesClassifier, check) -> None:  # type: ignore[no-untyped-def]

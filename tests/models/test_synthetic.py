@@ -17,7 +17,7 @@ def test_generator_shapes_and_planted_list() -> None:
     for rule in planted.rules:
         assert len(rule.conditions) == 2
         for c in rule.conditions:
-            assert c.high - c.low == pytest.approx(0.1 ** 0.5)
+            assert c.high - c.low == pytest.approx(0.1**0.5)
     # each rule covers about s of the rows; the planted list decides every covered row exactly
     ids = planted.apply(X)
     covered = ids > 0
@@ -42,8 +42,12 @@ def test_recovers_planted_rule_list(m: int) -> None:
     clf = NeuRulesClassifier(n_rules=10, random_state=0).fit(X.iloc[tr], y[tr])
     ours = f1_score(y[te], clf.predict(X.iloc[te]), average="weighted")
     theirs = f1_score(y[te], planted.predict(X.iloc[te]), average="weighted")
-    covered = planted.apply(X.iloc[te]) > 0  # rows a planted rule decides (the rest are coin flips)
+    covered = (
+        planted.apply(X.iloc[te]) > 0
+    )  # rows a planted rule decides (the rest are coin flips)
     acc_covered = float(np.mean(clf.predict(X.iloc[te])[covered] == y[te][covered]))
-    print(f"m={m}: NeuRules held-out weighted F1 {ours:.4f}, planted list {theirs:.4f}; accuracy on the planted rules' rows {acc_covered:.3f}")
+    print(
+        f"m={m}: NeuRules held-out weighted F1 {ours:.4f}, planted list {theirs:.4f}; accuracy on the planted rules' rows {acc_covered:.3f}"
+    )
     assert ours >= theirs - 0.03
     assert acc_covered >= 0.8
