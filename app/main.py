@@ -60,7 +60,16 @@ class BackgroundServices:
         self._worker: Any = None
 
     def start(self) -> None:
-        """Start the reaper (and the embedded worker)."""
+        """Start the reaper (and the embedded worker, after requeueing what the previous one left running)."""
+        if self.run_worker and self.celery_app is not None:
+            from worker.embedded import EMBEDDED_HOST
+            from worker.tasks import reap_and_requeue
+
+            try:  # one embedded worker per service: jobs its previous incarnation held are orphans now
+                reap_and_requeue(self.state.db, self.state.settings, self.celery_app,
+                                 dead_worker_prefix=f"{EMBEDDED_HOST}/")
+            except Exception:
+                log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
         t = threading.Thread(target=self._reaper, name="neurules-reaper", daemon=True)
         t.start()
         self._threads.append(t)

@@ -13,6 +13,8 @@ from app.settings import Settings
 
 log = logging.getLogger("neurules.worker")
 
+EMBEDDED_HOST = f"embedded@{socket.gethostname()}"
+
 
 def start_embedded_worker(app: Celery, settings: Settings) -> Any:
     """Start a solo-pool worker consuming the training queue inside this process."""
@@ -20,7 +22,7 @@ def start_embedded_worker(app: Celery, settings: Settings) -> Any:
 
     app.finalize()
     worker = WorkController(
-        app=app, hostname=f"embedded@{socket.gethostname()}", pool_cls="solo", concurrency=1,
+        app=app, hostname=EMBEDDED_HOST, pool_cls="solo", concurrency=1,
         loglevel=settings.log_level, queues=[settings.queue], without_heartbeat=True, without_mingle=True,
         without_gossip=True, ready_callback=None,
     )

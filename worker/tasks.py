@@ -209,10 +209,12 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
         return [f"{a.job_id}:{a.action}" for a in reap_and_requeue(holder.db, settings, app)]
 
 
-def reap_and_requeue(db: Database, settings: Settings, app: Celery | None) -> list[jobsvc.ReapAction]:
-    """Sweep stale running jobs and send requeued ones back to the broker."""
+def reap_and_requeue(db: Database, settings: Settings, app: Celery | None,
+                     dead_worker_prefix: str | None = None) -> list[jobsvc.ReapAction]:
+    """Sweep stale running jobs (and those of a worker known to be dead) and requeue them."""
     with db.session() as s:
-        actions = jobsvc.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts)
+        actions = jobsvc.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts,
+                              dead_worker_prefix=dead_worker_prefix)
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action == "requeued" and app is not None:

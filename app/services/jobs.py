@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict
@@ -95,12 +95,16 @@ class ReapAction:
     action: str  # "requeued" | "failed"
 
 
-def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: datetime | None = None) -> list[ReapAction]:
-    """Running jobs without a heartbeat for `stale_after_s`: requeue (attempts left) or fail them."""
+def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: datetime | None = None,
+         dead_worker_prefix: str | None = None) -> list[ReapAction]:
+    """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
+    requeue them while attempts are left, else fail them."""
     now = now or utcnow()
     cutoff = now - timedelta(seconds=stale_after_s)
-    stale = session.scalars(select(Job).where(Job.state == "running", Job.heartbeat_at < cutoff)
-                            .with_for_update(skip_locked=True)).all()
+    cond = Job.heartbeat_at < cutoff
+    if dead_worker_prefix:
+        cond = or_(cond, Job.worker.startswith(dead_worker_prefix, autoescape=True))
+    stale = session.scalars(select(Job).where(Job.state == "running", cond).with_for_update(skip_locked=True)).all()
     out = []
     for job in stale:
         last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"

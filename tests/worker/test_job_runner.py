@@ -214,3 +214,16 @@ def test_stratified_split(y: list[Any], expect: int) -> None:
     tr, te = stratified_split(np.asarray(y, dtype=object), 0.2, 0)
     assert len(te) == expect and len(tr) + len(te) == len(y) and not set(tr) & set(te)
     assert len(set(np.asarray(y, dtype=object)[te].tolist())) == 2
+
+
+def test_jobs_of_a_dead_embedded_worker_are_requeued_at_once(sqlite_api) -> None:
+    from worker.embedded import EMBEDDED_HOST
+
+    jid = make_job(sqlite_api)
+    st = sqlite_api.app.state.service
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, f"{EMBEDDED_HOST}/999/abc")  # fresh heartbeat, but its process is gone
+    assert reap_and_requeue(st.db, st.settings, None) == []
+    acts = reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=f"{EMBEDDED_HOST}/")
+    assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")]
+    assert job_row(sqlite_api, jid).state == "queued"
