@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test services bench-accuracy bench-serving
+.PHONY: install run worker test services bench-accuracy bench-serving
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,6 +20,10 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/neurules-admin serve
+
+# distributed mode: a Celery training worker (set NEURULES_MODE/DATABASE_URL/BROKER_URL first)
+worker: $(STAMP)
+	$(BIN)/neurules-admin worker
 
 services:
 	bash scripts/services.sh

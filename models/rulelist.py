@@ -222,7 +222,7 @@ class Condition:
         """Parse and validate one condition against the feature list."""
         obj = _Doc.mapping(obj, path)
         name = _Doc.key(obj, "feature", path)
-        if name not in features:
+        if not isinstance(name, str) or name not in features:
             _Doc.fail(f"{path}.feature", f"unknown feature {name!r}")
         op = _Doc.key(obj, "op", path)
         ftype = features[name].type

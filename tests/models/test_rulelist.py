@@ -191,6 +191,7 @@ def test_build_measures_counts() -> None:
         (lambda d: d["rules"][0]["conditions"][0].update(low=70.0), "rules[0].conditions[0].low"),
         (lambda d: d["rules"][1]["conditions"][0].update(feature="nope"), "rules[1].conditions[0].feature"),
         (lambda d: d["rules"][1]["conditions"][0].update(op="between"), "rules[1].conditions[0].op"),
+        (lambda d: d["rules"][1]["conditions"][0].update(feature=["age"]), "rules[1].conditions[0].feature"),
         (lambda d: d["rules"][2].update(probabilities=[0.5, 0.6]), "rules[2].probabilities"),
         (lambda d: d["rules"][2].update(class_counts=[1]), "rules[2].class_counts"),
         (lambda d: d["default"].update(class_counts=[-1, 2]), "default.class_counts[0]"),
