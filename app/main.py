@@ -42,7 +42,7 @@ Error codes (a failed request never leaves rows behind):
 | 409 | `job_finished`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file, record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, or the file part is not CSV |
-| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
+| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows`, `invalid_input` | job parameters (message names the field) |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |

@@ -152,6 +152,10 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
     nums = [to_float(c) for c in distinct_values]
     if present and all(v is not None and not math.isnan(v) for v in nums):
         finite = [v for v in nums if v is not None]
+        if any(math.isinf(v) for v in finite):
+            row = next(i for i, c in enumerate(cells) if c is not None and math.isinf(to_float(c) or 0.0))
+            raise CSVError("csv_non_finite", f"column {name!r}: data row {row + 1} has {cells[row]!r}, which is not a "
+                           "finite number; use an empty cell or NA for a missing value")
         return ColumnProfile(name, "numeric", missing, len(distinct_values), min(finite), max(finite))
     counts: dict[str, int] = {}
     for c in present:

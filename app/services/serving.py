@@ -19,6 +19,7 @@ from models.rulelist import RuleList
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
 
 MAX_ERROR_DETAILS = 50
+FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as a number
 SCALAR_PATH_MAX = 8  # up to this many records, evaluate record by record (no numpy column set-up)
 
 
@@ -110,9 +111,15 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
                 elif t is not int:
                     details.append({"field": f"records[{i}].{n}",
                                     "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200]})
-            elif n in names and t not in (str, int, float, bool):
-                details.append({"field": f"records[{i}].{n}",
-                                "message": f"expected a string, number, boolean or null, got {_type_name(v)}"})
+                elif not -FLOAT_MAX <= v <= FLOAT_MAX:
+                    details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
+            elif n in names:
+                if t not in (str, int, float, bool):
+                    details.append({"field": f"records[{i}].{n}",
+                                    "message": f"expected a string, number, boolean or null, got {_type_name(v)}"})
+                elif t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
+                    details.append({"field": f"records[{i}].{n}", "message": "must be a finite number, a string, "
+                                    "a boolean or null"})
         if len(details) > MAX_ERROR_DETAILS:
             break
     if details:
@@ -173,8 +180,9 @@ def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = Fals
                     vals.append(None)
                     continue
                 v = to_float(c)
-                if v is None:
-                    details.append({"field": f"line {r + 2}.{f.name}", "message": f"expected a number, got {c!r}"[:200]})
+                if v is None or math.isinf(v):
+                    kind = "a number" if v is None else "a finite number"
+                    details.append({"field": f"line {r + 2}.{f.name}", "message": f"expected {kind}, got {c!r}"[:200]})
                     if len(details) > MAX_ERROR_DETAILS:
                         raise RecordError(details)
                 vals.append(v)
