@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("neurules.errors")
@@ -123,6 +124,15 @@ def install_error_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(DataError)
+    async def _data_error(request: Request, exc: DataError) -> JSONResponse:
+        # the database refused a value the API let through (PostgreSQL: a NUL character in a string, a
+        # number out of its column's range); the request's transaction is rolled back, nothing is written
+        log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc.orig)
+        return JSONResponse(error_body("invalid_input", "a value in the request (path, query or body) cannot be "
+                                       "stored or looked up: it contains a NUL character or a number out of range"),
+                            status_code=422)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"])
 def list_audit(session: DbSession, principal: CurrentTenant,
                model_version_id: Annotated[str | None, Query()] = None,
                input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
-               before_id: Annotated[int | None, Query(ge=1, description="only records older than this id")] = None,
+               before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="only records older than this id")] = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> AuditList:
     """The tenant's audit records (time, key, model version, input digest, output, rule id)."""
     q = select(AuditRecord).where(AuditRecord.tenant_id == principal.tenant_id)

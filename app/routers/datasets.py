@@ -106,7 +106,7 @@ async def create_dataset(request: Request, principal: CurrentTenant, state: AppS
 @router.get("", response_model=DatasetList, responses=responses(401))
 def list_datasets(session: DbSession, principal: CurrentTenant,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                  offset: Annotated[int, Query(ge=0)] = 0) -> DatasetList:
+                  offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> DatasetList:
     """The tenant's datasets, newest first."""
     q = select(Dataset).where(Dataset.tenant_id == principal.tenant_id)
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0

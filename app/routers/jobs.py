@@ -120,7 +120,7 @@ def list_jobs(session: DbSession, principal: CurrentTenant,
               dataset_id: Annotated[str | None, Query()] = None,
               model_name: Annotated[str | None, Query()] = None,
               limit: Annotated[int, Query(ge=1, le=500)] = 50,
-              offset: Annotated[int, Query(ge=0)] = 0) -> JobList:
+              offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> JobList:
     """The tenant's jobs, newest first, optionally filtered."""
     q = select(Job).where(Job.tenant_id == principal.tenant_id)
     if state:

@@ -28,7 +28,7 @@ def to_public(session: Session, rm: RegisteredModel) -> RegisteredModelPublic:
 @router.get("", response_model=RegisteredModelList, responses=responses(401))
 def list_models(session: DbSession, principal: CurrentTenant,
                 limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                offset: Annotated[int, Query(ge=0)] = 0) -> RegisteredModelList:
+                offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> RegisteredModelList:
     """The tenant's named models, by name."""
     q = select(RegisteredModel).where(RegisteredModel.tenant_id == principal.tenant_id)
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0

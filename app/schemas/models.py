@@ -99,7 +99,7 @@ class AliasUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 3}]})
 
-    version: int | None = Field(None, ge=1)
+    version: int | None = Field(None, ge=1, le=2**31 - 1)
     version_id: str | None = None
 
     @model_validator(mode="after")

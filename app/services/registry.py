@@ -36,6 +36,8 @@ def parse_ref(ref: str) -> Ref:
     if not NAME_RE.match(name) or not tail:
         raise NotFound(f"model {ref!r} not found: use a version id or name@alias")
     if tail.isdigit():
+        if len(tail) > 10 or int(tail) > 2**31 - 1:  # beyond the version column: no such version
+            raise NotFound(f"model {ref!r} not found: no such version")
         return Ref(name=name, number=int(tail))
     return Ref(name=name, alias=tail)
 

@@ -61,3 +61,43 @@ def test_upload_with_infinite_numbers_is_refused(api) -> None:
     err = r.json()["error"]
     assert err["code"] == "csv_non_finite" and "'b'" in err["message"] and "row 2" in err["message"]
     assert api.count("datasets") == 0 and api.count("blobs") == 0
+
+
+def test_out_of_range_integers_are_4xx(api, doc) -> None:
+    api.import_model(doc)
+    c = _client(api)
+    for path, params in [("/v1/audit", {"before_id": 10**20}), ("/v1/datasets", {"offset": 10**20}),
+                         ("/v1/jobs", {"offset": 10**20}), ("/v1/models", {"offset": 10**20}),
+                         ("/v1/registered-models", {"offset": 10**20})]:
+        r = c.get(path, params=params, headers=api.h())
+        assert r.status_code == 422, (path, r.text)
+        assert r.json()["error"]["details"][0]["field"] in ("query.before_id", "query.offset")
+    r = c.put("/v1/registered-models/risk/aliases/prod", json={"version": 10**20}, headers=api.h())
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "version", r.text
+    assert api.count("model_aliases") == 0
+    for ref in ("risk@99999999999999999999999", "risk@2147483648"):
+        assert c.get(f"/v1/models/{ref}", headers=api.h()).status_code == 404
+        r = c.post(f"/v1/models/{ref}/predict", json={"records": [{"age": 1, "income": 1, "smoker": "x"}]},
+                   headers=api.h())
+        assert r.status_code == 404, r.text
+
+
+def test_nul_characters_are_4xx(api, doc) -> None:
+    v = api.import_model(doc)["id"]
+    c = _client(api)
+    for path in ("/v1/datasets/x%00", "/v1/jobs/x%00", "/v1/models/x%00", "/v1/models/risk@a%00",
+                 "/v1/registered-models/risk%00"):
+        r = c.get(path, headers=api.h())
+        assert r.status_code in (404, 422), (path, r.text)
+    r = c.get("/v1/jobs", params={"model_name": "x\x00"}, headers=api.h())
+    assert r.status_code in (200, 422), r.text
+    r = c.post("/v1/jobs", json={"dataset_id": "x\x00", "target": "t"}, headers=api.h())
+    assert r.status_code in (404, 422), r.text
+    r = c.put("/v1/registered-models/risk/aliases/prod", json={"version_id": v + "\x00"}, headers=api.h())
+    assert r.status_code in (404, 422), r.text
+    r = c.post("/v1/datasets", files={"file": ("i.csv", b"a,b,t\n1,2,0\n2,3,1\n", "text/csv")},
+               data={"name": "x\x00"}, headers=api.h())
+    assert r.status_code in (201, 422), r.text
+    if r.status_code == 422:
+        assert api.count("datasets") == 0 and api.count("blobs") == 0
+    assert api.count("jobs") == 0 and api.count("model_aliases") == 0
