@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-Scalar = int | float | str | bool | None
+Scalar = int | Annotated[float, Field(allow_inf_nan=False)] | str | bool | None
 
 
 class TrainingParameters(BaseModel):

@@ -106,6 +106,23 @@ def get_or_create_model(session: Session, tenant_id: str, name: str) -> Register
     return rm
 
 
+def non_finite_path(obj: Any, path: str) -> str | None:
+    """The path of the first NaN / Infinity inside a JSON value (no JSON column stores them), else None."""
+    if isinstance(obj, float):
+        return path if obj != obj or obj in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        items: Any = ((f"{path}.{k}", v) for k, v in obj.items())
+    elif isinstance(obj, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for p, v in items:
+        found = non_finite_path(v, p)
+        if found:
+            return found
+    return None
+
+
 def input_schema(rl: RuleList) -> list[dict[str, Any]]:
     """The record fields a version accepts (from the document's feature list)."""
     return [f.to_dict() for f in rl.features]
@@ -120,6 +137,12 @@ def add_version(session: Session, *, tenant_id: str, name: str, document: dict[s
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
         raise Unprocessable(f"rule_list: {msg}", code="invalid_rule_list",
                             details=[{"field": "rule_list", "message": msg}]) from None
+    for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
+        bad = non_finite_path(value, field)
+        if bad:
+            raise Unprocessable(f"{bad}: NaN and Infinity are not allowed (use null)", code="invalid_rule_list"
+                                if field == "rule_list" else "invalid_input",
+                                details=[{"field": bad, "message": "NaN and Infinity are not allowed"}])
     rm = get_or_create_model(session, tenant_id, name)
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(

@@ -101,3 +101,26 @@ def test_nul_characters_are_4xx(api, doc) -> None:
     if r.status_code == 422:
         assert api.count("datasets") == 0 and api.count("blobs") == 0
     assert api.count("jobs") == 0 and api.count("model_aliases") == 0
+
+
+def test_import_refuses_nan_and_infinity(api, doc) -> None:
+    c = _client(api)
+    h = {**api.h(), "content-type": "application/json"}
+    d = json.loads(json.dumps(doc))
+    d["metadata"] = {"val": float("nan")}
+    for body, field in [({"name": "n", "rule_list": d}, "rule_list.metadata.val"),
+                        ({"name": "n", "rule_list": doc, "metrics": {"f1": [1.0, float("inf")]}}, "metrics.f1[1]")]:
+        r = c.post("/v1/models", content=json.dumps(body), headers=h)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["details"][0]["field"] == field
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+
+
+def test_job_options_refuse_nan(api) -> None:
+    ds = _client(api).post("/v1/datasets", headers=api.h(), files={
+        "file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")}).json()
+    r = _client(api).post("/v1/jobs", content='{"dataset_id": "%s", "target": "t", "parameters": '
+                          '{"options": {"lr": NaN}}}' % ds["id"], headers={**api.h(), "content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"].startswith("parameters.options.lr")
+    assert api.count("jobs") == 0
