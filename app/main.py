@@ -39,7 +39,7 @@ Error codes (a failed request never leaves rows behind):
 | --- | --- | --- |
 | 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
-| 409 | `job_finished`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
+| 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file, record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, or the file part is not CSV |
 | 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |

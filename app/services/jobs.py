@@ -75,16 +75,23 @@ def finish(session: Session, job_id: str, worker: str, state: str, *, error: str
 
 
 def request_cancel(session: Session, job: Job) -> Job:
-    """Cancel a queued job at once, or ask a running one to stop at its next epoch."""
-    if job.state in FINAL_JOB_STATES:
-        raise Conflict(f"job {job.id} already {job.state}; nothing to cancel", code="job_finished")
-    job.cancel_requested = True
-    if job.state == "queued":
-        job.state = "cancelled"
-        job.finished_at = utcnow()
-        job.error = "cancelled before it started"
-    session.flush()
-    return job
+    """Cancel a queued job at once, or ask a running one to stop at its next epoch.
+
+    Each write is conditional on the state just read, so a worker claiming or finishing the job
+    meanwhile is never overwritten (a claimed job is then asked to stop; a finished one is a 409).
+    """
+    for _ in range(5):
+        if job.state in FINAL_JOB_STATES:
+            raise Conflict(f"job {job.id} already {job.state}; nothing to cancel", code="job_finished")
+        values: dict[str, Any] = {"cancel_requested": True}
+        if job.state == "queued":
+            values.update(state="cancelled", finished_at=utcnow(), error="cancelled before it started")
+        res = session.execute(update(Job).where(Job.id == job.id, Job.state == job.state).values(**values)
+                              .execution_options(synchronize_session=False))
+        session.refresh(job)
+        if res.rowcount == 1:  # type: ignore[attr-defined]
+            return job
+    raise Conflict(f"job {job.id} is changing state; try again", code="job_busy")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""Cancel racing a worker: the cancel never overwrites a state the worker wrote meanwhile."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+
+from app.errors import Conflict
+from app.services import jobs as jobsvc
+from app.tables import Job
+from tests.app.test_jobs_api import dataset
+
+
+def _job(api) -> str:
+    ds = dataset(api)
+    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target"}, headers=api.h())
+    assert r.status_code == 202, r.text
+    return r.json()["id"]  # type: ignore[no-any-return]
+
+
+def _set(api, job_id: str, **values) -> None:
+    with api.app.state.service.db.session() as s:
+        s.execute(update(Job).where(Job.id == job_id).values(**values))
+
+
+def test_cancel_of_a_job_claimed_meanwhile_asks_it_to_stop(api) -> None:
+    job_id = _job(api)
+    db = api.app.state.service.db
+    with db.sessionmaker() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "queued"
+        with db.session() as w:  # a worker claims it after the API read the row
+            assert jobsvc.claim(w, job_id, "w1")
+        jobsvc.request_cancel(s, job)
+        s.commit()
+        assert job.state == "running" and job.cancel_requested
+    with db.sessionmaker() as s:
+        row = s.get(Job, job_id)
+        assert row.state == "running" and row.cancel_requested and row.worker == "w1" and row.finished_at is None
+
+
+def test_cancel_of_a_job_finished_meanwhile_is_a_conflict(api) -> None:
+    job_id = _job(api)
+    db = api.app.state.service.db
+    with db.session() as w:
+        assert jobsvc.claim(w, job_id, "w1")
+    with db.sessionmaker() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "running"
+        with db.session() as w:
+            assert jobsvc.finish(w, job_id, "w1", "succeeded")
+        with pytest.raises(Conflict):
+            jobsvc.request_cancel(s, job)
+        s.rollback()
+    with db.sessionmaker() as s:
+        row = s.get(Job, job_id)
+        assert row.state == "succeeded" and not row.cancel_requested
+
+
+def test_cancel_api_states(api) -> None:
+    job_id = _job(api)
+    r = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.h())
+    assert r.status_code == 202 and r.json()["state"] == "cancelled"
+    r = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.h())
+    assert r.status_code == 409 and r.json()["error"]["code"] == "job_finished"
+    assert api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.h(api.key_b)).status_code == 404
