@@ -8,6 +8,7 @@ database round trip on a warm path is the audit insert.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -17,7 +18,7 @@ from sqlalchemy import select
 
 from app.audit import audit_rows, write_rows
 from app.deps import AppState, CurrentTenant
-from app.errors import APIError, NotFound, PayloadTooLarge, Unprocessable, responses
+from app.errors import APIError, NotFound, PayloadTooLarge, ServiceUnavailable, Unprocessable, responses
 from app.routers.datasets import _read_upload
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import csvdata, registry, serving
@@ -25,6 +26,7 @@ from app.state import ServiceState
 from app.tables import RegisteredModel
 
 router = APIRouter(prefix="/v1/models", tags=["predictions"])
+log = logging.getLogger("neurules.predictions")
 
 CSV_BODY = {
     "requestBody": {
@@ -76,7 +78,7 @@ def _reject(state: ServiceState, reason: str, err: APIError) -> APIError:
     return err
 
 
-@router.post("/{ref}/predict", response_model=PredictionList, responses=responses(401, 404, 413, 422),
+@router.post("/{ref}/predict", response_model=PredictionList, responses=responses(401, 404, 413, 422, 503),
              summary="Decide records; each answer carries class, probabilities, rule and explanation")
 async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, request: Request,
                   explain: Annotated[bool, Query(description="include the explanation per record")] = True) -> Any:
@@ -103,7 +105,7 @@ async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, re
 @router.post("/{ref}/predict.csv", openapi_extra=CSV_BODY, responses={
     200: {"description": "CSV: row, prediction, probability, rule_id, p_<class>...",
           "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}}},
-    **responses(401, 404, 413, 415, 422)}, summary="Decide a CSV of records (multipart field 'file')")
+    **responses(401, 404, 413, 415, 422, 503)}, summary="Decide a CSV of records (multipart field 'file')")
 async def predict_csv(ref: str, request: Request, principal: CurrentTenant, state: AppState,
                       ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False
                       ) -> Response:
@@ -123,7 +125,13 @@ async def predict_csv(ref: str, request: Request, principal: CurrentTenant, stat
         header, rows, _ = serving.batch_csv_rows(model, records)
         results = [{"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)),
                     "rule_id": r[3]} for r in rows]
-        write_rows(state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records, results))
+        try:
+            write_rows(state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records,
+                                                   results))
+        except Exception as e:  # no answer without its audit rows (and no 500)
+            log.error("audit write failed", extra={"rows": len(records), "error": repr(e)})
+            raise ServiceUnavailable("the audit log could not be written; the decisions were not returned",
+                                     code="audit_unavailable") from None
         return csvdata.write_csv(header, rows)
 
     try:

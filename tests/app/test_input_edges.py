@@ -124,3 +124,17 @@ def test_job_options_refuse_nan(api) -> None:
     assert r.status_code == 422, r.text
     assert r.json()["error"]["details"][0]["field"].startswith("parameters.options.lr")
     assert api.count("jobs") == 0
+
+
+def test_csv_batch_without_audit_is_503(sqlite_api, doc, monkeypatch) -> None:
+    from app.routers import predictions
+
+    v = sqlite_api.import_model(doc)["id"]
+
+    def broken(engine, rows) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(predictions, "write_rows", broken)
+    r = _client(sqlite_api).post(f"/v1/models/{v}/predict.csv", headers=sqlite_api.h(),
+                                 files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\n", "text/csv")})
+    assert r.status_code == 503 and r.json()["error"]["code"] == "audit_unavailable", r.text
