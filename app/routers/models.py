@@ -76,7 +76,11 @@ def read_version(ref: str, session: DbSession, principal: CurrentTenant) -> Mode
     return public(session, registry.resolve(session, principal.tenant_id, ref))
 
 
-@router.get("/{ref}/export", response_class=PlainTextResponse, responses=responses(401, 404, 422),
+@router.get("/{ref}/export", response_class=PlainTextResponse, responses={
+    200: {"description": "text (if / else if / else), SQL CASE, Python or the JSON document",
+          "content": {"text/plain": {"example": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)"
+                                                "\nelse risk = low  (p=0.80, support 150)\n"}}},
+    **responses(401, 404, 422)},
             summary="The rule list as if/else text, a SQL CASE expression or a Python function")
 def export_version(ref: str, session: DbSession, principal: CurrentTenant,
                    format: Annotated[Literal["text", "sql", "python", "json"], Query()] = "text",

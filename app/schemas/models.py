@@ -113,6 +113,10 @@ class AliasUpdate(BaseModel):
 class AliasPublic(BaseModel):
     """Where an alias points."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "name": "credit-risk", "alias": "production", "version": 3, "version_id": "mv_1a2b3c4d5e6f708192a3b4c5",
+        "updated_at": "2026-11-25T10:00:00Z"}]})
+
     name: str
     alias: str
     version: int

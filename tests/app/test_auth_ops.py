@@ -97,6 +97,11 @@ def test_openapi_documents_everything(sqlite_api) -> None:
     assert "422" in paths["/v1/models/{ref}/predict"]["post"]["responses"]
     schemas = spec["components"]["schemas"]
     assert schemas["PredictionList"].get("examples") and schemas["JobCreate"].get("examples")
+    for name in ("DatasetPublic", "JobCreate", "JobPublic", "ModelCreate", "ModelVersionPublic", "RegisteredModelPublic",
+                 "AliasUpdate", "AliasPublic", "PredictionCreate", "PredictionList", "AuditPublic"):
+        assert schemas[name].get("examples"), name
+    export = paths["/v1/models/{ref}/export"]["get"]["responses"]["200"]["content"]
+    assert any(c.get("example") for c in export.values())
     assert "Bearer" in spec["components"]["securitySchemes"]["APIKeyHeader"]["description"]
 
 
