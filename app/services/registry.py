@@ -107,9 +107,12 @@ def get_or_create_model(session: Session, tenant_id: str, name: str) -> Register
 
 
 def non_finite_path(obj: Any, path: str) -> str | None:
-    """The path of the first NaN / Infinity inside a JSON value (no JSON column stores them), else None."""
+    """The path of the first NaN / Infinity inside a JSON value (no JSON column stores them), or of an
+    integer no float can hold (the rule list evaluates numbers as floats), else None."""
     if isinstance(obj, float):
         return path if obj != obj or obj in (float("inf"), float("-inf")) else None
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return path if not -1.7976931348623157e308 <= obj <= 1.7976931348623157e308 else None
     if isinstance(obj, dict):
         items: Any = ((f"{path}.{k}", v) for k, v in obj.items())
     elif isinstance(obj, list):
@@ -128,21 +131,27 @@ def input_schema(rl: RuleList) -> list[dict[str, Any]]:
     return [f.to_dict() for f in rl.features]
 
 
-def add_version(session: Session, *, tenant_id: str, name: str, document: dict[str, Any], metrics: dict[str, Any],
-                provenance: dict[str, Any], job_id: str | None = None) -> ModelVersion:
-    """Validate a rule-list document and store it as the next immutable version of `name`."""
-    try:
-        rl = RuleList.from_dict(document)
-    except (ValueError, TypeError, KeyError, AttributeError) as e:  # the reader names the path on ValueError
-        msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
-        raise Unprocessable(f"rule_list: {msg}", code="invalid_rule_list",
-                            details=[{"field": "rule_list", "message": msg}]) from None
+def _check_numbers(document: Any, metrics: Any, provenance: Any) -> None:
+    """422 naming the path of a number that cannot be stored or evaluated."""
     for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
         bad = non_finite_path(value, field)
         if bad:
-            raise Unprocessable(f"{bad}: NaN and Infinity are not allowed (use null)", code="invalid_rule_list"
-                                if field == "rule_list" else "invalid_input",
-                                details=[{"field": bad, "message": "NaN and Infinity are not allowed"}])
+            raise Unprocessable(f"{bad}: NaN, Infinity and numbers beyond the float range are not allowed",
+                                code="invalid_rule_list" if field == "rule_list" else "invalid_input",
+                                details=[{"field": bad, "message": "NaN, Infinity and numbers beyond the float "
+                                          "range are not allowed"}])
+
+
+def add_version(session: Session, *, tenant_id: str, name: str, document: dict[str, Any], metrics: dict[str, Any],
+                provenance: dict[str, Any], job_id: str | None = None) -> ModelVersion:
+    """Validate a rule-list document and store it as the next immutable version of `name`."""
+    _check_numbers(document, metrics, provenance)
+    try:
+        rl = RuleList.from_dict(document)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
+        msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
+        raise Unprocessable(f"rule_list: {msg}", code="invalid_rule_list",
+                            details=[{"field": "rule_list", "message": msg}]) from None
     rm = get_or_create_model(session, tenant_id, name)
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(

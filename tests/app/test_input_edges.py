@@ -138,3 +138,18 @@ def test_csv_batch_without_audit_is_503(sqlite_api, doc, monkeypatch) -> None:
     r = _client(sqlite_api).post(f"/v1/models/{v}/predict.csv", headers=sqlite_api.h(),
                                  files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\n", "text/csv")})
     assert r.status_code == 503 and r.json()["error"]["code"] == "audit_unavailable", r.text
+
+
+def test_import_refuses_integers_beyond_float_range(api, doc) -> None:
+    c = _client(api)
+    h = {**api.h(), "content-type": "application/json"}
+    for mutate, field in [(lambda d: d["rules"][0]["conditions"][0].__setitem__("low", HUGE),
+                           "rule_list.rules[0].conditions[0].low"),
+                          (lambda d: d["features"][0].__setitem__("fill_value", HUGE), "rule_list.features[0].fill_value"),
+                          (lambda d: d.__setitem__("smoothing", HUGE), "rule_list.smoothing")]:
+        d = json.loads(json.dumps(doc))
+        mutate(d)
+        r = c.post("/v1/models", content=json.dumps({"name": "n", "rule_list": d}), headers=h)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["details"][0]["field"] == field
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
