@@ -19,7 +19,7 @@ class TrainingParameters(BaseModel):
     n_rules: int = Field(10, ge=1, description="number of rules in the list (the default rule comes on top)")
     epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         "auto", description="training epochs, or 'auto' (enough for a fixed number of optimiser steps)")
-    random_state: int = Field(0, ge=0, description="seed for the split and the learner")
+    random_state: int = Field(0, ge=0, le=2**63 - 1, description="seed for the split and the learner")
     test_size: float = Field(0.2, gt=0.0, lt=0.9, description="held-out fraction for the reported metrics")
     features: list[str] | None = Field(None, description="input columns (default: every column but the target)")
     options: dict[str, Scalar] = Field(default_factory=dict,

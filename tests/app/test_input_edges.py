@@ -153,3 +153,13 @@ def test_import_refuses_integers_beyond_float_range(api, doc) -> None:
         assert r.status_code == 422, r.text
         assert r.json()["error"]["details"][0]["field"] == field
     assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+
+
+def test_job_seed_beyond_64_bits_is_refused_at_creation(api) -> None:
+    ds = _client(api).post("/v1/datasets", headers=api.h(), files={
+        "file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")}).json()
+    r = _client(api).post("/v1/jobs", json={"dataset_id": ds["id"], "target": "t",
+                                            "parameters": {"random_state": 10**20}}, headers=api.h())
+    assert r.status_code == 422, r.text  # the learner's seed is 64-bit: the job would only fail later
+    assert r.json()["error"]["details"][0]["field"] == "parameters.random_state"
+    assert api.count("jobs") == 0 and api.queue.sent == []
