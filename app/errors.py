@@ -128,10 +128,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DataError)
     async def _data_error(request: Request, exc: DataError) -> JSONResponse:
         # the database refused a value the API let through (PostgreSQL: a NUL character in a string, a
-        # number out of its column's range); the request's transaction is rolled back, nothing is written
+        # string over its column's length, a number out of its column's range); the request's transaction
+        # is rolled back, nothing is written
         log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc.orig)
         return JSONResponse(error_body("invalid_input", "a value in the request (path, query or body) cannot be "
-                                       "stored or looked up: it contains a NUL character or a number out of range"),
+                                       "stored or looked up: it contains a NUL character, is too long, or is a "
+                                       "number out of range"),
                             status_code=422)
 
     @app.exception_handler(Exception)

@@ -47,6 +47,9 @@ def check_job(body: JobCreate, ds: Dataset, settings: Settings) -> str:
     if body.target not in cols:
         raise _bad("target", f"column {body.target!r} is not in dataset {ds.id} (columns: "
                    f"{', '.join(list(cols)[:30])})", "target_not_found")
+    if len(body.target) > 300:  # the job row's target column holds 300 characters
+        raise _bad("target", f"column names over 300 characters are not supported as a target "
+                   f"({len(body.target)} characters); rename the column")
     tc = cols[body.target]
     if tc["distinct"] < 2:
         raise _bad("target", f"column {body.target!r} has a single class; a classifier needs at least two",

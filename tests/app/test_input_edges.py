@@ -163,3 +163,13 @@ def test_job_seed_beyond_64_bits_is_refused_at_creation(api) -> None:
     assert r.status_code == 422, r.text  # the learner's seed is 64-bit: the job would only fail later
     assert r.json()["error"]["details"][0]["field"] == "parameters.random_state"
     assert api.count("jobs") == 0 and api.queue.sent == []
+
+
+def test_job_on_a_very_long_target_name_is_a_422(api) -> None:
+    name = "t" * 400
+    data = f"a,{name}\n".encode() + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20))
+    ds = _client(api).post("/v1/datasets", headers=api.h(), files={"file": ("d.csv", data, "text/csv")}).json()
+    r = _client(api).post("/v1/jobs", json={"dataset_id": ds["id"], "target": name}, headers=api.h())
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "target"
+    assert api.count("jobs") == 0
