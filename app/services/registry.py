@@ -8,6 +8,7 @@ from typing import Any
 
 from models.rulelist import RuleList
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound, Unprocessable
@@ -172,11 +173,18 @@ def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelV
                             details=[{"field": "version", "message": "version of another model"}])
     row = session.get(ModelAlias, (rm.id, alias))
     if row is None:
-        row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
-        session.add(row)
-    else:
-        row.version_id = version.id
-        row.updated_at = utcnow()
+        try:
+            with session.begin_nested():  # a concurrent request may create the same alias first
+                row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
+                session.add(row)
+            return row
+        except IntegrityError:
+            row = session.scalar(select(ModelAlias).where(ModelAlias.registered_model_id == rm.id,
+                                                          ModelAlias.alias == alias))
+            if row is None:
+                raise
+    row.version_id = version.id
+    row.updated_at = utcnow()
     session.flush()
     return row
 

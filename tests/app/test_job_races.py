@@ -64,3 +64,21 @@ def test_cancel_api_states(api) -> None:
     r = api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.h())
     assert r.status_code == 409 and r.json()["error"]["code"] == "job_finished"
     assert api.client.post(f"/v1/jobs/{job_id}/cancel", headers=api.h(api.key_b)).status_code == 404
+
+
+def test_alias_created_concurrently_is_moved_not_a_500(api, doc) -> None:
+    from app.services import registry
+    from app.tables import ModelAlias, ModelVersion
+
+    v1 = api.import_model(doc)["id"]
+    v2 = api.import_model(doc)["id"]
+    db = api.app.state.service.db
+    with db.session() as s:
+        registry.set_alias(s, registry.get_model(s, api.tenant_a, "risk"), "prod", s.get(ModelVersion, v1))
+    with db.session() as s:  # this request read "no such alias" before the other one committed it
+        rm, mv = registry.get_model(s, api.tenant_a, "risk"), s.get(ModelVersion, v2)
+        real_get = s.get
+        s.get = lambda cls, key, **kw: None if cls is ModelAlias else real_get(cls, key, **kw)  # type: ignore[method-assign]
+        registry.set_alias(s, rm, "prod", mv)
+    r = api.client.get("/v1/registered-models/risk", headers=api.h())
+    assert r.json()["aliases"] == {"prod": v2}
