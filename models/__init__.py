@@ -15,7 +15,7 @@ _LAZY = {
     "make_rule_list_data": "models.synthetic",
 }
 
-__all__ = ["RuleList", "category_key", *_LAZY]
+__all__ = ["NeuRulesClassifier", "RuleList", "TrainingCancelled", "category_key", "make_rule_list_data"]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,9 +23,12 @@ ClassLabel = int | str | bool
 CategoryKey = str | None
 
 
+_MISSING_TYPES = frozenset({"NAType", "NaTType"})  # pandas.NA / NaT, recognised without importing pandas
+
+
 def category_key(value: Any) -> CategoryKey:
     """Normalise a categorical value to the key rules compare against (None means missing)."""
-    if value is None:
+    if value is None or type(value).__name__ in _MISSING_TYPES:
         return None
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
@@ -42,7 +45,11 @@ def category_key(value: Any) -> CategoryKey:
 
 
 def _is_missing_number(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or type(value).__name__ in _MISSING_TYPES
+    )
 
 
 def format_number(x: float) -> str:
@@ -467,12 +474,12 @@ class RuleList:
         elif hasattr(X, "columns") and hasattr(X, "iloc"):  # a pandas DataFrame, without importing pandas
             _require(used, X.columns, "")
             n = len(X)
-            raw = {name: X[name].to_numpy(dtype=object) for name in used}
+            raw = {name: X[name].to_numpy() for name in used}
         elif isinstance(X, np.ndarray):
             if X.ndim != 2 or X.shape[1] != len(names):
                 raise ValueError(f"array input must have shape (n, {len(names)})")
             n = X.shape[0]
-            raw = {name: X[:, names.index(name)].astype(object) for name in used}
+            raw = {name: X[:, names.index(name)] for name in used}
         elif isinstance(X, Iterable):
             records = list(X)
             for i, rec in enumerate(records):
@@ -488,21 +495,26 @@ class RuleList:
 
     @staticmethod
     def _normalise(feature: Feature, col: np.ndarray) -> np.ndarray:
+        """Numeric: float array with missing -> fill value. Categorical: object array of keys."""
         if feature.type == "numeric":
-            out = np.empty(col.shape[0], dtype=np.float64)
-            for i, v in enumerate(col):
-                if _is_missing_number(v) or (isinstance(v, str) and v.strip() == ""):
-                    out[i] = np.nan
-                    continue
-                if isinstance(v, (bool, np.bool_)):
-                    raise ValueError(f"feature {feature.name!r}: row {i}: expected a number, got a boolean")
-                try:
-                    out[i] = float(v)
-                except (TypeError, ValueError):
-                    raise ValueError(f"feature {feature.name!r}: row {i}: expected a number, got {v!r}") from None
+            out = _as_floats(col)
+            if out is None:
+                out = np.empty(col.shape[0], dtype=np.float64)
+                for i, v in enumerate(col):
+                    out[i] = _to_float(feature.name, i, v)
             out[np.isnan(out)] = feature.fill_value
             return out
-        return _objects([category_key(v) for v in col])
+        cache: dict[Any, CategoryKey] = {}
+        keys = []
+        for v in col:
+            try:
+                k = cache[v]
+            except KeyError:
+                k = cache[v] = category_key(v)
+            except TypeError:  # unhashable value
+                k = category_key(v)
+            keys.append(k)
+        return _objects(keys)
 
     def apply(self, X: Any) -> np.ndarray:
         """Id of the deciding rule per row: 1..k for rules, 0 for the default rule."""
@@ -711,3 +723,27 @@ def _require(names: Iterable[str], present: Any, prefix: str) -> None:
     missing = [n for n in names if n not in present]
     if missing:
         raise ValueError(f"{prefix}missing feature(s): {', '.join(missing)}")
+
+
+_PLAIN_NUMBER_TYPES = frozenset({int, float, type(None), np.float64, np.float32, np.int64, np.int32})
+
+
+def _as_floats(col: np.ndarray) -> np.ndarray | None:
+    """Vectorised float conversion when the column holds only numbers/None; else None."""
+    if col.dtype.kind in "iuf":
+        return col.astype(np.float64)  # always a copy: callers fill missing values in place
+    if col.dtype.kind == "O" and set(map(type, col)) <= _PLAIN_NUMBER_TYPES:
+        return col.astype(np.float64)
+    return None
+
+
+def _to_float(name: str, row: int, v: Any) -> float:
+    """One value of a numeric feature as float (NaN when missing); ValueError naming name and row."""
+    if _is_missing_number(v) or (isinstance(v, str) and v.strip() == ""):
+        return math.nan
+    if isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"feature {name!r}: row {row}: expected a number, got a boolean")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"feature {name!r}: row {row}: expected a number, got {v!r}") from None

@@ -93,6 +93,16 @@ def test_input_shapes_agree(rl: RuleList) -> None:
         assert rl.apply(X).tolist() == EXPECTED_IDS
 
 
+def test_pandas_nullable_and_string_dtypes(rl: RuleList) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(RECORDS)
+    frame["age"] = frame["age"].astype("Float64")  # pd.NA for the missing age
+    frame["chest pain"] = frame["chest pain"].astype("string")
+    frame["smoker"] = frame["smoker"].map(category_key).astype("string")
+    frame.loc[5, "smoker"] = "maybe"
+    assert rl.apply(frame).tolist() == EXPECTED_IDS
+
+
 def test_integer_classes_predict_integers() -> None:
     doc = copy.deepcopy(DOC)
     doc["classes"] = [0, 1]
