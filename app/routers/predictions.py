@@ -128,7 +128,7 @@ async def predict_csv(ref: str, request: Request, principal: CurrentTenant, stat
         try:
             write_rows(state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records,
                                                    results))
-        except Exception as e:  # no answer without its audit rows (and no 500)
+        except Exception as e:  # noqa: BLE001 -- no answer without its audit rows (and no 500)
             log.error("audit write failed", extra={"rows": len(records), "error": repr(e)})
             raise ServiceUnavailable("the audit log could not be written; the decisions were not returned",
                                      code="audit_unavailable") from None

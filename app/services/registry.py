@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,7 @@ def non_finite_path(obj: Any, path: str) -> str | None:
     """The path of the first NaN / Infinity inside a JSON value (no JSON column stores them), or of an
     integer no float can hold (the rule list evaluates numbers as floats), else None."""
     if isinstance(obj, float):
-        return path if obj != obj or obj in (float("inf"), float("-inf")) else None
+        return None if math.isfinite(obj) else path
     if isinstance(obj, int) and not isinstance(obj, bool):
         return path if not -1.7976931348623157e308 <= obj <= 1.7976931348623157e308 else None
     if isinstance(obj, dict):

@@ -25,7 +25,7 @@ def _predict_raw(api, ref: str, body: str, **params):
 def test_non_finite_and_huge_record_values(api, doc) -> None:
     v = api.import_model(doc)["id"]
     cases = [
-        ('{"age": %d, "income": 1, "smoker": "yes"}' % HUGE, "records[0].age"),
+        ('{"age": ' + str(HUGE) + ', "income": 1, "smoker": "yes"}', "records[0].age"),
         ('{"age": 1, "income": 1, "smoker": Infinity}', "records[0].smoker"),
         ('{"age": 1, "income": 1, "smoker": -Infinity}', "records[0].smoker"),
     ]
@@ -119,8 +119,8 @@ def test_import_refuses_nan_and_infinity(api, doc) -> None:
 def test_job_options_refuse_nan(api) -> None:
     ds = _client(api).post("/v1/datasets", headers=api.h(), files={
         "file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")}).json()
-    r = _client(api).post("/v1/jobs", content='{"dataset_id": "%s", "target": "t", "parameters": '
-                          '{"options": {"lr": NaN}}}' % ds["id"], headers={**api.h(), "content-type": "application/json"})
+    body = '{"dataset_id": "' + ds["id"] + '", "target": "t", "parameters": {"options": {"lr": NaN}}}'
+    r = _client(api).post("/v1/jobs", content=body, headers={**api.h(), "content-type": "application/json"})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["details"][0]["field"].startswith("parameters.options.lr")
     assert api.count("jobs") == 0
