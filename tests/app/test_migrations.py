@@ -34,10 +34,10 @@ def test_sqlite_no_diff(tmp_path) -> None:
 
 @pytest.mark.integration
 def test_postgresql_no_diff() -> None:
-    from tests.conftest import fresh_pg_database, pg_available
+    from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
 
     if not pg_available():
-        pytest.skip("PostgreSQL not reachable")
+        skip_unless_ci("PostgreSQL not reachable")
     url, drop = fresh_pg_database()
     try:
         migrate(url)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, fresh_pg_database, pg_available, redis_available
+from tests.conftest import ROOT, fresh_pg_database, pg_available, redis_available, skip_unless_ci
 
 BIN = Path(sys.executable).parent
 
@@ -114,7 +114,7 @@ class Service:
 def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """uvicorn + a separate `celery worker` process on PostgreSQL + Redis (fresh database and queue)."""
     if not (pg_available() and redis_available()):
-        pytest.skip("PostgreSQL and Redis are needed (scripts/services.sh starts them)")
+        skip_unless_ci("PostgreSQL and Redis are needed (scripts/services.sh starts them)")
     tmp = tmp_path_factory.mktemp("distributed")
     db_url, drop = fresh_pg_database()
     env = clean_env(NEURULES_MODE="distributed", NEURULES_DATABASE_URL=db_url,
