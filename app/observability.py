@@ -123,6 +123,8 @@ class RequestMetricsMiddleware:
             await JSONResponse(error_body("payload_too_large", f"request body of {length} bytes is over the limit of "
                                           f"{self.max_body} bytes"), status_code=413)(scope, receive, send)
             return
+        if self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives
+            receive = _limited(receive, self.max_body)
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
 
         async def _send(message: Message) -> None:
@@ -144,3 +146,25 @@ class RequestMetricsMiddleware:
                 self.log.info("request", extra={"request_id": rid, "method": scope["method"],
                                                 "path": scope["path"], "route": template, "status": status,
                                                 "duration_ms": round(elapsed * 1000, 3)})
+
+
+def _chunked(scope: Scope) -> bool:
+    return any(k == b"transfer-encoding" for k, _ in scope.get("headers", ()))
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    """A `receive` that refuses a body (sent without Content-Length) once it grows over `limit` bytes."""
+    received = 0
+
+    async def _receive() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:  # an HTTPException passes through FastAPI's body parsing unchanged
+                from starlette.exceptions import HTTPException
+
+                raise HTTPException(413, f"request body is over the limit of {limit} bytes")
+        return message
+
+    return _receive

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import APIError, Conflict, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType, responses
@@ -52,6 +53,8 @@ async def _read_upload(request: Request, limit: int) -> tuple[bytes, str, str | 
         raise PayloadTooLarge(f"upload is {int(length)} bytes; the limit is {limit} bytes")
     try:
         form = await request.form(max_files=1, max_fields=10)
+    except StarletteHTTPException:  # the body went over the size limit while it arrived
+        raise
     except Exception as e:  # malformed multipart bodies
         raise APIError(f"malformed multipart body: {e}", code="malformed_multipart") from None
     try:

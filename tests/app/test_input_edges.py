@@ -173,3 +173,41 @@ def test_job_on_a_very_long_target_name_is_a_422(api) -> None:
     assert r.status_code == 422, r.text
     assert r.json()["error"]["details"][0]["field"] == "target"
     assert api.count("jobs") == 0
+
+
+def test_chunked_bodies_over_the_limit_are_413(tmp_path, doc) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", max_upload_bytes=10_000)
+    api = next(gen)
+    try:
+        v = api.import_model(doc)["id"]
+        c = _client(api)
+        rec = b'{"age": 1, "income": 2, "smoker": "' + b"x" * 1000 + b'"}'
+
+        def chunks():  # no Content-Length: sent chunked
+            yield b'{"records": [' + rec
+            for _ in range(200):
+                yield b"," + rec
+            yield b"]}"
+
+        r = c.post(f"/v1/models/{v}/predict", content=chunks(), headers={**api.h(), "content-type": "application/json"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
+        assert api.count("audit_log") == 0
+        r = c.post(f"/v1/models/{v}/predict", content=iter([b'{"records": [', rec, b"]}"]),
+                   headers={**api.h(), "content-type": "application/json"})
+        assert r.status_code == 200, r.text  # a small chunked body is fine
+
+        body = (b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n'
+                b"Content-Type: text/csv\r\n\r\na,b\n" + b"1,2\n" * 20_000 + b"\r\n--xyz--\r\n")
+
+        def body_chunks():
+            for i in range(0, len(body), 4096):
+                yield body[i:i + 4096]
+
+        r = c.post("/v1/datasets", content=body_chunks(),
+                   headers={**api.h(), "content-type": "multipart/form-data; boundary=xyz"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
+        assert api.count("datasets") == 0 and api.count("blobs") == 0
+    finally:
+        gen.close()
