@@ -95,7 +95,16 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
 
 def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Turn pydantic errors into `[{field, message}]` with dotted/indexed field paths."""
-    return [{"field": _loc(e.get("loc", ())), "message": e.get("msg", "invalid")} for e in errors]
+    out = []
+    for e in errors:
+        if e.get("type") == "json_invalid":  # loc is ("body", character offset)
+            loc = tuple(e.get("loc", ()))
+            where = f" at character {loc[1]}" if len(loc) > 1 else ""
+            reason = (e.get("ctx") or {}).get("error", "")
+            out.append({"field": "body", "message": f"invalid JSON{where}" + (f": {reason}" if reason else "")})
+        else:
+            out.append({"field": _loc(e.get("loc", ())), "message": e.get("msg", "invalid")})
+    return out
 
 
 HEADERS_401 = {"WWW-Authenticate": "Bearer"}

@@ -211,3 +211,11 @@ def test_chunked_bodies_over_the_limit_are_413(tmp_path, doc) -> None:
         assert api.count("datasets") == 0 and api.count("blobs") == 0
     finally:
         gen.close()
+
+
+def test_malformed_json_names_the_body_and_the_position(sqlite_api) -> None:
+    r = sqlite_api.client.post("/v1/models/x/predict", content=b'{"records": [{"a": 1}',
+                               headers={**sqlite_api.h(), "content-type": "application/json"})
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "body" and "invalid JSON at character 21" in err["message"], err
