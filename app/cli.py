@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
     sp.add_argument("tenant", help="tenant name or id")
     sp.add_argument("--label", default="")
-    sp = sub.add_parser("revoke-key", help="revoke an API key by id")
+    sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
     sp.add_argument("key_id")
     sub.add_parser("list-tenants", help="tenants and their key ids (as JSON)")
     sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
@@ -280,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"key id {key_id}; store the key now, it is not shown again", file=sys.stderr)
     elif args.cmd == "revoke-key":
         revoke_key(url, args.key_id)
-        print(f"revoked {args.key_id}")
+        print(f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
+              f"{settings.auth_cache_ttl_s:g} s)")
     elif args.cmd == "list-tenants":
         print(json.dumps(list_tenants(url), indent=2))
     elif args.cmd == "reap":
