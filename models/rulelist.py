@@ -96,9 +96,13 @@ class _Doc:
     def number(cls, obj: Any, path: str, *, allow_none: bool = False) -> float | None:
         if obj is None and allow_none:
             return None
-        if isinstance(obj, bool) or not isinstance(obj, numbers.Real) or not math.isfinite(obj):
+        try:
+            value = float(obj) if isinstance(obj, numbers.Real) and not isinstance(obj, bool) else math.nan
+        except OverflowError:  # an int beyond the float range
+            value = math.nan
+        if not math.isfinite(value):
             cls.fail(path, "must be a finite number" + (" or null" if allow_none else ""))
-        return float(obj)
+        return value
 
     @classmethod
     def counts(cls, obj: Any, path: str, k: int) -> tuple[int, ...]:
@@ -156,7 +160,7 @@ class Feature:
         """Parse and validate one feature entry."""
         obj = _Doc.mapping(obj, path)
         name = _Doc.key(obj, "name", path)
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str) or not name.strip():
             _Doc.fail(f"{path}.name", "must be a non-empty string")
         ftype = _Doc.key(obj, "type", path)
         if ftype == "numeric":

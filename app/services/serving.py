@@ -126,8 +126,17 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
         raise RecordError(details)
 
 
+def _canonical(value: Any) -> Any:
+    """Whole-number floats as ints, so `70` (JSON) and `70.0` (typed CSV cell) digest alike."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def digest(record: Any) -> str:
-    """SHA-256 of the record's canonical JSON (sorted keys, compact)."""
+    """SHA-256 of the record's canonical JSON (sorted keys, compact, whole-number floats as ints)."""
+    if isinstance(record, dict):
+        record = {k: _canonical(v) for k, v in record.items()}
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 

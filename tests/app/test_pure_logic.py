@@ -68,6 +68,8 @@ def test_predict_records_matches_rule_list(doc) -> None:
 def test_digest_is_canonical() -> None:
     assert serving.digest({"a": 1, "b": 2}) == serving.digest({"b": 2, "a": 1})
     assert serving.digest({"a": 1}) != serving.digest({"a": 2})
+    assert serving.digest({"a": 70, "b": "x"}) == serving.digest({"a": 70.0, "b": "x"})  # JSON int vs CSV float
+    assert serving.digest({"a": 70.5}) != serving.digest({"a": 70})
 
 
 def test_keys() -> None:

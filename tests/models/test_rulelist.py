@@ -207,6 +207,8 @@ def test_build_measures_counts() -> None:
         (lambda d: d["default"].update(class_counts=[-1, 2]), "default.class_counts[0]"),
         (lambda d: d["features"].append({"name": "age", "type": "numeric", "fill_value": 1}), "features[4].name"),
         (lambda d: d["features"][0].update(fill_value=float("nan")), "features[0].fill_value"),
+        (lambda d: d["features"][0].update(fill_value=10**400), "features[0].fill_value"),
+        (lambda d: d["features"][1].update(name="  "), "features[1].name"),
     ],
 )
 def test_malformed_documents_name_the_path(mutate, path: str) -> None:
