@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = Field(5.0, gt=0)
     stale_after_s: float = Field(120.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0)
+    resend_queued_after_s: float = Field(900.0, gt=0)  # re-send a queued job's id when it waited this long
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 

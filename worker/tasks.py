@@ -214,9 +214,10 @@ def reap_and_requeue(db: Database, settings: Settings, app: Celery | None,
     """Sweep stale running jobs (and those of a worker known to be dead) and requeue them."""
     with db.session() as s:
         actions = jobsvc.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts,
-                              dead_worker_prefix=dead_worker_prefix)
+                              dead_worker_prefix=dead_worker_prefix,
+                              resend_queued_after_s=settings.resend_queued_after_s)
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
-        if a.action == "requeued" and app is not None:
+        if a.action in ("requeued", "resent") and app is not None:
             app.send_task("neurules.train", args=[a.job_id], queue=settings.queue)
     return actions

@@ -18,7 +18,7 @@ from app.services import jobs as jobsvc
 from app.services.registry import NAME_RE
 from app.services.training_params import check_options
 from app.settings import Settings
-from app.tables import Dataset, Job, new_id
+from app.tables import Dataset, Job, new_id, utcnow
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 log = logging.getLogger("neurules.jobs")
@@ -102,6 +102,7 @@ def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, st
     model_name = check_job(body, ds, state.settings)
     job = Job(id=new_id("job"), tenant_id=principal.tenant_id, dataset_id=ds.id, dataset_sha256=ds.sha256,
               target=body.target, model_name=model_name, parameters=body.parameters.model_dump(), state="queued",
+              heartbeat_at=utcnow(),  # on a queued job: when it was last enqueued (see jobs.reap)
               n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0)
     session.add(job)
     session.commit()

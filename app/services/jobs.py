@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict
@@ -99,20 +99,22 @@ class ReapAction:
     """What the reaper did to one job."""
 
     job_id: str
-    action: str  # "requeued" | "failed"
+    action: str  # "requeued" | "resent" | "cancelled" | "failed"
 
 
 def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: datetime | None = None,
-         dead_worker_prefix: str | None = None) -> list[ReapAction]:
+         dead_worker_prefix: str | None = None, resend_queued_after_s: float | None = None) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
-    requeue them while attempts are left, else fail them."""
+    requeue them while attempts are left, else fail them. Queued jobs whose last enqueue
+    (`heartbeat_at` of a queued job) is older than `resend_queued_after_s` are marked "resent":
+    their message may be lost, and a duplicate is harmless because only a queued job is claimed."""
     now = now or utcnow()
+    out = _resend_queued(session, now, resend_queued_after_s) if resend_queued_after_s else []
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
     if dead_worker_prefix:
         cond = or_(cond, Job.worker.startswith(dead_worker_prefix, autoescape=True))
     stale = session.scalars(select(Job).where(Job.state == "running", cond).with_for_update(skip_locked=True)).all()
-    out = []
     for job in stale:
         last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
         if job.cancel_requested:
@@ -121,7 +123,7 @@ def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: date
             out.append(ReapAction(job.id, "cancelled"))
         elif job.attempts < max_attempts:
             job.error = f"worker {job.worker} vanished (last heartbeat {last}); requeued"
-            job.state, job.worker = "queued", None
+            job.state, job.worker, job.heartbeat_at = "queued", None, now
             out.append(ReapAction(job.id, "requeued"))
         else:
             job.state, job.finished_at = "failed", now
@@ -130,3 +132,16 @@ def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: date
             out.append(ReapAction(job.id, "failed"))
     session.flush()
     return out
+
+
+def _resend_queued(session: Session, now: datetime, after_s: float) -> list[ReapAction]:
+    """Queued jobs enqueued longer than `after_s` ago: stamp a new enqueue time, report "resent"."""
+    cutoff = now - timedelta(seconds=after_s)
+    waiting = session.scalars(
+        select(Job).where(Job.state == "queued", Job.cancel_requested.is_(False),
+                          func.coalesce(Job.heartbeat_at, Job.created_at) < cutoff)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for job in waiting:
+        job.heartbeat_at = now
+    return [ReapAction(job.id, "resent") for job in waiting]

@@ -178,6 +178,29 @@ def test_reaper_requeues_then_fails_vanished_workers(api) -> None:
     assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]
 
 
+def test_reaper_resends_a_long_queued_job_once_per_interval(api) -> None:
+    jid = make_job(api)
+    st = api.app.state.service
+    sent: list[str] = []
+
+    class App:
+        def send_task(self, name: str, args: list[str], queue: str) -> None:
+            sent.append(args[0])
+
+    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]  # just enqueued
+    with st.db.session() as s:  # its message was lost long ago
+        s.get(Job, jid).heartbeat_at = utcnow() - timedelta(seconds=st.settings.resend_queued_after_s + 5)
+    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    assert [(a.job_id, a.action) for a in acts] == [(jid, "resent")] and sent == [jid]
+    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]  # not again at once
+    assert job_row(api, jid).state == "queued"
+    # the duplicate message is harmless: only a queued job can be claimed, once
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, "w1")
+    with st.db.session() as s:
+        assert not jobsvc.claim(s, jid, "w2")
+
+
 def test_result_discarded_when_job_changed_hands(api) -> None:
     jid = make_job(api)
     st = api.app.state.service
