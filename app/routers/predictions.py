@@ -39,16 +39,22 @@ CSV_BODY = {
 }
 
 
-def _load(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
-    """Resolve a reference to a served model (DB only on cache misses)."""
+def _cached(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel | None:
+    """The served model from the caches (no I/O), or None on a miss; another tenant's is a 404."""
     r = registry.parse_ref(ref)
     vid = r.version_id or state.alias_cache.get((tenant_id, ref))
-    if vid is not None:
-        served = state.model_cache.get(vid)
-        if served is not None:
-            if served.tenant_id != tenant_id:
-                raise NotFound(f"model version {ref!r} not found")
-            return served  # type: ignore[no-any-return]
+    served = state.model_cache.get(vid) if vid is not None else None
+    if served is not None and served.tenant_id != tenant_id:
+        raise NotFound(f"model version {ref!r} not found")
+    return served  # type: ignore[no-any-return]
+
+
+def _load(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
+    """Resolve a reference to a served model (DB only on cache misses)."""
+    served = _cached(state, tenant_id, ref)
+    if served is not None:
+        return served
+    r = registry.parse_ref(ref)
     with state.db.sessionmaker() as s:
         mv = registry.resolve(s, tenant_id, ref)
         name = s.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
@@ -61,14 +67,9 @@ def _load(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
 
 async def load_model(state: ServiceState, tenant_id: str, ref: str) -> serving.ServedModel:
     """Cached fast path inline; a miss goes to the thread pool."""
-    r = registry.parse_ref(ref)
-    vid = r.version_id or state.alias_cache.get((tenant_id, ref))
-    if vid is not None:
-        served = state.model_cache.get(vid)
-        if served is not None:
-            if served.tenant_id != tenant_id:
-                raise NotFound(f"model version {ref!r} not found")
-            return served  # type: ignore[no-any-return]
+    served = _cached(state, tenant_id, ref)
+    if served is not None:
+        return served
     return await run_in_threadpool(_load, state, tenant_id, ref)
 
 
