@@ -1,9 +1,10 @@
 # NeuRules service image: the API (`neurules-admin serve`) and the Celery training worker
 # (`neurules-admin worker`) run from the same image; docker-compose.yml wires them.
 #
-#   docker build -t neurules .                                   # CPU torch
+#   docker build -t neurules .        # torch 2.13.0 from the package index (on Linux x86-64 that
+#                                     # wheel bundles CUDA: it runs on CPU and on an NVIDIA GPU)
 #   docker build -t neurules-gpu --build-arg TORCH_SPEC="torch==2.13.0" \
-#       --build-arg PIP_EXTRA_INDEX_URL=<your CUDA wheel index> .  # CUDA torch for GPU workers
+#       --build-arg PIP_EXTRA_INDEX_URL=<a wheel index for another CUDA version> .
 FROM python:3.11-slim AS base
 
 ARG TORCH_SPEC="torch==2.13.0"
