@@ -76,6 +76,34 @@ def _check_targets(y: Any) -> np.ndarray:
     return arr
 
 
+def _split_scores(
+    Z: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Univariate score of each input: the best Gini gain of a one-threshold split at the
+    1/8 .. 7/8 quantiles, measured on at most 4096 rows (cheap: one pass per threshold)."""
+    n = Z.shape[0]
+    rows = rng.choice(n, size=min(n, 4096), replace=False) if n > 4096 else np.arange(n)
+    Zs, ys = Z[rows], y[rows]
+    onehot = np.eye(n_classes)[ys]  # (s, C)
+    tot = onehot.sum(axis=0)
+    s = len(ys)
+    gini0 = 1.0 - np.sum((tot / s) ** 2)
+    thr = np.quantile(Zs, np.arange(1, 8) / 8.0, axis=0)  # (7, F)
+    best = np.zeros(Z.shape[1])
+    for t in thr:
+        left = (Zs <= t).astype(np.float64)  # (s, F)
+        lc = left.T @ onehot  # (F, C)
+        nl = lc.sum(axis=1)
+        nr = s - nl
+        rc = tot[None, :] - lc
+        gl = 1.0 - np.sum((lc / np.maximum(nl, 1)[:, None]) ** 2, axis=1)
+        gr = 1.0 - np.sum((rc / np.maximum(nr, 1)[:, None]) ** 2, axis=1)
+        gain = gini0 - (nl * gl + nr * gr) / s
+        gain[(nl == 0) | (nr == 0)] = 0.0
+        best = np.maximum(best, gain)
+    return np.maximum(best, 0.0)
+
+
 class NeuRulesClassifier:
     """NeuRules: learns a crisp rule list by gradient descent on its continuous relaxation.
 
@@ -94,6 +122,14 @@ class NeuRulesClassifier:
     init: "range" (every predicate starts as the whole training range, as the authors) or
         "quantile" (each rule starts on a random quantile box over two features, the other
         predicates on the whole range).
+    seed_features: how the two features of each rule's quantile box are drawn: "uniform", or
+        "score" (even restarts draw them with probability proportional to the squared best Gini
+        gain of a one-threshold split of the feature, odd restarts uniformly).
+    free_weight: start weight of the predicates that are not a rule's seed (seeds start at 0.5).
+    max_candidates: on wide data (more than 4 * max_candidates inputs) only the max_candidates
+        inputs with the best univariate score (and each rule's seeds) start with a weight; the
+        others start at 0 and stay off, so hundreds of noise features cannot enter the rules.
+        None: no restriction.
     consequent_init: class of each rule's initial (first-half frozen) consequent: "cycle" (the
         classes in turn), "lift" (the class most over-represented in the rule's initial box, so
         minority-class rules start where that class is), or "mixed" (restarts alternate).
@@ -130,6 +166,9 @@ class NeuRulesClassifier:
         eps: float = 1e-3,
         smoothing: float = 1.0,
         init: str = "quantile",
+        seed_features: str = "uniform",
+        free_weight: float = 0.5,
+        max_candidates: int | None = 32,
         consequent_init: str = "mixed",
         n_restarts: int | str = "auto",
         max_restarts: int = 8,
@@ -153,6 +192,9 @@ class NeuRulesClassifier:
         self.eps = eps
         self.smoothing = smoothing
         self.init = init
+        self.seed_features = seed_features
+        self.free_weight = free_weight
+        self.max_candidates = max_candidates
         self.consequent_init = consequent_init
         self.n_restarts = n_restarts
         self.max_restarts = max_restarts
@@ -253,6 +295,15 @@ class NeuRulesClassifier:
             raise ValueError("eps must be > 0 and smoothing >= 0")
         if self.init not in ("range", "quantile"):
             raise ValueError("init must be 'range' or 'quantile'")
+        if self.seed_features not in ("uniform", "score"):
+            raise ValueError("seed_features must be 'uniform' or 'score'")
+        if not (0 < self.free_weight <= 1):
+            raise ValueError("free_weight must be in (0, 1]")
+        if self.max_candidates is not None and (
+            not isinstance(self.max_candidates, (int, np.integer))
+            or self.max_candidates < 1
+        ):
+            raise ValueError("max_candidates must be a positive int or None")
         if self.consequent_init not in ("cycle", "lift", "mixed"):
             raise ValueError("consequent_init must be 'cycle', 'lift' or 'mixed'")
         if not (
@@ -434,9 +485,39 @@ class NeuRulesClassifier:
             cfg.epochs = self._epochs_for(n, cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
-            lowers, uppers, prios, logit_list = [], [], [], []
-            for _ in range(n_models):
-                lower, upper = self._initial_bounds(Z64, k, rng)
+            lowers, uppers, prios, logit_list, weights = [], [], [], [], []
+            feat_p = None
+            free = np.full(n_units, float(self.free_weight))
+            scores = None
+            if self.init == "quantile" and (
+                self.seed_features == "score"
+                or (
+                    self.max_candidates is not None
+                    and n_units > 4 * self.max_candidates
+                )
+            ):
+                scores = _split_scores(Z64, y_idx, n_classes, rng)
+            if scores is not None and self.seed_features == "score":
+                feat_p = scores**2
+                feat_p = feat_p / feat_p.sum() if feat_p.sum() > 0 else None
+            if (
+                scores is not None
+                and self.max_candidates is not None
+                and n_units > 4 * self.max_candidates
+            ):
+                # wide data: only the best-scoring inputs (and each rule's seeds) start on;
+                # the others start at weight 0 and stay off
+                top = np.argsort(-scores, kind="stable")[: int(self.max_candidates)]
+                mask = np.zeros(n_units, dtype=bool)
+                mask[top] = True
+                free = np.where(mask, free, 0.0)
+            for m_ in range(n_models):
+                # even restarts seed their boxes on features drawn by univariate score, odd
+                # ones uniformly (one restart: by score)
+                lower, upper, seeded = self._initial_bounds(
+                    Z64, k, rng, feat_p if m_ % 2 == 0 else None
+                )
+                weights.append(np.where(seeded, 0.5, free[None, :]))
                 prio = rng.random(k)
                 prio = prio - prio.min() + 1.0
                 logits = np.zeros((k + 1, n_classes))
@@ -465,6 +546,8 @@ class NeuRulesClassifier:
                 torch.tensor(np.stack(logit_list)),
                 eps=float(self.eps),
             ).to(device)
+            with torch.no_grad():
+                net.weight.copy_(torch.tensor(np.stack(weights), dtype=torch.float32))
             if two:
                 vals = np.array([np.unique(Z64[:, f]) for f in two], dtype=np.float32)
                 net.set_two_valued(
@@ -626,21 +709,31 @@ class NeuRulesClassifier:
         return out
 
     def _initial_bounds(
-        self, Z: np.ndarray, k: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Initial (lower, upper) per rule and input."""
+        self,
+        Z: np.ndarray,
+        k: int,
+        rng: np.random.Generator,
+        feat_p: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Initial (lower, upper) per rule and input, and which (rule, input) were seeded."""
         zmin, zmax = Z.min(axis=0), Z.max(axis=0)
         lower = np.tile(zmin, (k, 1))
         upper = np.tile(zmax, (k, 1))
+        seeded = np.zeros((k, Z.shape[1]), dtype=bool)
+        if self.init == "range":
+            seeded[:] = True
         if self.init == "quantile":
             n_units = Z.shape[1]
             for j in range(k):
                 m = min(n_units, 2)
-                feats = rng.choice(n_units, size=m, replace=False)
+                if feat_p is not None:
+                    m = min(m, int(np.count_nonzero(feat_p)))
+                feats = rng.choice(n_units, size=m, replace=False, p=feat_p)
+                seeded[j, feats] = True
                 for f in feats:
                     q = np.sort(rng.random(2))
                     lower[j, f], upper[j, f] = np.quantile(Z[:, f], q)
-        return lower, upper
+        return lower, upper, seeded
 
     # ---- prediction --------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 The network is then rewritten to be exactly that rule list (snapped bounds, pruned predicates and
 rules, consequent logits = log of the measured smoothed frequencies), so that the soft model at
 zero temperature and the crisp list decide every training row identically.
+
+Before the rewrite, a greedy post-pruning pass (`_prune`) drops conditions, then whole rules,
+whenever the crisp list's training weighted F1 does not decrease (ties -> the shorter list), so
+near-vacuous conditions such as `age <= 87` are dropped unless they help on the training rows.
 """
 
 from __future__ import annotations
@@ -63,6 +67,80 @@ def _numeric_condition(
     return {"op": "between", "low": low, "high": high}, new_a, new_b, False
 
 
+def _list_score(
+    order: list[int], fires: np.ndarray, y: np.ndarray, n_classes: int
+) -> float:
+    """Training weighted F1 of the first-match list `order` (rule indices, each rule's class the
+    majority of the rows it captures, then the default rule on the rest)."""
+    n = y.shape[0]
+    first = np.full(n, len(order), dtype=np.int64)
+    open_ = np.ones(n, dtype=bool)
+    for r, j in enumerate(order):
+        cap = fires[j] & open_
+        first[cap] = r
+        open_ &= ~cap
+    counts = np.bincount(first * n_classes + y, minlength=(len(order) + 1) * n_classes)
+    cls = np.argmax(counts.reshape(len(order) + 1, n_classes), axis=1)
+    pred = cls[first]
+    conf = np.bincount(y * n_classes + pred, minlength=n_classes * n_classes).reshape(
+        n_classes, n_classes
+    )
+    tp = np.diag(conf).astype(np.float64)
+    support = conf.sum(axis=1)
+    denom = support + conf.sum(axis=0)
+    f1 = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+    return float(np.sum(f1 * support) / max(1, n))
+
+
+def _prune(
+    items: list[list[tuple[dict[str, Any], list[int], np.ndarray]]],
+    fires: np.ndarray,
+    alive: np.ndarray,
+    new_w: np.ndarray,
+    prio: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+) -> None:
+    """Greedy post-pruning, in place: for each rule in list order, drop each condition whose
+    removal does not lower the training weighted F1 of the crisp list (ties -> the shorter list);
+    then drop each whole rule under the same test. Dropped conditions get weight 0 and dropped
+    rules are marked dead, so that the rewritten network equals the pruned list."""
+    k = len(items)
+    order = [j for j in sorted(range(k), key=lambda j: (-prio[j], j)) if alive[j]]
+    if not order:
+        return
+    best = _list_score(order, fires, y, n_classes)
+    tol = 1e-12
+    for j in order:
+        fail = np.zeros(y.shape[0], dtype=np.int32)
+        for _, _, rows in items[j]:
+            fail += ~rows
+        kept_items = []
+        for idx, item in enumerate(items[j]):
+            rows = item[2]
+            trial_fail = fail - ~rows
+            saved = fires[j].copy()
+            fires[j] = trial_fail == 0
+            score = _list_score(order, fires, y, n_classes)
+            if score >= best - tol:
+                best = max(best, score)
+                fail = trial_fail
+                for f in item[1]:
+                    new_w[j, f] = 0.0
+            else:
+                fires[j] = saved
+                kept_items.append(item)
+        items[j] = kept_items
+    for j in list(order):
+        trial = [i for i in order if i != j]
+        score = _list_score(trial, fires, y, n_classes)
+        if score >= best - tol:
+            best = max(best, score)
+            order = trial
+            alive[j] = False
+            items[j] = []
+
+
 def extract_rule_list(
     net: SoftRuleList,
     encoder: TabularEncoder,
@@ -74,13 +152,16 @@ def extract_rule_list(
     target: str = "target",
     metadata: dict[str, Any] | None = None,
     rewrite: bool = True,
+    prune: bool = True,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Build the crisp rule-list document from a trained network and its training data.
 
     Z is the float32 matrix the network was trained on, raw the filled original columns
     (`TabularEncoder.raw_columns`), y the class indices; `net` holds one rule list (M = 1).
     Returns (document, predicted class index of every training row under the crisp list). With
-    rewrite=True the network is rewritten in place to equal the returned rule list.
+    rewrite=True the network is rewritten in place to equal the returned rule list. With
+    prune=True conditions, then rules, are dropped greedily while the training weighted F1 of the
+    crisp list does not decrease (see `_prune`).
     """
     if net.n_models != 1:
         raise ValueError("extract from a single rule list: use net.select(m)")
@@ -104,13 +185,16 @@ def extract_rule_list(
     rule_conditions: list[list[dict[str, Any]]] = [[] for _ in range(k)]
     fires = np.zeros((k, n), dtype=bool)
 
+    # per rule: its conditions as (document condition, input units, rows that satisfy it)
+    items: list[list[tuple[dict[str, Any], list[int], np.ndarray]]] = [
+        [] for _ in range(k)
+    ]
     for j in range(k):
         if not alive[j]:
             continue
-        fire = np.ones(n, dtype=bool)
         onehot: dict[
-            int, tuple[set[str | None], set[str | None]]
-        ] = {}  # feature -> (req1, req0)
+            int, tuple[set[str | None], set[str | None], list[int], np.ndarray]
+        ] = {}  # feature -> (req1, req0, units, rows)
         for f in range(n_units):
             if new_w[j, f] <= 0:
                 continue
@@ -127,15 +211,20 @@ def extract_rule_list(
                 if cond is None:
                     new_w[j, f] = 0.0
                     continue
-                rule_conditions[j].append(
-                    {
-                        "feature": spec.name,
-                        "op": "between",
-                        "low": cond["low"],
-                        "high": cond["high"],
-                    }
-                )
                 new_lower[j, f], new_upper[j, f] = na, nb
+                rows = (Z[:, f] >= np.float32(na)) & (Z[:, f] <= np.float32(nb))
+                items[j].append(
+                    (
+                        {
+                            "feature": spec.name,
+                            "op": "between",
+                            "low": cond["low"],
+                            "high": cond["high"],
+                        },
+                        [f],
+                        rows,
+                    )
+                )
             else:
                 has0 = a <= 0.0 <= b
                 has1 = a <= 1.0 <= b
@@ -145,34 +234,50 @@ def extract_rule_list(
                 if not has0 and not has1:
                     alive[j] = False
                     break
-                req1, req0 = onehot.setdefault(unit.feature, (set(), set()))
+                req1, req0, units, rows = onehot.setdefault(
+                    unit.feature, (set(), set(), [], np.ones(n, dtype=bool))
+                )
+                units.append(f)
                 if has1:
                     req1.add(unit.level)
                     new_lower[j, f], new_upper[j, f] = 0.5, BIG
                 else:
                     req0.add(unit.level)
                     new_lower[j, f], new_upper[j, f] = -BIG, 0.5
-            fire &= (Z[:, f] >= np.float32(new_lower[j, f])) & (
-                Z[:, f] <= np.float32(new_upper[j, f])
-            )
+                rows &= (Z[:, f] >= np.float32(new_lower[j, f])) & (
+                    Z[:, f] <= np.float32(new_upper[j, f])
+                )
         if not alive[j]:
             continue
-        for feat, (req1, req0) in sorted(onehot.items()):
+        for feat, (req1, req0, units, rows) in sorted(onehot.items()):
             spec = encoder.columns[feat]
             if req1:
                 allowed = {lv for lv in spec.levels if {lv} >= req1 and lv not in req0}
                 if not allowed:
                     alive[j] = False
                     break
-                rule_conditions[j].append(
-                    {"feature": spec.name, "op": "in", "values": _sort_keys(allowed)}
-                )
+                cond_doc = {
+                    "feature": spec.name,
+                    "op": "in",
+                    "values": _sort_keys(allowed),
+                }
             else:
-                rule_conditions[j].append(
-                    {"feature": spec.name, "op": "not_in", "values": _sort_keys(req0)}
-                )
+                cond_doc = {
+                    "feature": spec.name,
+                    "op": "not_in",
+                    "values": _sort_keys(req0),
+                }
+            items[j].append((cond_doc, units, rows))
         if alive[j]:
+            fire = np.ones(n, dtype=bool)
+            for _, _, rows in items[j]:
+                fire &= rows
             fires[j] = fire
+
+    if prune:
+        _prune(items, fires, alive, new_w, prio, y, n_classes)
+    for j in range(k):
+        rule_conditions[j] = [c for c, _, _ in items[j]]
 
     # first-match order: priority descending, ties by index (as argmax does)
     order = [j for j in sorted(range(k), key=lambda j: (-prio[j], j)) if alive[j]]
