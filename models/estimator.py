@@ -17,7 +17,7 @@ import pandas as pd
 
 from models.encoding import TabularEncoder, to_frame
 from models.metrics import weighted_f1
-from models.rulelist import RuleList
+from models.rulelist import RuleList, json_label
 
 # restarts="auto": as many restarts as keep batch * rules * (dense inputs + two-valued / 10)
 # * restarts under this
@@ -28,17 +28,6 @@ RESTART_BUDGET = 1_000_000
 # gets smaller batches, never below MIN_BATCH
 MAX_STEP_WORK = 1_200_000
 MIN_BATCH = 128
-
-
-def _json_label(value: Any) -> int | str | bool:
-    """A class label as a JSON scalar for the document (int, str or bool)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return str(value)
 
 
 def _check_targets(y: Any) -> np.ndarray:
@@ -438,7 +427,7 @@ class NeuRulesClassifier:
         self._feature_names = [str(c) for c in df.columns]
         self.n_features_in_ = df.shape[1]
         self.classes_ = classes
-        doc_classes = [_json_label(c) for c in classes]
+        doc_classes = [json_label(c) for c in classes]
         if len(set(map(repr, doc_classes))) != len(doc_classes):
             doc_classes = [str(c) for c in classes]
 

@@ -295,14 +295,15 @@ def smoothed_probabilities(counts: Sequence[int], smoothing: float) -> tuple[flo
     return tuple((c + smoothing) / total for c in counts)
 
 
-def _json_scalar(value: Any) -> ClassLabel:
+def json_label(value: Any) -> ClassLabel:
+    """A class label as a JSON scalar for the document: int, str or bool (other values as str)."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise ValueError(f"class label {value!r} must be an int, str or bool")
+    return str(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,7 +415,7 @@ class RuleList:
         metadata: Mapping[str, Any] | None = None,
     ) -> RuleList:
         """Make a rule list from antecedents, measuring counts and probabilities on (X, y)."""
-        labels = tuple(_json_scalar(c) for c in classes)
+        labels = tuple(json_label(c) for c in classes)
         k = len(labels)
         empty = tuple(0 for _ in labels)
         skeleton = cls(
@@ -428,7 +429,7 @@ class RuleList:
         )
         ids = skeleton.apply(X)
         index = {c: i for i, c in enumerate(labels)}
-        y_idx = np.fromiter((index[_json_scalar(v)] for v in y), dtype=np.int64, count=len(ids))
+        y_idx = np.fromiter((index[json_label(v)] for v in y), dtype=np.int64, count=len(ids))
         counts = np.zeros((len(rules) + 1, k), dtype=np.int64)
         np.add.at(counts, (ids, y_idx), 1)
 
