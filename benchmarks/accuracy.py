@@ -106,6 +106,17 @@ def fmt(x: float | None) -> str:
     return "" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.3f}"
 
 
+def parse_params(pairs: list[str]) -> dict:
+    """`k=v` command-line pairs (v a Python literal) as estimator parameters."""
+    import ast
+
+    params = {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        params[k] = ast.literal_eval(v)
+    return params
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -120,12 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         help="extra estimator parameter k=v (python literal)",
     )
     args = ap.parse_args(argv)
-    import ast
-
-    params = {}
-    for kv in args.param:
-        k, v = kv.split("=", 1)
-        params[k] = ast.literal_eval(v)
+    params = parse_params(args.param)
     data_dir = args.data_dir or default_data_dir()
     sets = list_datasets(data_dir)
     if args.datasets:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch
-from accuracy import default_data_dir, list_datasets, load
+from accuracy import default_data_dir, list_datasets, load, parse_params
 
 from models import NeuRulesClassifier
 
@@ -96,12 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         help="estimator parameter k=v (python literal)",
     )
     args = ap.parse_args(argv)
-    import ast
-
-    params = {}
-    for kv in args.param:
-        k, v = kv.split("=", 1)
-        params[k] = ast.literal_eval(v)
+    params = parse_params(args.param)
     sets = list_datasets(args.data_dir or default_data_dir())
     devices = (
         args.devices.split(",")
