@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -34,3 +35,17 @@ def _load(name: str) -> tuple[pd.DataFrame, pd.Series]:
 def load_dataset() -> Callable[[str], tuple[pd.DataFrame, pd.Series]]:
     """Loader of a shared dataset by name ((features, target)); skips when it is absent."""
     return _load
+
+
+def toy_frame(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """A small mixed-type table whose label is a two-condition rule (age > 50 and city != oslo)."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame(
+        {
+            "age": rng.uniform(20, 80, n).round(),
+            "income": rng.lognormal(10, 1, n),
+            "city": rng.choice(["paris", "rome", "oslo"], n),
+        }
+    )
+    y = np.where((df["age"] > 50) & (df["city"] != "oslo"), 1, 0)
+    return df, y

@@ -13,23 +13,12 @@ import pytest
 
 pytest.importorskip("torch")
 
+from tests.models.conftest import toy_frame
+
 from models import NeuRulesClassifier, RuleList, TrainingCancelled
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"n_restarts": 4, "target_steps": 300}
-
-
-def _toy(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame(
-        {
-            "age": rng.uniform(20, 80, n).round(),
-            "income": rng.lognormal(10, 1, n),
-            "city": rng.choice(["paris", "rome", "oslo"], n),
-        }
-    )
-    y = np.where((df["age"] > 50) & (df["city"] != "oslo"), 1, 0)
-    return df, y
 
 
 def test_models_import_does_not_import_torch() -> None:
@@ -60,11 +49,11 @@ def test_init_only_stores_params_and_get_set_params() -> None:
         clf.set_params(nope=1)
     assert not hasattr(clf, "rule_list_")
     with pytest.raises(ValueError):
-        NeuRulesClassifier(n_rules=0).fit(*_toy(50))
+        NeuRulesClassifier(n_rules=0).fit(*toy_frame(50))
 
 
 def test_fit_predict_binary_dataframe() -> None:
-    X, y = _toy()
+    X, y = toy_frame()
     clf = NeuRulesClassifier(random_state=0, **FAST)
     assert clf.fit(X, y) is clf
     assert isinstance(clf.rule_list_, RuleList)
@@ -114,7 +103,7 @@ def test_boolean_labels_and_numpy_input() -> None:
 
 
 def test_callback_progress_and_eval_set() -> None:
-    X, y = _toy()
+    X, y = toy_frame()
     seen: list[dict] = []
     NeuRulesClassifier(epochs=10, n_restarts=1, random_state=0).fit(
         X, y, callback=seen.append, eval_set=(X, y)
@@ -132,7 +121,7 @@ def test_callback_progress_and_eval_set() -> None:
 
 
 def test_callback_can_cancel() -> None:
-    X, y = _toy()
+    X, y = toy_frame()
     clf = NeuRulesClassifier(epochs=50, n_restarts=1, random_state=0)
     with pytest.raises(TrainingCancelled):
         clf.fit(X, y, callback=lambda p: p["epoch"] >= 3)
@@ -140,14 +129,14 @@ def test_callback_can_cancel() -> None:
 
 
 def test_same_seed_same_rule_list() -> None:
-    X, y = _toy()
+    X, y = toy_frame()
     a = NeuRulesClassifier(random_state=7, epochs=20).fit(X, y).rule_list_.to_dict()
     b = NeuRulesClassifier(random_state=7, epochs=20).fit(X, y).rule_list_.to_dict()
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def test_rule_list_document_round_trip_and_exports() -> None:
-    X, y = _toy()
+    X, y = toy_frame()
     clf = NeuRulesClassifier(random_state=0, **FAST).fit(X, y)
     doc = clf.rule_list_.to_dict()
     again = RuleList.from_dict(json.loads(json.dumps(doc)))
@@ -171,6 +160,6 @@ def test_rule_list_document_round_trip_and_exports() -> None:
 
 
 def test_only_class_present_is_an_error() -> None:
-    X, _ = _toy(50)
+    X, _ = toy_frame(50)
     with pytest.raises(ValueError, match="class"):
         NeuRulesClassifier(**FAST).fit(X, np.zeros(50))

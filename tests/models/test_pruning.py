@@ -8,22 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.models.conftest import toy_frame
+
 from models import NeuRulesClassifier
 from models.extraction import _list_score, extract_rule_list
 from models.metrics import weighted_f1
-
-
-def _toy(n: int = 600, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    df = pd.DataFrame(
-        {
-            "age": rng.uniform(20, 80, n).round(),
-            "income": rng.lognormal(10, 1, n),
-            "city": rng.choice(["paris", "rome", "oslo"], n),
-        }
-    )
-    y = np.where((df["age"] > 50) & (df["city"] != "oslo"), 1, 0)
-    return df, y
 
 
 def _n_conditions(doc: dict) -> int:
@@ -49,7 +38,7 @@ def test_list_score_is_weighted_f1_of_the_first_match_list() -> None:
 def test_pruning_never_lowers_training_f1_and_keeps_the_network_equal_to_the_list() -> (
     None
 ):
-    X, y = _toy()
+    X, y = toy_frame(600)
     clf = NeuRulesClassifier(n_rules=6, n_restarts=3, target_steps=300, random_state=0)
     clf.fit(X, y)
     assert clf.train_agreement_ == 1.0
