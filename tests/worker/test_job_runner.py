@@ -150,14 +150,22 @@ def test_unexpected_error_is_failed_not_stuck(api) -> None:
     assert job.state == "failed" and "RuntimeError: GPU fell off the bus" in (job.error or "")
 
 
+class RecordingApp:
+    """Stands in for the Celery app: records the job ids the reaper sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_task(self, name: str, args: list[str], queue: str) -> None:
+        """Record one send."""
+        self.sent.append(args[0])
+
+
 def test_reaper_requeues_then_fails_vanished_workers(api) -> None:
     jid = make_job(api)
     st = api.app.state.service
-    sent: list[str] = []
-
-    class App:
-        def send_task(self, name: str, args: list[str], queue: str) -> None:
-            sent.append(args[0])
+    app = RecordingApp()
+    sent = app.sent
 
     def vanish() -> None:
         with st.db.session() as s:
@@ -165,34 +173,31 @@ def test_reaper_requeues_then_fails_vanished_workers(api) -> None:
             s.get(Job, jid).heartbeat_at = utcnow() - timedelta(seconds=st.settings.stale_after_s + 5)
 
     vanish()
-    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    acts = reap_and_requeue(st.db, st.settings, app)  # type: ignore[arg-type]
     assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")] and sent == [jid]
     job = job_row(api, jid)
     assert job.state == "queued" and "vanished" in (job.error or "")
     vanish()  # second attempt also dies (max_attempts = 2)
-    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    acts = reap_and_requeue(st.db, st.settings, app)  # type: ignore[arg-type]
     assert [a.action for a in acts] == ["failed"]
     job = job_row(api, jid)
     assert job.state == "failed" and "worker lost" in (job.error or "")
     # a fresh heartbeat is left alone
-    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]
+    assert reap_and_requeue(st.db, st.settings, app) == []  # type: ignore[arg-type]
 
 
 def test_reaper_resends_a_long_queued_job_once_per_interval(api) -> None:
     jid = make_job(api)
     st = api.app.state.service
-    sent: list[str] = []
+    app = RecordingApp()
+    sent = app.sent
 
-    class App:
-        def send_task(self, name: str, args: list[str], queue: str) -> None:
-            sent.append(args[0])
-
-    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]  # just enqueued
+    assert reap_and_requeue(st.db, st.settings, app) == []  # type: ignore[arg-type]  # just enqueued
     with st.db.session() as s:  # its message was lost long ago
         s.get(Job, jid).heartbeat_at = utcnow() - timedelta(seconds=st.settings.resend_queued_after_s + 5)
-    acts = reap_and_requeue(st.db, st.settings, App())  # type: ignore[arg-type]
+    acts = reap_and_requeue(st.db, st.settings, app)  # type: ignore[arg-type]
     assert [(a.job_id, a.action) for a in acts] == [(jid, "resent")] and sent == [jid]
-    assert reap_and_requeue(st.db, st.settings, App()) == []  # type: ignore[arg-type]  # not again at once
+    assert reap_and_requeue(st.db, st.settings, app) == []  # type: ignore[arg-type]  # not again at once
     assert job_row(api, jid).state == "queued"
     # the duplicate message is harmless: only a queued job can be claimed, once
     with st.db.session() as s:
