@@ -26,14 +26,23 @@ log = logging.getLogger("neurules.audit")
 MAX_BATCH_ROWS = 5000
 
 
-def audit_rows(tenant_id: str, key_id: str, version_id: str, records: list[Any],
-               results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def audit_rows(
+    tenant_id: str, key_id: str, version_id: str, records: list[Any], results: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The audit rows of one request: one per decision, with the input digest and the output."""
     now = utcnow()
-    return [{"created_at": now, "tenant_id": tenant_id, "api_key_id": key_id, "model_version_id": version_id,
-             "input_digest": serving.digest(rec),
-             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
-             "rule_id": res["rule_id"]} for rec, res in zip(records, results, strict=True)]
+    return [
+        {
+            "created_at": now,
+            "tenant_id": tenant_id,
+            "api_key_id": key_id,
+            "model_version_id": version_id,
+            "input_digest": serving.digest(rec),
+            "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
+            "rule_id": res["rule_id"],
+        }
+        for rec, res in zip(records, results, strict=True)
+    ]
 
 
 def write_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
@@ -128,5 +137,8 @@ def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:
     if err is None:
         fut.set_result(None)
     else:
-        fut.set_exception(ServiceUnavailable("the audit log could not be written; the decision was not returned",
-                                             code="audit_unavailable"))
+        fut.set_exception(
+            ServiceUnavailable(
+                "the audit log could not be written; the decision was not returned", code="audit_unavailable"
+            )
+        )

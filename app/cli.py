@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 
+
 def _migrations_dir() -> Path:
     """The Alembic folder: beside the package (source checkout, editable install) or in the working directory."""
     candidates = (Path(__file__).resolve().parent.parent / "migrations", Path.cwd() / "migrations")
@@ -126,8 +127,13 @@ def list_tenants(url: str) -> list[dict[str, Any]]:
             out = []
             for t in s.scalars(select(Tenant).order_by(Tenant.name)):
                 ks = s.scalars(select(ApiKey).where(ApiKey.tenant_id == t.id)).all()
-                out.append({"id": t.id, "name": t.name, "keys": [
-                    {"id": k.id, "label": k.label, "revoked": k.revoked_at is not None} for k in ks]})
+                out.append(
+                    {
+                        "id": t.id,
+                        "name": t.name,
+                        "keys": [{"id": k.id, "label": k.label, "revoked": k.revoked_at is not None} for k in ks],
+                    }
+                )
             return out
     finally:
         db.dispose()
@@ -166,8 +172,16 @@ def _serve_process(index: int, host: str, port: int) -> None:
         overrides["embedded_worker"] = False  # one embedded worker per service, in process 0
     settings = _settings(**overrides)
     app = create_app(settings)
-    config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False, log_config=None,
-                            timeout_keep_alive=30, server_header=False)
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        timeout_keep_alive=30,
+        server_header=False,
+    )
     server = uvicorn.Server(config)
     sock = reuseport_socket(host, port)
     server.run(sockets=[sock])
@@ -188,8 +202,12 @@ def serve(host: str, port: int, workers: int, run_migrations: bool) -> None:
 
     logging.getLogger("neurules.cli").info(
         f"serving on http://{host}:{port} (docs at /docs; {workers} process(es); {settings.mode} mode)",
-        extra={"database": settings.resolved_database_url.split("@")[-1], "broker": settings.resolved_broker_url
-               .split("@")[-1], "embedded_worker": settings.run_embedded_worker})
+        extra={
+            "database": settings.resolved_database_url.split("@")[-1],
+            "broker": settings.resolved_broker_url.split("@")[-1],
+            "embedded_worker": settings.run_embedded_worker,
+        },
+    )
     if workers <= 1:
         _serve_process(0, host, port)
         return
@@ -231,15 +249,26 @@ def run_worker(extra: Sequence[str]) -> None:
 
     configure_logging(settings.log_level)
     app = make_celery(settings)
-    argv = ["worker", "-P", "solo", "-Q", settings.queue, "--without-mingle", "--without-gossip",
-            "-l", settings.log_level, *extra]
+    argv = [
+        "worker",
+        "-P",
+        "solo",
+        "-Q",
+        settings.queue,
+        "--without-mingle",
+        "--without-gossip",
+        "-l",
+        settings.log_level,
+        *extra,
+    ]
     app.worker_main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `neurules-admin` console script."""
-    p = argparse.ArgumentParser(prog="neurules-admin", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="neurules-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("serve", help="run the API (embedded mode by default)")
     sp.add_argument("--host", default=None)
@@ -280,8 +309,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"key id {key_id}; store the key now, it is not shown again", file=sys.stderr)
     elif args.cmd == "revoke-key":
         revoke_key(url, args.key_id)
-        print(f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
-              f"{settings.auth_cache_ttl_s:g} s)")
+        print(
+            f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
+            f"{settings.auth_cache_ttl_s:g} s)"
+        )
     elif args.cmd == "list-tenants":
         print(json.dumps(list_tenants(url), indent=2))
     elif args.cmd == "reap":
@@ -296,8 +327,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_worker(args.celery_args)
     elif args.cmd == "config":
         d = settings.model_dump(mode="json")
-        d.update(database_url=url, broker_url=settings.resolved_broker_url,
-                 embedded_worker=settings.run_embedded_worker, pid=os.getpid())
+        d.update(
+            database_url=url,
+            broker_url=settings.resolved_broker_url,
+            embedded_worker=settings.run_embedded_worker,
+            pid=os.getpid(),
+        )
         print(json.dumps(d, indent=2))
 
 

@@ -45,8 +45,9 @@ def get_db(request: Request) -> Iterator[Session]:
 
 DbSession = Annotated[Session, Depends(get_db)]
 
-_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False,
-                               description="tenant API key; `Authorization: Bearer <key>` is accepted too")
+_api_key_header = APIKeyHeader(
+    name="X-API-Key", auto_error=False, description="tenant API key; `Authorization: Bearer <key>` is accepted too"
+)
 
 
 def _lookup(state: ServiceState, key: str) -> Principal | None:
@@ -54,8 +55,9 @@ def _lookup(state: ServiceState, key: str) -> Principal | None:
     if prefix is None:
         return None
     with state.db.sessionmaker() as s:
-        row = s.execute(select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at)
-                        .where(ApiKey.prefix == prefix)).one_or_none()
+        row = s.execute(
+            select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at).where(ApiKey.prefix == prefix)
+        ).one_or_none()
     if row is None or row.revoked_at is not None or not keys.matches(key, row.key_hash):
         return None
     return Principal(tenant_id=row.tenant_id, key_id=row.id)
@@ -74,8 +76,9 @@ async def current_principal(
     """Authenticate the API key (X-API-Key or Bearer; one security dependency, cheap on the hot path)."""
     key = api_key or _bearer(request)
     if not key:
-        raise Unauthorized("missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'",
-                           code="missing_api_key")
+        raise Unauthorized(
+            "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"
+        )
     state: ServiceState = request.app.state.service
     cache_key = keys.hash_key(key)
     principal = state.auth_cache.get(cache_key)

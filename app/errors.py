@@ -20,8 +20,14 @@ class APIError(Exception):
     status_code = 400
     code = "bad_request"
 
-    def __init__(self, message: str, *, code: str | None = None, details: list[dict[str, Any]] | None = None,
-                 status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -116,8 +122,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
         headers = HEADERS_401 if exc.status_code == 401 else None
-        return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status_code,
-                            headers=headers)
+        return JSONResponse(
+            error_body(exc.code, exc.message, exc.details), status_code=exc.status_code, headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -130,9 +137,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=getattr(exc, "headers", None)
+        )
 
     @app.exception_handler(DataError)
     async def _data_error(request: Request, exc: DataError) -> JSONResponse:
@@ -140,10 +150,15 @@ def install_error_handlers(app: FastAPI) -> None:
         # string over its column's length, a number out of its column's range); the request's transaction
         # is rolled back, nothing is written
         log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc.orig)
-        return JSONResponse(error_body("invalid_input", "a value in the request (path, query or body) cannot be "
-                                       "stored or looked up: it contains a NUL character, is too long, or is a "
-                                       "number out of range"),
-                            status_code=422)
+        return JSONResponse(
+            error_body(
+                "invalid_input",
+                "a value in the request (path, query or body) cannot be "
+                "stored or looked up: it contains a NUL character, is too long, or is a "
+                "number out of range",
+            ),
+            status_code=422,
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -179,5 +194,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         422: "Invalid input; the message names the field / row / record",
         503: "Database or broker unavailable",
     }
-    return {c: {"description": text.get(c, "Error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
-            for c in codes}
+    return {
+        c: {"description": text.get(c, "Error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+        for c in codes
+    }

@@ -66,8 +66,9 @@ class BackgroundServices:
             from worker.tasks import reap_and_requeue
 
             try:  # one embedded worker per service: jobs its previous incarnation held are orphans now
-                reap_and_requeue(self.state.db, self.state.settings, self.celery_app,
-                                 dead_worker_prefix=f"{EMBEDDED_HOST}/")
+                reap_and_requeue(
+                    self.state.db, self.state.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/"
+                )
             except Exception:
                 log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
         t = threading.Thread(target=self._reaper, name="neurules-reaper", daemon=True)
@@ -105,8 +106,14 @@ class BackgroundServices:
             stop_embedded_worker(self._worker)
 
 
-def create_app(settings: Settings | None = None, *, queue: JobQueue | None = None, db: Database | None = None,
-               background: bool | None = None, configure_logs: bool = True) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    queue: JobQueue | None = None,
+    db: Database | None = None,
+    background: bool | None = None,
+    configure_logs: bool = True,
+) -> FastAPI:
     """Build the API. Tests pass a fake queue; production wires Celery from settings."""
     settings = settings or get_settings()
     if configure_logs:
@@ -137,8 +144,14 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         """Start/stop the background services and release the database."""
         if run_background:
             services.start()
-        log.info("service started", extra={"mode": settings.mode, "database": db.engine.url.render_as_string(),
-                                           "embedded_worker": settings.run_embedded_worker and run_background})
+        log.info(
+            "service started",
+            extra={
+                "mode": settings.mode,
+                "database": db.engine.url.render_as_string(),
+                "embedded_worker": settings.run_embedded_worker and run_background,
+            },
+        )
         try:
             yield
         finally:
@@ -148,7 +161,10 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
             db.dispose()
 
     app = FastAPI(
-        title="NeuRules service", version="1.0.0", description=DESCRIPTION, lifespan=lifespan,
+        title="NeuRules service",
+        version="1.0.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
         openapi_tags=[
             {"name": "datasets", "description": "CSV uploads, validated and profiled"},
             {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
@@ -163,11 +179,22 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.metrics = metrics
     install_error_handlers(app)
     # predictions first: the hot path matches its route on the first try
-    for r in (predictions.router, datasets.router, jobs.router, models.router, registry.router, audit.router,
-              ops.router):
+    for r in (
+        predictions.router,
+        datasets.router,
+        jobs.router,
+        models.router,
+        registry.router,
+        audit.router,
+        ops.router,
+    ):
         app.include_router(r)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics, access_log=settings.access_log,
-                       max_body=settings.max_upload_bytes + 64 * 1024)
+    app.add_middleware(
+        RequestMetricsMiddleware,
+        metrics=metrics,
+        access_log=settings.access_log,
+        max_body=settings.max_upload_bytes + 64 * 1024,
+    )
     return app
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sys
 import time
-import random
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +29,10 @@ class JsonFormatter(logging.Formatter):
         """Render the record as JSON."""
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname, "logger": record.name, "message": record.getMessage(), "pid": record.process,
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
         }
         for k, v in record.__dict__.items():
             if k not in _RESERVED and not k.startswith("_"):
@@ -61,14 +64,21 @@ class Metrics:
     def __init__(self, jobs_by_state: Callable[[], dict[str, int]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram(
-            "neurules_http_request_duration_seconds", "HTTP request latency", ["method", "route", "status"],
+            "neurules_http_request_duration_seconds",
+            "HTTP request latency",
+            ["method", "route", "status"],
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.predictions = Counter("neurules_predictions_total", "records decided", ["endpoint"],
-                                   registry=self.registry)
-        self.prediction_errors = Counter("neurules_prediction_rejections_total", "prediction requests rejected (4xx)",
-                                         ["reason"], registry=self.registry)
+        self.predictions = Counter(
+            "neurules_predictions_total", "records decided", ["endpoint"], registry=self.registry
+        )
+        self.prediction_errors = Counter(
+            "neurules_prediction_rejections_total",
+            "prediction requests rejected (4xx)",
+            ["reason"],
+            registry=self.registry,
+        )
         self.jobs_collector = _JobsCollector(jobs_by_state) if jobs_by_state is not None else None
         if self.jobs_collector is not None:
             self.registry.register(self.jobs_collector)
@@ -120,8 +130,12 @@ class RequestMetricsMiddleware:
 
             from app.errors import error_body
 
-            await JSONResponse(error_body("payload_too_large", f"request body of {length} bytes is over the limit of "
-                                          f"{self.max_body} bytes"), status_code=413)(scope, receive, send)
+            await JSONResponse(
+                error_body(
+                    "payload_too_large", f"request body of {length} bytes is over the limit of {self.max_body} bytes"
+                ),
+                status_code=413,
+            )(scope, receive, send)
             return
         if self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives
             receive = _limited(receive, self.max_body)
@@ -143,9 +157,17 @@ class RequestMetricsMiddleware:
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.latency.labels(scope["method"], template, str(status)).observe(elapsed)
             if self.access_log:
-                self.log.info("request", extra={"request_id": rid, "method": scope["method"],
-                                                "path": scope["path"], "route": template, "status": status,
-                                                "duration_ms": round(elapsed * 1000, 3)})
+                self.log.info(
+                    "request",
+                    extra={
+                        "request_id": rid,
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": template,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                    },
+                )
 
 
 def _chunked(scope: Scope) -> bool:

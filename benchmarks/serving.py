@@ -48,12 +48,18 @@ def start_server(workers: int) -> tuple[str, str, subprocess.Popen[bytes], tempf
     env["NEURULES_LOG_LEVEL"] = "WARNING"
     admin = str(BIN / "neurules-admin")
     subprocess.run([admin, "create-tenant", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True)
-    key = subprocess.run([admin, "create-key", "bench"], cwd=tmp.name, env=env, check=True,
-                         capture_output=True, text=True).stdout.strip()
+    key = subprocess.run(
+        [admin, "create-key", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
     port = free_port()
-    proc = subprocess.Popen([admin, "serve", "--port", str(port), "--workers", str(workers)], cwd=tmp.name, env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(Path(tmp.name) / "serve.log", "wb"),  # noqa: SIM115
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [admin, "serve", "--port", str(port), "--workers", str(workers)],
+        cwd=tmp.name,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(Path(tmp.name) / "serve.log", "wb"),  # noqa: SIM115
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -79,8 +85,15 @@ def prepare_model(client: httpx.Client, epochs: int) -> str:
     """Upload heart.csv, train 10 rules, return the version id."""
     with open(HEART, "rb") as fh:
         ds = client.post("/v1/datasets", files={"file": ("heart.csv", fh, "text/csv")}).json()["id"]
-    job = client.post("/v1/jobs", json={"dataset_id": ds, "target": "target", "model_name": "bench",
-                                        "parameters": {"n_rules": 10, "epochs": epochs}}).json()
+    job = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": ds,
+            "target": "target",
+            "model_name": "bench",
+            "parameters": {"n_rules": 10, "epochs": epochs},
+        },
+    ).json()
     for _ in range(1200):
         job = client.get(f"/v1/jobs/{job['id']}").json()
         if job["state"] in ("succeeded", "failed", "cancelled"):
@@ -91,8 +104,9 @@ def prepare_model(client: httpx.Client, epochs: int) -> str:
     return str(job["model_version_id"])
 
 
-async def _one_connection(host: str, port: int, request: bytes, stop_at: float, lat: list[float],
-                          errors: list[int]) -> None:
+async def _one_connection(
+    host: str, port: int, request: bytes, stop_at: float, lat: list[float], errors: list[int]
+) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -118,8 +132,10 @@ async def load(url: str, path: str, key: str, body: bytes, concurrency: int, sec
     """Closed-loop load: `concurrency` keep-alive connections for `seconds`."""
     u = urlparse(url)
     host, port = u.hostname or "127.0.0.1", u.port or 80
-    req = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-API-Key: {key}\r\nContent-Type: application/json\r\n"
-           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    req = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nX-API-Key: {key}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     lat: list[float] = []
     errors: list[int] = []
     # warm-up (caches, connections)
@@ -133,13 +149,20 @@ async def load(url: str, path: str, key: str, body: bytes, concurrency: int, sec
         """Latency quantile in ms."""
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
 
-    return {"concurrency": concurrency, "requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": q(0.50),
-            "p99_ms": q(0.99), "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"),
-            "errors": len(errors)}
+    return {
+        "concurrency": concurrency,
+        "requests": len(lat),
+        "rps": len(lat) / elapsed,
+        "p50_ms": q(0.50),
+        "p99_ms": q(0.99),
+        "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"),
+        "errors": len(errors),
+    }
 
 
-def batch_rows_per_s(client: httpx.Client, ref: str, header: list[str], records: list[dict[str, Any]],
-                     n_rows: int, repeats: int) -> dict[str, Any]:
+def batch_rows_per_s(
+    client: httpx.Client, ref: str, header: list[str], records: list[dict[str, Any]], n_rows: int, repeats: int
+) -> dict[str, Any]:
     """CSV batch throughput: rows per second over `repeats` uploads of `n_rows` rows."""
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -156,8 +179,13 @@ def batch_rows_per_s(client: httpx.Client, ref: str, header: list[str], records:
         if r.status_code != 200 or r.text.count("\n") != n_rows + 1:
             raise SystemExit(f"batch failed: {r.status_code} {r.text[:300]}")
     best, med = min(times), statistics.median(times)
-    return {"rows": n_rows, "repeats": repeats, "median_s": med, "rows_per_s": n_rows / med,
-            "best_rows_per_s": n_rows / best}
+    return {
+        "rows": n_rows,
+        "repeats": repeats,
+        "median_s": med,
+        "rows_per_s": n_rows / med,
+        "best_rows_per_s": n_rows / best,
+    }
 
 
 def main() -> None:
@@ -212,14 +240,20 @@ def main() -> None:
         if tmp is not None:
             tmp.cleanup()
 
-    print(f"\nserver: {url if args.url else f'embedded, {args.workers} process(es), SO_REUSEPORT'}; "
-          f"{args.seconds:.0f} s per row; one heart.csv record per request")
+    print(
+        f"\nserver: {url if args.url else f'embedded, {args.workers} process(es), SO_REUSEPORT'}; "
+        f"{args.seconds:.0f} s per row; one heart.csv record per request"
+    )
     print(f"{'endpoint':<26}{'conc':>5}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'requests':>10}")
     for r in results:
-        print(f"{r['endpoint']:<26}{r['concurrency']:>5}{r['rps']:>9.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}"
-              f"{r['errors']:>8}{r['requests']:>10}")
-    print(f"CSV batch: {batch['rows']} rows x {batch['repeats']}: median {batch['median_s']:.3f} s -> "
-          f"{batch['rows_per_s']:.0f} rows/s (best {batch['best_rows_per_s']:.0f})")
+        print(
+            f"{r['endpoint']:<26}{r['concurrency']:>5}{r['rps']:>9.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}"
+            f"{r['errors']:>8}{r['requests']:>10}"
+        )
+    print(
+        f"CSV batch: {batch['rows']} rows x {batch['repeats']}: median {batch['median_s']:.3f} s -> "
+        f"{batch['rows_per_s']:.0f} rows/s (best {batch['best_rows_per_s']:.0f})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"single": results, "batch": batch}, indent=2))
 

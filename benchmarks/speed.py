@@ -39,9 +39,7 @@ def cpu_name() -> str:
                 break
     except OSError:
         pass
-    return (
-        f"{name} ({os.cpu_count()} cores visible; fit uses one torch thread by default)"
-    )
+    return f"{name} ({os.cpu_count()} cores visible; fit uses one torch thread by default)"
 
 
 def warm_up(device: str) -> None:
@@ -49,14 +47,10 @@ def warm_up(device: str) -> None:
     kernel caches) are not charged to the timed fold."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(256, 3))
-    NeuRulesClassifier(
-        n_rules=2, epochs=2, n_restarts=1, random_state=0, device=device
-    ).fit(X, X[:, 0] > 0)
+    NeuRulesClassifier(n_rules=2, epochs=2, n_restarts=1, random_state=0, device=device).fit(X, X[:, 0] > 0)
 
 
-def time_fold(
-    path: Path, device: str, repeats: int, params: dict
-) -> tuple[float, float, int, dict]:
+def time_fold(path: Path, device: str, repeats: int, params: dict) -> tuple[float, float, int, dict]:
     """(best wall seconds of fit, held-out weighted F1, rules, phase seconds) for fold 0."""
     X, y = load(path)
     tr, te = next(iter(KFold(5, shuffle=True, random_state=42).split(X)))
@@ -84,9 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--datasets", default="adult,credit_card_clean")
-    ap.add_argument(
-        "--devices", default=None, help="default: cpu, plus cuda when available"
-    )
+    ap.add_argument("--devices", default=None, help="default: cpu, plus cuda when available")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
@@ -98,11 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = parse_params(args.param)
     sets = list_datasets(args.data_dir or default_data_dir())
-    devices = (
-        args.devices.split(",")
-        if args.devices
-        else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    )
+    devices = args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     lines = [f"CPU: {cpu_name()}", f"parameters: {params or 'defaults'}"]
     if torch.cuda.is_available():
         lines.append(f"GPU: {torch.cuda.get_device_name(0)}")
@@ -122,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         for dev in devices:
             secs, f1, rules, ph = time_fold(sets[name], dev, args.repeats, params)
             results[(name, dev)] = secs
-            split = " / ".join(
-                f"{ph.get(k, 0.0):.2f}"
-                for k in ("prepare", "train", "extract", "check")
-            )
+            split = " / ".join(f"{ph.get(k, 0.0):.2f}" for k in ("prepare", "train", "extract", "check"))
             line = f"| {name} | {dev} | {secs:.2f} | {f1:.3f} | {rules} | {split} |"
             lines.append(line)
             print(line, flush=True)

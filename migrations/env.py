@@ -27,14 +27,23 @@ def _url() -> str:
 
 
 def _configure(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata,
-                      render_as_batch=connection.dialect.name == "sqlite", compare_type=True)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
 
 
 def run_migrations_offline() -> None:
     """Emit SQL without a database connection."""
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, compare_type=True,
-                      render_as_batch=_url().startswith("sqlite"))
+    context.configure(
+        url=_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        compare_type=True,
+        render_as_batch=_url().startswith("sqlite"),
+    )
     with context.begin_transaction():
         context.run_migrations()
 

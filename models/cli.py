@@ -89,26 +89,18 @@ def _predict(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `neurules` command."""
-    ap = argparse.ArgumentParser(
-        prog="neurules", description="Learn and apply crisp NeuRules rule lists."
-    )
+    ap = argparse.ArgumentParser(prog="neurules", description="Learn and apply crisp NeuRules rule lists.")
     sub = ap.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="train on a CSV and write the rule list as JSON")
     f.add_argument("data", help="CSV file with a header row")
     f.add_argument("--target", required=True, help="name of the label column")
-    f.add_argument(
-        "--rules", type=int, default=10, help="maximum number of rules (default 10)"
-    )
-    f.add_argument(
-        "--epochs", type=int, default=None, help="training epochs (default: auto)"
-    )
+    f.add_argument("--rules", type=int, default=10, help="maximum number of rules (default 10)")
+    f.add_argument("--epochs", type=int, default=None, help="training epochs (default: auto)")
     f.add_argument("--batch-size", type=int, default=None)
     f.add_argument("--lr", type=float, default=None)
     f.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     f.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    f.add_argument(
-        "--out", required=True, help="where to write the rule-list JSON document"
-    )
+    f.add_argument("--out", required=True, help="where to write the rule-list JSON document")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=_fit)
     p = sub.add_parser("predict", help="predict a CSV with a rule-list JSON document")

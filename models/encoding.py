@@ -83,15 +83,9 @@ def to_frame(X: Any, feature_names: list[str] | None = None) -> pd.DataFrame:
         )
     if arr.ndim != 2:
         raise ValueError(f"Expected 2D array, got an array of shape {arr.shape}")
-    names = (
-        feature_names
-        if feature_names is not None
-        else default_feature_names(arr.shape[1])
-    )
+    names = feature_names if feature_names is not None else default_feature_names(arr.shape[1])
     if len(names) != arr.shape[1]:
-        raise ValueError(
-            f"X has {arr.shape[1]} features, but the model expects {len(names)}"
-        )
+        raise ValueError(f"X has {arr.shape[1]} features, but the model expects {len(names)}")
     return pd.DataFrame({n: arr[:, i] for i, n in enumerate(names)})
 
 
@@ -100,11 +94,7 @@ def _is_number(v: Any) -> bool:
 
 
 def _is_missing(v: Any) -> bool:
-    return (
-        v is None
-        or (isinstance(v, float) and math.isnan(v))
-        or (isinstance(v, str) and v == "")
-    )
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v == "")
 
 
 def is_numeric_column(col: pd.Series) -> bool:
@@ -123,7 +113,7 @@ def is_numeric_column(col: pd.Series) -> bool:
         if _is_missing(v):
             continue
         if isinstance(v, complex):
-            raise ValueError("Complex data not supported")  # noqa: TRY004 (scikit-learn's convention)
+            raise ValueError("Complex data not supported")
         if not _is_number(v):
             return False
         seen = True
@@ -132,22 +122,15 @@ def is_numeric_column(col: pd.Series) -> bool:
 
 def numeric_values(col: pd.Series) -> np.ndarray:
     """Column as float64 with NaN for missing; raises on infinite values."""
-    if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(
-        col.dtype
-    ):
+    if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
         out = col.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
         out = np.array(
-            [
-                np.nan if _is_missing(v) else float(v)
-                for v in col.to_numpy(dtype=object)
-            ],
+            [np.nan if _is_missing(v) else float(v) for v in col.to_numpy(dtype=object)],
             dtype=np.float64,
         )
     if np.isinf(out).any():
-        raise ValueError(
-            f"Input column {col.name!r} contains infinity or a value too large for dtype('float64')."
-        )
+        raise ValueError(f"Input column {col.name!r} contains infinity or a value too large for dtype('float64').")
     return out
 
 
@@ -155,14 +138,8 @@ def category_keys(col: pd.Series) -> np.ndarray:
     """Column as an object array of category keys (None = missing)."""
     values = col.to_numpy(dtype=object)
     codes, uniques = pd.factorize(pd.Series(values), use_na_sentinel=False)
-    kinds = {
-        isinstance(u, (bool, np.bool_))
-        for u in uniques
-        if _is_number(u) or isinstance(u, (bool, np.bool_))
-    }
-    if (
-        len(kinds) > 1
-    ):  # True == 1 for hashing: booleans mixed with numbers need a key per value
+    kinds = {isinstance(u, (bool, np.bool_)) for u in uniques if _is_number(u) or isinstance(u, (bool, np.bool_))}
+    if len(kinds) > 1:  # True == 1 for hashing: booleans mixed with numbers need a key per value
         out = np.empty(len(values), dtype=object)
         out[:] = [category_key(v) for v in values]
         return out
@@ -193,9 +170,7 @@ class TabularEncoder:
                 xf = np.where(ok, x, fill)
                 mean = float(xf.mean()) if len(xf) else 0.0
                 std = float(xf.std()) if len(xf) else 0.0
-                constant = not (std > 0 and np.isfinite(std)) or float(
-                    xf.min()
-                ) == float(xf.max())
+                constant = not (std > 0 and np.isfinite(std)) or float(xf.min()) == float(xf.max())
                 if not constant and robust_scale:
                     # robust standardisation: median and IQR (scaled to the std of a normal), so
                     # a few extreme values do not squeeze the bulk of the data into a sliver that
@@ -253,9 +228,7 @@ class TabularEncoder:
                 out.append(category_keys(col))
         return out
 
-    def transform(
-        self, df: pd.DataFrame, raw: list[np.ndarray] | None = None
-    ) -> np.ndarray:
+    def transform(self, df: pd.DataFrame, raw: list[np.ndarray] | None = None) -> np.ndarray:
         """Encoded float64 matrix of shape (n_rows, n_units)."""
         raw = raw if raw is not None else self.raw_columns(df)
         n = len(df)
@@ -269,9 +242,7 @@ class TabularEncoder:
             else:
                 if unit.feature not in codes:
                     index = {lv: i for i, lv in enumerate(spec.levels)}
-                    codes[unit.feature] = np.fromiter(
-                        (index.get(k, -1) for k in col), dtype=np.int64, count=n
-                    )
+                    codes[unit.feature] = np.fromiter((index.get(k, -1) for k in col), dtype=np.int64, count=n)
                 Z[:, u] = codes[unit.feature] == spec.levels.index(unit.level)
         return Z
 

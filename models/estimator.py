@@ -48,26 +48,18 @@ def _check_targets(y: Any) -> np.ndarray:
         )
         arr = arr.ravel()
     if arr.ndim != 1:
-        raise ValueError(
-            f"y should be a 1d array, got an array of shape {arr.shape} instead."
-        )
+        raise ValueError(f"y should be a 1d array, got an array of shape {arr.shape} instead.")
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)):
             raise ValueError("Input y contains NaN or infinity.")
         if not np.all(arr == np.round(arr)):
-            raise ValueError(
-                "Unknown label type: continuous. Only classification targets are supported."
-            )
-    if arr.dtype.kind == "O" and any(
-        v is None or (isinstance(v, float) and math.isnan(v)) for v in arr
-    ):
+            raise ValueError("Unknown label type: continuous. Only classification targets are supported.")
+    if arr.dtype.kind == "O" and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in arr):
         raise ValueError("Input y contains NaN or None.")
     return arr
 
 
-def _split_scores(
-    Z: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
-) -> np.ndarray:
+def _split_scores(Z: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator) -> np.ndarray:
     """Univariate score of each input: the best Gini gain of a one-threshold split at the
     1/8 .. 7/8 quantiles, measured on at most 4096 rows (cheap: one pass per threshold)."""
     n = Z.shape[0]
@@ -219,16 +211,12 @@ class NeuRulesClassifier:
 
     def __repr__(self) -> str:
         defaults = {
-            p.name: p.default
-            for p in inspect.signature(type(self).__init__).parameters.values()
-            if p.name != "self"
+            p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values() if p.name != "self"
         }
         changed = []
         for k, v in self.get_params().items():
             d = defaults[k]
-            same = (
-                v is d if (v is None or d is None) else (type(v) is type(d) and v == d)
-            )
+            same = v is d if (v is None or d is None) else (type(v) is type(d) and v == d)
             if not same:
                 changed.append(f"{k}={v!r}")
         return f"{type(self).__name__}({', '.join(changed)})"
@@ -257,17 +245,10 @@ class NeuRulesClassifier:
     def _validate_params(self) -> None:
         if not isinstance(self.n_rules, (int, np.integer)) or self.n_rules < 1:
             raise ValueError(f"n_rules must be a positive int, got {self.n_rules!r}")
-        if not (
-            self.epochs == "auto"
-            or (isinstance(self.epochs, (int, np.integer)) and self.epochs >= 1)
-        ):
-            raise ValueError(
-                f"epochs must be a positive int or 'auto', got {self.epochs!r}"
-            )
+        if not (self.epochs == "auto" or (isinstance(self.epochs, (int, np.integer)) and self.epochs >= 1)):
+            raise ValueError(f"epochs must be a positive int or 'auto', got {self.epochs!r}")
         if not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
-            raise ValueError(
-                f"batch_size must be a positive int, got {self.batch_size!r}"
-            )
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}")
         if not self.lr > 0:
             raise ValueError("lr must be > 0")
         if not (0 <= self.min_support <= self.max_support <= 1):
@@ -277,9 +258,7 @@ class NeuRulesClassifier:
         for name in ("t_pi", "t_rl"):
             t = getattr(self, name)
             if len(t) != 2 or min(t) <= 0:
-                raise ValueError(
-                    f"{name} must be a (start, end) pair of positive temperatures"
-                )
+                raise ValueError(f"{name} must be a (start, end) pair of positive temperatures")
         if self.eps <= 0 or self.smoothing < 0:
             raise ValueError("eps must be > 0 and smoothing >= 0")
         if self.init not in ("range", "quantile"):
@@ -289,21 +268,14 @@ class NeuRulesClassifier:
         if not (0 < self.free_weight <= 1):
             raise ValueError("free_weight must be in (0, 1]")
         if self.max_candidates is not None and (
-            not isinstance(self.max_candidates, (int, np.integer))
-            or self.max_candidates < 1
+            not isinstance(self.max_candidates, (int, np.integer)) or self.max_candidates < 1
         ):
             raise ValueError("max_candidates must be a positive int or None")
         if self.consequent_init not in ("cycle", "lift", "mixed"):
             raise ValueError("consequent_init must be 'cycle', 'lift' or 'mixed'")
-        if not (
-            self.n_restarts == "auto"
-            or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)
-        ):
+        if not (self.n_restarts == "auto" or (isinstance(self.n_restarts, (int, np.integer)) and self.n_restarts >= 1)):
             raise ValueError("n_restarts must be a positive int or 'auto'")
-        if (
-            not isinstance(self.max_restarts, (int, np.integer))
-            or self.max_restarts < 1
-        ):
+        if not isinstance(self.max_restarts, (int, np.integer)) or self.max_restarts < 1:
             raise ValueError("max_restarts must be a positive int")
 
     def _resolve_device(self) -> Any:
@@ -316,9 +288,7 @@ class NeuRulesClassifier:
     def _frame(self, X: Any, fitting: bool) -> pd.DataFrame:
         """Input as a DataFrame with the training column names; checks names and width."""
         if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-            raise TypeError(
-                "Sparse data is not supported: pass a dense array or a DataFrame."
-            )
+            raise TypeError("Sparse data is not supported: pass a dense array or a DataFrame.")
         if isinstance(X, pd.DataFrame):
             has_names = all(isinstance(c, str) for c in X.columns)
             if fitting:
@@ -346,11 +316,7 @@ class NeuRulesClassifier:
                     f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} features as input."
                 )
             return X
-        if (
-            isinstance(X, (dict, list))
-            and X
-            and (isinstance(X, dict) or isinstance(X[0], dict))
-        ):
+        if isinstance(X, (dict, list)) and X and (isinstance(X, dict) or isinstance(X[0], dict)):
             return to_frame(X)
         arr = np.asarray(X)
         if arr.ndim != 2:
@@ -405,17 +371,11 @@ class NeuRulesClassifier:
         df = self._frame(X, fitting=True)
         y_arr = _check_targets(y)
         if df.shape[1] == 0:
-            raise ValueError(
-                f"0 feature(s) (shape=({df.shape[0]}, 0)) while a minimum of 1 is required."
-            )
+            raise ValueError(f"0 feature(s) (shape=({df.shape[0]}, 0)) while a minimum of 1 is required.")
         if len(df) == 0:
-            raise ValueError(
-                f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required."
-            )
+            raise ValueError(f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required.")
         if len(y_arr) != len(df):
-            raise ValueError(
-                f"Found input variables with inconsistent numbers of samples: [{len(df)}, {len(y_arr)}]"
-            )
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: [{len(df)}, {len(y_arr)}]")
         classes, y_idx = np.unique(y_arr, return_inverse=True)
         if len(classes) < 2:
             raise ValueError("Classifier can't train when only one class is present.")
@@ -436,11 +396,7 @@ class NeuRulesClassifier:
         Z64 = encoder.transform(df, raw)
         n, n_units = Z64.shape
         device = self._resolve_device()
-        seed = (
-            int(self.random_state)
-            if self.random_state is not None
-            else int(np.random.randint(0, 2**31 - 1))
-        )
+        seed = int(self.random_state) if self.random_state is not None else int(np.random.randint(0, 2**31 - 1))
         rng = np.random.default_rng(seed)
         cfg = TrainConfig(
             epochs=self._epochs_for(n),
@@ -463,14 +419,10 @@ class NeuRulesClassifier:
             Zt = torch.tensor(Z64, dtype=torch.float32, device=device)
             yt = torch.tensor(y_idx, dtype=torch.long, device=device)
             two = [f for f in range(n_units) if len(np.unique(Z64[:, f])) == 2]
-            n_models = self._restarts_for(
-                n, n_units - len(two), len(two), cfg.batch_size
-            )
+            n_models = self._restarts_for(n, n_units - len(two), len(two), cfg.batch_size)
             # wide data: smaller batches keep the work of one step bounded (same number of steps)
             width = k * n_models * (n_units - len(two) + 0.1 * len(two) + 1)
-            cfg.batch_size = int(
-                min(cfg.batch_size, max(MIN_BATCH, MAX_STEP_WORK // width))
-            )
+            cfg.batch_size = int(min(cfg.batch_size, max(MIN_BATCH, MAX_STEP_WORK // width)))
             cfg.epochs = self._epochs_for(n, cfg.batch_size)
             prior = np.bincount(y_idx, minlength=n_classes) / n
             order = np.argsort(-prior, kind="stable")
@@ -479,21 +431,13 @@ class NeuRulesClassifier:
             free = np.full(n_units, float(self.free_weight))
             scores = None
             if self.init == "quantile" and (
-                self.seed_features == "score"
-                or (
-                    self.max_candidates is not None
-                    and n_units > 4 * self.max_candidates
-                )
+                self.seed_features == "score" or (self.max_candidates is not None and n_units > 4 * self.max_candidates)
             ):
                 scores = _split_scores(Z64, y_idx, n_classes, rng)
             if scores is not None and self.seed_features == "score":
                 feat_p = scores**2
                 feat_p = feat_p / feat_p.sum() if feat_p.sum() > 0 else None
-            if (
-                scores is not None
-                and self.max_candidates is not None
-                and n_units > 4 * self.max_candidates
-            ):
+            if scores is not None and self.max_candidates is not None and n_units > 4 * self.max_candidates:
                 # wide data: only the best-scoring inputs (and each rule's seeds) start on;
                 # the others start at weight 0 and stay off
                 top = np.argsort(-scores, kind="stable")[: int(self.max_candidates)]
@@ -503,21 +447,15 @@ class NeuRulesClassifier:
             for m_ in range(n_models):
                 # even restarts seed their boxes on features drawn by univariate score, odd
                 # ones uniformly (one restart: by score)
-                lower, upper, seeded = self._initial_bounds(
-                    Z64, k, rng, feat_p if m_ % 2 == 0 else None
-                )
+                lower, upper, seeded = self._initial_bounds(Z64, k, rng, feat_p if m_ % 2 == 0 else None)
                 weights.append(np.where(seeded, 0.5, free[None, :]))
                 prio = rng.random(k)
                 prio = prio - prio.min() + 1.0
                 logits = np.zeros((k + 1, n_classes))
                 mode = self.consequent_init
-                if (
-                    mode == "mixed"
-                ):  # restarts alternate between the two initialisations
+                if mode == "mixed":  # restarts alternate between the two initialisations
                     mode = "cycle" if len(lowers) % 2 == 0 else "lift"
-                classes_j = self._initial_classes(
-                    mode, Z64, y_idx, lower, upper, prior, order, rng
-                )
+                classes_j = self._initial_classes(mode, Z64, y_idx, lower, upper, prior, order, rng)
                 for j in range(k):
                     logits[j, classes_j[j]] = 1.0
                 logits[k] = np.log(prior + 1e-6)
@@ -549,9 +487,7 @@ class NeuRulesClassifier:
             val_fn = None
             if eval_set is not None:
                 Xv_df = to_frame(eval_set[0], self._feature_names)
-                Zv = torch.tensor(
-                    encoder.transform(Xv_df), dtype=torch.float32, device=device
-                )
+                Zv = torch.tensor(encoder.transform(Xv_df), dtype=torch.float32, device=device)
                 yv = np.asarray(eval_set[1])
 
                 def val_fn() -> float:
@@ -582,10 +518,7 @@ class NeuRulesClassifier:
         t_train = time.perf_counter()
         metadata = {
             "learner": "NeuRules",
-            "params": {
-                k_: (list(v) if isinstance(v, tuple) else v)
-                for k_, v in self.get_params().items()
-            },
+            "params": {k_: (list(v) if isinstance(v, tuple) else v) for k_, v in self.get_params().items()},
             "seed": seed,
             "n_train": int(n),
             "epochs": cfg.epochs,
@@ -604,9 +537,7 @@ class NeuRulesClassifier:
                 "rules": [],
                 "default": {
                     "class_counts": cc,
-                    "probabilities": list(
-                        smoothed_probabilities(cc, float(self.smoothing))
-                    ),
+                    "probabilities": list(smoothed_probabilities(cc, float(self.smoothing))),
                 },
                 "smoothing": float(self.smoothing),
                 "metadata": metadata,
@@ -645,13 +576,9 @@ class NeuRulesClassifier:
             sel, cls = net.zero_temperature(Zt)
             sel, net_pred = sel[0], cls[0].cpu().numpy()
             crisp_ids = self.rule_list_.apply(df)
-            crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[
-                crisp_ids
-            ]
+            crisp_pred = np.argmax(self.rule_list_._probability_table(), axis=1)[crisp_ids]
             self.train_agreement_ = float(np.mean(net_pred == crisp_pred))
-            self.train_rule_agreement_ = float(
-                np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids)
-            )
+            self.train_rule_agreement_ = float(np.mean(rule_ids_from_selection(net, sel.cpu().numpy()) == crisp_ids))
         t_end = time.perf_counter()
         self.fit_seconds_ = t_end - t0
         self.timings_ = {
@@ -741,9 +668,7 @@ class NeuRulesClassifier:
         self._check_fitted()
         df = self._frame(X, fitting=False)
         if len(df) == 0:
-            raise ValueError(
-                f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required."
-            )
+            raise ValueError(f"0 sample(s) (shape=(0, {df.shape[1]})) while a minimum of 1 is required.")
         self.encoder_.raw_columns(df)  # validates types / infinities like fit does
         return self.rule_list_.predict_proba(df)
 

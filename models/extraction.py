@@ -67,9 +67,7 @@ def _numeric_condition(
     return {"op": "between", "low": low, "high": high}, new_a, new_b, False
 
 
-def _list_score(
-    order: list[int], fires: np.ndarray, y: np.ndarray, n_classes: int
-) -> float:
+def _list_score(order: list[int], fires: np.ndarray, y: np.ndarray, n_classes: int) -> float:
     """Training weighted F1 of the first-match list `order` (rule indices, each rule's class the
     majority of the rows it captures, then the default rule on the rest)."""
     n = y.shape[0]
@@ -82,9 +80,7 @@ def _list_score(
     counts = np.bincount(first * n_classes + y, minlength=(len(order) + 1) * n_classes)
     cls = np.argmax(counts.reshape(len(order) + 1, n_classes), axis=1)
     pred = cls[first]
-    conf = np.bincount(y * n_classes + pred, minlength=n_classes * n_classes).reshape(
-        n_classes, n_classes
-    )
+    conf = np.bincount(y * n_classes + pred, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
     tp = np.diag(conf).astype(np.float64)
     support = conf.sum(axis=1)
     denom = support + conf.sum(axis=0)
@@ -186,9 +182,7 @@ def extract_rule_list(
     fires = np.zeros((k, n), dtype=bool)
 
     # per rule: its conditions as (document condition, input units, rows that satisfy it)
-    items: list[list[tuple[dict[str, Any], list[int], np.ndarray]]] = [
-        [] for _ in range(k)
-    ]
+    items: list[list[tuple[dict[str, Any], list[int], np.ndarray]]] = [[] for _ in range(k)]
     for j in range(k):
         if not alive[j]:
             continue
@@ -202,9 +196,7 @@ def extract_rule_list(
             spec = encoder.columns[unit.feature]
             a, b = float(a_all[j, f]), float(b_all[j, f])
             if unit.kind == "numeric":
-                cond, na, nb, dead = _numeric_condition(
-                    Z[:, f], raw[unit.feature], a, b, spec.mean, spec.scale
-                )
+                cond, na, nb, dead = _numeric_condition(Z[:, f], raw[unit.feature], a, b, spec.mean, spec.scale)
                 if dead:
                     alive[j] = False
                     break
@@ -234,9 +226,7 @@ def extract_rule_list(
                 if not has0 and not has1:
                     alive[j] = False
                     break
-                req1, req0, units, rows = onehot.setdefault(
-                    unit.feature, (set(), set(), [], np.ones(n, dtype=bool))
-                )
+                req1, req0, units, rows = onehot.setdefault(unit.feature, (set(), set(), [], np.ones(n, dtype=bool)))
                 units.append(f)
                 if has1:
                     req1.add(unit.level)
@@ -244,9 +234,7 @@ def extract_rule_list(
                 else:
                     req0.add(unit.level)
                     new_lower[j, f], new_upper[j, f] = -BIG, 0.5
-                rows &= (Z[:, f] >= np.float32(new_lower[j, f])) & (
-                    Z[:, f] <= np.float32(new_upper[j, f])
-                )
+                rows &= (Z[:, f] >= np.float32(new_lower[j, f])) & (Z[:, f] <= np.float32(new_upper[j, f]))
         if not alive[j]:
             continue
         for feat, (req1, req0, units, rows) in sorted(onehot.items()):
@@ -303,9 +291,7 @@ def extract_rule_list(
         cc = counts_of(captured[j])
         probs = list(smoothed_probabilities(cc, smoothing))
         conds = sorted(rule_conditions[j], key=lambda c: order_in_feature[c["feature"]])
-        rules_doc.append(
-            {"conditions": conds, "class_counts": cc, "probabilities": probs}
-        )
+        rules_doc.append({"conditions": conds, "class_counts": cc, "probabilities": probs})
         rule_probs.append(probs)
         train_pred[captured[j]] = int(np.argmax(probs))
     dc = counts_of(open_)
@@ -343,12 +329,8 @@ def extract_rule_list(
             # priorities (e.g. several at the clamp) would otherwise be broken by rounding noise
             prio_new = net.priority[0].detach().cpu().numpy().copy()
             for rank, j in enumerate(kept):
-                prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(
-                    1, k
-                )
-            net.priority[0].copy_(
-                torch.tensor(prio_new, dtype=torch.float32, device=dev)
-            )
+                prio_new[j] = PRIORITY_MAX - (PRIORITY_MAX - PRIORITY_MIN) * rank / max(1, k)
+            net.priority[0].copy_(torch.tensor(prio_new, dtype=torch.float32, device=dev))
     return doc, train_pred
 
 

@@ -61,9 +61,7 @@ class SoftRuleList(nn.Module):
         self.eps = eps
         self.lower = nn.Parameter(lower.clone().float())
         self.upper = nn.Parameter(upper.clone().float())
-        self.weight = nn.Parameter(
-            torch.full((self.n_models, n_rules, n_inputs), float(weight_init))
-        )
+        self.weight = nn.Parameter(torch.full((self.n_models, n_rules, n_inputs), float(weight_init)))
         self.priority = nn.Parameter(priority.clone().float())
         self.logits = nn.Parameter(logits.clone().float())
         self.register_buffer("rule_mask", torch.ones(self.n_models, n_rules))
@@ -73,9 +71,7 @@ class SoftRuleList(nn.Module):
         self.register_buffer("two_low", torch.zeros(0))
         self.register_buffer("two_high", torch.zeros(0))
 
-    def set_two_valued(
-        self, idx: torch.Tensor, low: torch.Tensor, high: torch.Tensor
-    ) -> None:
+    def set_two_valued(self, idx: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
         """Declare inputs `idx` as two-valued (values low < high on the training data)."""
         n_inputs = self.weight.shape[-1]
         dev = self.lower.device
@@ -113,9 +109,7 @@ class SoftRuleList(nn.Module):
         net.train(self.training)
         return net
 
-    def activations(
-        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float
-    ) -> torch.Tensor:
+    def activations(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float) -> torch.Tensor:
         """Soft rule antecedents (M, B, k).
 
         x is the (B, F) input, or `split_inputs(x)`: then a two-valued input's predicate takes
@@ -128,9 +122,7 @@ class SoftRuleList(nn.Module):
             return relaxed_conjunction(pi, self.weight, self.eps)
         return self._split_activations(x[0], x[1], t_pi)
 
-    def _split_activations(
-        self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | None
-    ) -> torch.Tensor:
+    def _split_activations(self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | None) -> torch.Tensor:
         """Activations from `split_inputs`; t_pi=None is the zero-temperature limit."""
         a, b = ordered_bounds(self.lower, self.upper)
         w = torch.relu(self.weight)
@@ -139,16 +131,10 @@ class SoftRuleList(nn.Module):
         scale = (1.0 + eta)[:, None, :]
         di, ti = self.dense_idx, self.two_idx
         if t_pi is None:
-            pi_d = hard_predicate(
-                xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di]
-            )
-            denom = torch.einsum(
-                "mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di]
-            )
+            pi_d = hard_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di])
+            denom = torch.einsum("mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di])
         else:
-            denom = dense_denominator(
-                xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi
-            )  # (M,B,k)
+            denom = dense_denominator(xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi)  # (M,B,k)
         if ti.numel():
             a2, b2, w2 = a[:, :, ti], b[:, :, ti], w[:, :, ti]
             if t_pi is None:
@@ -172,9 +158,7 @@ class SoftRuleList(nn.Module):
     def active_priority(self, r: torch.Tensor) -> torch.Tensor:
         """Active priorities (M, B, k+1): r_j * p_j for rules, the constant DEFAULT_PRIORITY last."""
         ap = r * (self.priority * self.rule_mask)[:, None, :]
-        default = torch.full(
-            (*ap.shape[:-1], 1), DEFAULT_PRIORITY, dtype=ap.dtype, device=ap.device
-        )
+        default = torch.full((*ap.shape[:-1], 1), DEFAULT_PRIORITY, dtype=ap.dtype, device=ap.device)
         return torch.cat([ap, default], dim=-1)
 
     def forward(
@@ -189,11 +173,7 @@ class SoftRuleList(nn.Module):
         x is the (B, F) input or `split_inputs(x)`.
         """
         ap = self.active_priority(self.activations(x, t_pi))
-        noise = (
-            gumbel_noise(tuple(ap.shape), generator, ap.device)
-            if self.training
-            else None
-        )
+        noise = gumbel_noise(tuple(ap.shape), generator, ap.device) if self.training else None
         sel = rule_selector(ap, t_rl, noise)
         return torch.bmm(sel, self.logits), sel
 
@@ -203,9 +183,7 @@ class SoftRuleList(nn.Module):
         each (M, B)."""
         ti = self.two_idx
         vals = x[:, ti]
-        if ti.numel() and bool(
-            ((vals == self.two_low) | (vals == self.two_high)).all()
-        ):
+        if ti.numel() and bool(((vals == self.two_low) | (vals == self.two_high)).all()):
             r = self._split_activations(*self.split_inputs(x), None)
         else:
             a, b = ordered_bounds(self.lower, self.upper)

@@ -8,16 +8,12 @@ import torch
 _CLIP = 60.0
 
 
-def ordered_bounds(
-    lower: torch.Tensor, upper: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def ordered_bounds(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Bounds as used by the predicate: a = min(lower, upper) <= b = max(lower, upper)."""
     return torch.minimum(lower, upper), torch.maximum(lower, upper)
 
 
-def soft_predicate(
-    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float
-) -> torch.Tensor:
+def soft_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
     """Middle output of softmax([x, 2x-a, 3x-a-b] / t): a soft `a <= x <= b`.
 
     Equal to 1 / (1 + exp((a-x)/t) + exp((x-b)/t)); shapes broadcast, x (B,1,F) with a, b (R,F)
@@ -46,9 +42,7 @@ def conjunction_eta(w: torch.Tensor, eps: float) -> torch.Tensor:
     return (eps / w.sum(dim=-1).clamp_min(1e-12)).detach()
 
 
-def relaxed_conjunction(
-    pi: torch.Tensor, weights: torch.Tensor, eps: float
-) -> torch.Tensor:
+def relaxed_conjunction(pi: torch.Tensor, weights: torch.Tensor, eps: float) -> torch.Tensor:
     """sum(w) / sum(w * (1+eta) / (pi+eta)) with w = relu(weights); pi (..., B, R, F), weights
     (..., R, F) -> (..., B, R).
 
@@ -57,25 +51,19 @@ def relaxed_conjunction(
     w = torch.relu(weights)
     wsum = w.sum(dim=-1)  # (..., R)
     eta = conjunction_eta(w, eps)  # (..., R)
-    recip = (1.0 + eta).unsqueeze(-2).unsqueeze(-1) / (
-        pi + eta.unsqueeze(-2).unsqueeze(-1)
-    )
+    recip = (1.0 + eta).unsqueeze(-2).unsqueeze(-1) / (pi + eta.unsqueeze(-2).unsqueeze(-1))
     denom = torch.einsum("...brf,...rf->...br", recip, w)
     out = wsum.unsqueeze(-2) / denom.clamp_min(1e-30)
     return torch.where((wsum <= 0).unsqueeze(-2), torch.ones_like(out), out)
 
 
-def gumbel_noise(
-    shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device
-) -> torch.Tensor:
+def gumbel_noise(shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """Standard Gumbel samples -log(-log(U))."""
     u = torch.rand(shape, generator=generator, device=device).clamp(1e-10, 1.0 - 1e-7)
     return -torch.log(-torch.log(u))
 
 
-def rule_selector(
-    active_priority: torch.Tensor, t: float, noise: torch.Tensor | None = None
-) -> torch.Tensor:
+def rule_selector(active_priority: torch.Tensor, t: float, noise: torch.Tensor | None = None) -> torch.Tensor:
     """softmax((active priority + Gumbel noise) / t) over rules; pass noise only in training."""
     z = active_priority if noise is None else active_priority + noise
     return torch.softmax(z / t, dim=-1)

@@ -45,11 +45,7 @@ def category_key(value: Any) -> CategoryKey:
 
 
 def _is_missing_number(value: Any) -> bool:
-    return (
-        value is None
-        or (isinstance(value, float) and math.isnan(value))
-        or type(value).__name__ in _MISSING_TYPES
-    )
+    return value is None or (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in _MISSING_TYPES
 
 
 def format_number(x: float) -> str:
@@ -345,7 +341,10 @@ class RuleList:
         if len({(type(c), c) for c in classes}) != len(classes):
             _Doc.fail("classes", "must be unique")
         k = len(classes)
-        feats = [Feature.from_dict(f, f"features[{i}]") for i, f in enumerate(_Doc.seq(_Doc.key(doc, "features", ""), "features"))]
+        feats = [
+            Feature.from_dict(f, f"features[{i}]")
+            for i, f in enumerate(_Doc.seq(_Doc.key(doc, "features", ""), "features"))
+        ]
         by_name: dict[str, Feature] = {}
         for i, f in enumerate(feats):
             if f.name in by_name:
@@ -586,7 +585,9 @@ class RuleList:
             not_fired.append({"rule_id": j, "rule_text": rule.text(), "failed_condition": describe(failed, False)})
         return self._answer(0, [], not_fired)
 
-    def _answer(self, rule_id: int, conditions: list[dict[str, Any]], not_fired: list[dict[str, Any]]) -> dict[str, Any]:
+    def _answer(
+        self, rule_id: int, conditions: list[dict[str, Any]], not_fired: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         rule = self.rule(rule_id)
         return {
             "prediction": self.prediction_of(rule_id),

@@ -35,9 +35,7 @@ def make_rule_list_data(
     for _ in range(k):
         feats = rng.choice(d, size=m, replace=False)
         lows = rng.uniform(0.0, 1.0 - width, size=m)
-        rules.append(
-            [(int(f), float(lo), float(lo + width)) for f, lo in zip(feats, lows)]
-        )
+        rules.append([(int(f), float(lo), float(lo + width)) for f, lo in zip(feats, lows)])
     labels = rng.integers(0, 2, size=k)
     priority = rng.permutation(k) + 1  # distinct priorities 1..k; the highest decides
     order = np.argsort(-priority, kind="stable")
@@ -54,16 +52,9 @@ def make_rule_list_data(
 
     names = [f"x{i}" for i in range(d)]
     frame = pd.DataFrame(X, columns=names)
-    features = [
-        Feature(name=nm, type="numeric", fill_value=0.5, min=0.0, max=1.0)
-        for nm in names
-    ]
+    features = [Feature(name=nm, type="numeric", fill_value=0.5, min=0.0, max=1.0) for nm in names]
     conditions = [
-        [
-            Condition(feature=names[f], op="between", low=lo, high=hi)
-            for f, lo, hi in sorted(rules[j])
-        ]
-        for j in order
+        [Condition(feature=names[f], op="between", low=lo, high=hi) for f, lo, hi in sorted(rules[j])] for j in order
     ]
     planted = RuleList.build(
         classes=[0, 1],

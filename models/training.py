@@ -34,12 +34,8 @@ class TrainConfig:
     lambda_support: float
     t_pi: tuple[float, float]
     t_rl: tuple[float, float]
-    anneal_start: float = (
-        0.5  # fraction of training after which both temperatures anneal
-    )
-    freeze_consequents: float = (
-        0.5  # fraction of training with the consequent logits frozen
-    )
+    anneal_start: float = 0.5  # fraction of training after which both temperatures anneal
+    freeze_consequents: float = 0.5  # fraction of training with the consequent logits frozen
     val_every: int = 5
 
 
@@ -51,15 +47,11 @@ def schedule(start: float, end: float, progress: float, anneal_start: float) -> 
     return start + (end - start) * frac
 
 
-def support_regulariser(
-    selector: torch.Tensor, min_support: float, max_support: float
-) -> torch.Tensor:
+def support_regulariser(selector: torch.Tensor, min_support: float, max_support: float) -> torch.Tensor:
     """mean_j max(0, s_min - c_j)^2 + max(0, c_j - s_max)^2 over the k rules (not the default);
     selector (..., B, k+1) -> (...)."""
     cov = selector[..., :-1].mean(dim=-2)
-    return (
-        torch.relu(min_support - cov) ** 2 + torch.relu(cov - max_support) ** 2
-    ).mean(dim=-1)
+    return (torch.relu(min_support - cov) ** 2 + torch.relu(cov - max_support) ** 2).mean(dim=-1)
 
 
 Progress = dict[str, Any]
@@ -103,16 +95,9 @@ def train(
             logits, sel = net((xd[idx], xb[idx]), t_pi, t_rl, noise_gen)
             m = logits.shape[0]
             # sum over restarts of each restart's mean loss: independent gradients per restart
-            loss = (
-                F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].repeat(m))
-                * m
-            )
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].repeat(m)) * m
             if cfg.lambda_support > 0:
-                loss = (
-                    loss
-                    + cfg.lambda_support
-                    * support_regulariser(sel, cfg.min_support, cfg.max_support).sum()
-                )
+                loss = loss + cfg.lambda_support * support_regulariser(sel, cfg.min_support, cfg.max_support).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if progress < cfg.freeze_consequents:
@@ -125,9 +110,7 @@ def train(
         losses.append(mean_loss)
         if callback is not None:
             score = None
-            if val_score is not None and (
-                epoch % cfg.val_every == 0 or epoch == cfg.epochs
-            ):
+            if val_score is not None and (epoch % cfg.val_every == 0 or epoch == cfg.epochs):
                 net.eval()
                 score = float(val_score())
             info = {
@@ -137,8 +120,6 @@ def train(
                 "val_score": score,
             }
             if callback(info) is True:
-                raise TrainingCancelled(
-                    f"training cancelled by the callback at epoch {epoch}"
-                )
+                raise TrainingCancelled(f"training cancelled by the callback at epoch {epoch}")
     net.eval()
     return losses

@@ -39,21 +39,33 @@ def redis_available() -> bool:
 def rule_list_doc() -> dict[str, Any]:
     """A small hand-written rule list: numeric + categorical features, 2 rules + default."""
     return {
-        "format": "neurules.rulelist", "version": 1, "target": "risk", "classes": ["low", "high"],
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "risk",
+        "classes": ["low", "high"],
         "features": [
             {"name": "age", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
             {"name": "income", "type": "numeric", "fill_value": 30.0, "min": 0.0, "max": 200.0},
             {"name": "smoker", "type": "categorical", "categories": ["yes", "no", None]},
         ],
         "rules": [
-            {"conditions": [{"feature": "age", "op": "between", "low": 60.0, "high": None},
-                            {"feature": "smoker", "op": "in", "values": ["yes"]}],
-             "class_counts": [3, 40], "probabilities": [4 / 45, 41 / 45]},
-            {"conditions": [{"feature": "income", "op": "between", "low": None, "high": 10.0}],
-             "class_counts": [10, 20], "probabilities": [11 / 32, 21 / 32]},
+            {
+                "conditions": [
+                    {"feature": "age", "op": "between", "low": 60.0, "high": None},
+                    {"feature": "smoker", "op": "in", "values": ["yes"]},
+                ],
+                "class_counts": [3, 40],
+                "probabilities": [4 / 45, 41 / 45],
+            },
+            {
+                "conditions": [{"feature": "income", "op": "between", "low": None, "high": 10.0}],
+                "class_counts": [10, 20],
+                "probabilities": [11 / 32, 21 / 32],
+            },
         ],
         "default": {"class_counts": [120, 30], "probabilities": [121 / 152, 31 / 152]},
-        "smoothing": 1.0, "metadata": {},
+        "smoothing": 1.0,
+        "metadata": {},
     }
 
 
@@ -101,8 +113,12 @@ def pg_database() -> Iterator[str]:
     migrate(url)
     yield url
     with admin.connect() as c:
-        c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
-                       "AND pid <> pg_backend_pid()"))
+        c.execute(
+            text(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                "AND pid <> pg_backend_pid()"
+            )
+        )
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
     admin.dispose()
 
@@ -118,8 +134,12 @@ def fresh_pg_database() -> tuple[str, Any]:
 
     def drop() -> None:
         with admin.connect() as c:
-            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
-                           "AND pid <> pg_backend_pid()"))
+            c.execute(
+                text(
+                    f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                    "AND pid <> pg_backend_pid()"
+                )
+            )
             c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         admin.dispose()
 
@@ -186,8 +206,14 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
         url = pg_url
         _truncate_pg(url)
     overrides.setdefault("embedded_worker", False)  # no worker thread here (and torch threads left alone)
-    settings = Settings(database_url=url, data_dir=tmp_path / "var", access_log=False, auth_cache_ttl_s=0,
-                        alias_cache_ttl_s=0, **overrides)
+    settings = Settings(
+        database_url=url,
+        data_dir=tmp_path / "var",
+        access_log=False,
+        auth_cache_ttl_s=0,
+        alias_cache_ttl_s=0,
+        **overrides,
+    )
     ta, tb = create_tenant(url, "tenant-a"), create_tenant(url, "tenant-b")
     _, ka = create_key(url, "tenant-a")
     _, kb = create_key(url, "tenant-b")

@@ -35,9 +35,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         folder = settings.broker_dir
         for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
-        transport.update({"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-                          "processed_folder": str(folder / "processed"), "store_processed": False,
-                          "control_folder": str(folder / "control"), "polling_interval": 0.25})
+        transport.update(
+            {
+                "data_folder_in": str(folder / "queue"),
+                "data_folder_out": str(folder / "queue"),
+                "processed_folder": str(folder / "processed"),
+                "store_processed": False,
+                "control_folder": str(folder / "control"),
+                "polling_interval": 0.25,
+            }
+        )
     if url.startswith("redis"):
         transport.update({"socket_timeout": 5, "socket_connect_timeout": 5})
     return {
@@ -82,9 +89,13 @@ class CeleryQueue:
 
     def send(self, job_id: str) -> None:
         """Enqueue one training job id (fails fast when the broker is down)."""
-        self.app.send_task(TRAIN_TASK, args=[job_id], queue=self.queue,
-                           retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
-                                                     "interval_step": 0.5})
+        self.app.send_task(
+            TRAIN_TASK,
+            args=[job_id],
+            queue=self.queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
 
     def check(self) -> None:
         """Raise when the broker is unreachable."""

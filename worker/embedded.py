@@ -22,9 +22,16 @@ def start_embedded_worker(app: Celery, settings: Settings) -> Any:
 
     app.finalize()
     worker = WorkController(
-        app=app, hostname=EMBEDDED_HOST, pool_cls="solo", concurrency=1,
-        loglevel=settings.log_level, queues=[settings.queue], without_heartbeat=True, without_mingle=True,
-        without_gossip=True, ready_callback=None,
+        app=app,
+        hostname=EMBEDDED_HOST,
+        pool_cls="solo",
+        concurrency=1,
+        loglevel=settings.log_level,
+        queues=[settings.queue],
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        ready_callback=None,
     )
     t = threading.Thread(target=worker.start, name="neurules-embedded-worker", daemon=True)
     t.start()

@@ -60,8 +60,9 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None = None,
-            trainer: Trainer = train_rule_list) -> str:
+def run_job(
+    db: Database, settings: Settings, job_id: str, *, worker: str | None = None, trainer: Trainer = train_rule_list
+) -> str:
     """Run one training job idempotently; returns what happened (skipped/succeeded/failed/cancelled/discarded)."""
     worker_id = f"{worker or socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
     with db.session() as s:
@@ -106,11 +107,27 @@ def run_job(db: Database, settings: Settings, job_id: str, *, worker: str | None
         mv_id: str | None = None
         for attempt in range(3):  # a concurrent version of the same model can take our number: retry
             try:
-                mv_id = _store_result(db, job_id, worker_id, tenant_id, model_name, outcome, {
-                    "dataset_id": dataset_id, "dataset_sha256": dataset_sha, "target": target,
-                    "parameters": outcome.parameters, "request": params, "seed": outcome.seed,
-                    "packages": package_versions(), "device": outcome.device, "train_seconds": outcome.seconds,
-                    "job_id": job_id, "worker": worker_id})
+                mv_id = _store_result(
+                    db,
+                    job_id,
+                    worker_id,
+                    tenant_id,
+                    model_name,
+                    outcome,
+                    {
+                        "dataset_id": dataset_id,
+                        "dataset_sha256": dataset_sha,
+                        "target": target,
+                        "parameters": outcome.parameters,
+                        "request": params,
+                        "seed": outcome.seed,
+                        "packages": package_versions(),
+                        "device": outcome.device,
+                        "train_seconds": outcome.seconds,
+                        "job_id": job_id,
+                        "worker": worker_id,
+                    },
+                )
                 break
             except IntegrityError:
                 if attempt == 2:
@@ -151,15 +168,29 @@ def _limit_threads(n: int | None) -> None:
         pass
 
 
-def _store_result(db: Database, job_id: str, worker_id: str, tenant_id: str, model_name: str, outcome: TrainOutcome,
-                  provenance: dict[str, Any]) -> str | None:
+def _store_result(
+    db: Database,
+    job_id: str,
+    worker_id: str,
+    tenant_id: str,
+    model_name: str,
+    outcome: TrainOutcome,
+    provenance: dict[str, Any],
+) -> str | None:
     """In one transaction: the new model version and the job's success; None when the job is no longer ours."""
     with db.session() as s:
         job = s.get(Job, job_id, with_for_update=True)
         if job is None or job.state != "running" or job.worker != worker_id:
             return None
-        mv = registry.add_version(s, tenant_id=tenant_id, name=model_name, document=outcome.document,
-                                  metrics=outcome.metrics, provenance=provenance, job_id=job_id)
+        mv = registry.add_version(
+            s,
+            tenant_id=tenant_id,
+            name=model_name,
+            document=outcome.document,
+            metrics=outcome.metrics,
+            provenance=provenance,
+            job_id=job_id,
+        )
         job.device = outcome.device
         job.state, job.model_version_id, job.error = "succeeded", mv.id, None
         job.finished_at = jobsvc.utcnow()
@@ -169,8 +200,13 @@ def _store_result(db: Database, job_id: str, worker_id: str, tenant_id: str, mod
 def _end(db: Database, job_id: str, worker_id: str, reason: str) -> str:
     with db.session() as s:
         if reason == "time_limit":
-            jobsvc.finish(s, job_id, worker_id, "failed", error="time limit exceeded; train with fewer epochs "
-                          "or a smaller dataset")
+            jobsvc.finish(
+                s,
+                job_id,
+                worker_id,
+                "failed",
+                error="time limit exceeded; train with fewer epochs or a smaller dataset",
+            )
             return "failed"
         jobsvc.finish(s, job_id, worker_id, "cancelled", error="cancelled by request")
     log.info("job cancelled", extra={"job_id": job_id})
@@ -209,13 +245,18 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
         return [f"{a.job_id}:{a.action}" for a in reap_and_requeue(holder.db, settings, app)]
 
 
-def reap_and_requeue(db: Database, settings: Settings, app: Celery | None,
-                     dead_worker_prefix: str | None = None) -> list[jobsvc.ReapAction]:
+def reap_and_requeue(
+    db: Database, settings: Settings, app: Celery | None, dead_worker_prefix: str | None = None
+) -> list[jobsvc.ReapAction]:
     """Sweep stale running jobs (and those of a worker known to be dead) and requeue them."""
     with db.session() as s:
-        actions = jobsvc.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts,
-                              dead_worker_prefix=dead_worker_prefix,
-                              resend_queued_after_s=settings.resend_queued_after_s)
+        actions = jobsvc.reap(
+            s,
+            stale_after_s=settings.stale_after_s,
+            max_attempts=settings.max_attempts,
+            dead_worker_prefix=dead_worker_prefix,
+            resend_queued_after_s=settings.resend_queued_after_s,
+        )
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:

@@ -63,7 +63,8 @@ def prepare(data: bytes, target: str, features: list[str] | None) -> PreparedDat
     keep = np.array([c is not None for c in tcells], dtype=bool)
     tp = profiles[target]
     integral = tp.type == "numeric" and all(
-        (v := to_float(c)) is not None and float(v).is_integer() for c in tcells if c is not None)
+        (v := to_float(c)) is not None and float(v).is_integer() for c in tcells if c is not None
+    )
     y = np.array([_label(c, integral) for c in tcells if c is not None], dtype=np.int64 if integral else object)
     cols: dict[str, np.ndarray] = {}
     types: dict[str, str] = {}
@@ -111,9 +112,12 @@ def scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
         d = 2 * tp + fp + fn
         f1s.append(2 * tp / d if d else 0.0)
     f1 = np.asarray(f1s)
-    return {"n_rows": n, "accuracy": round(float(np.mean(ts == ps)), 6),
-            "weighted_f1": round(float(np.sum(f1 * support) / support.sum()), 6),
-            "macro_f1": round(float(np.mean(f1)), 6)}
+    return {
+        "n_rows": n,
+        "accuracy": round(float(np.mean(ts == ps)), 6),
+        "weighted_f1": round(float(np.sum(f1 * support) / support.sum()), 6),
+        "macro_f1": round(float(np.mean(f1)), 6),
+    }
 
 
 def package_versions() -> dict[str, str]:
@@ -137,9 +141,13 @@ def default_estimator(**kwargs: Any) -> Any:
     return NeuRulesClassifier(**kwargs)
 
 
-def train_rule_list(data: bytes, target: str, parameters: dict[str, Any],
-                    callback: Callable[[dict[str, Any]], Any] | None = None,
-                    estimator: Estimator = default_estimator) -> TrainOutcome:
+def train_rule_list(
+    data: bytes,
+    target: str,
+    parameters: dict[str, Any],
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+    estimator: Estimator = default_estimator,
+) -> TrainOutcome:
     """Fit NeuRules on the dataset, extract the crisp rule list, measure it on a held-out split."""
     import pandas as pd
 
@@ -178,11 +186,22 @@ def train_rule_list(data: bytes, target: str, parameters: dict[str, Any],
     device = str(meta.get("device", "cpu"))
     holdout = scores(y_te, rl.predict(X_te)) if len(te) else scores(y_te, y_te)
     train = scores(y_tr, rl.predict(X_tr))
-    metrics = {"holdout": holdout, "train": train, "test_size": parameters.get("test_size", 0.2),
-               "n_rules": len(doc["rules"]), "rows_without_target_dropped": prep.n_dropped}
+    metrics = {
+        "holdout": holdout,
+        "train": train,
+        "test_size": parameters.get("test_size", 0.2),
+        "n_rules": len(doc["rules"]),
+        "rows_without_target_dropped": prep.n_dropped,
+    }
     params = clf.get_params() if hasattr(clf, "get_params") else kwargs
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
     meta.update({"seed": seed, "metrics": {"holdout": holdout}})
     doc["metadata"] = meta
-    return TrainOutcome(document=doc, metrics=metrics, parameters=params, seed=seed, device=device,
-                        seconds=round(time.perf_counter() - t0, 3))
+    return TrainOutcome(
+        document=doc,
+        metrics=metrics,
+        parameters=params,
+        seed=seed,
+        device=device,
+        seconds=round(time.perf_counter() - t0, 3),
+    )

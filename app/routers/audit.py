@@ -15,13 +15,20 @@ from app.tables import AuditRecord
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 
-@router.get("", response_model=AuditList, responses=responses(401, 422),
-            summary="Audited decisions, newest first (page with before_id)")
-def list_audit(session: DbSession, principal: CurrentTenant,
-               model_version_id: Annotated[str | None, Query()] = None,
-               input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
-               before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="only records older than this id")] = None,
-               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> AuditList:
+@router.get(
+    "",
+    response_model=AuditList,
+    responses=responses(401, 422),
+    summary="Audited decisions, newest first (page with before_id)",
+)
+def list_audit(
+    session: DbSession,
+    principal: CurrentTenant,
+    model_version_id: Annotated[str | None, Query()] = None,
+    input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="only records older than this id")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditList:
     """The tenant's audit records (time, key, model version, input digest, output, rule id)."""
     q = select(AuditRecord).where(AuditRecord.tenant_id == principal.tenant_id)
     if model_version_id:

@@ -20,17 +20,33 @@ from app.tables import Dataset, Job, new_id
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
-ACCEPTED_TYPES = {"text/csv", "application/csv", "text/plain", "application/vnd.ms-excel", "application/octet-stream",
-                  "text/x-csv", "application/x-csv", "text/comma-separated-values"}
+ACCEPTED_TYPES = {
+    "text/csv",
+    "application/csv",
+    "text/plain",
+    "application/vnd.ms-excel",
+    "application/octet-stream",
+    "text/x-csv",
+    "application/x-csv",
+    "text/comma-separated-values",
+}
 MULTIPART_OVERHEAD = 64 * 1024
 
 UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file"],
-            "properties": {"file": {"type": "string", "format": "binary", "description": "the CSV (UTF-8, header line)"},
-                           "name": {"type": "string", "description": "dataset name (default: file name stem)"}}}}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "the CSV (UTF-8, header line)"},
+                        "name": {"type": "string", "description": "dataset name (default: file name stem)"},
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -46,8 +62,9 @@ def get_dataset(session: Any, tenant_id: str, dataset_id: str) -> Dataset:
 async def _read_upload(request: Request, limit: int) -> tuple[bytes, str, str | None]:
     ctype = request.headers.get("content-type", "")
     if not ctype.startswith("multipart/form-data"):
-        raise UnsupportedMediaType(f"send the CSV as multipart/form-data with a 'file' part (got content type "
-                                   f"{ctype or 'none'!r})")
+        raise UnsupportedMediaType(
+            f"send the CSV as multipart/form-data with a 'file' part (got content type {ctype or 'none'!r})"
+        )
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit + MULTIPART_OVERHEAD:
         raise PayloadTooLarge(f"upload is {int(length)} bytes; the limit is {limit} bytes")
@@ -60,8 +77,10 @@ async def _read_upload(request: Request, limit: int) -> tuple[bytes, str, str | 
     try:
         file = form.get("file")
         if not isinstance(file, UploadFile):
-            raise Unprocessable("file: missing the 'file' part (multipart field name must be 'file')",
-                                details=[{"field": "file", "message": "required"}])
+            raise Unprocessable(
+                "file: missing the 'file' part (multipart field name must be 'file')",
+                details=[{"field": "file", "message": "required"}],
+            )
         part_type = (file.content_type or "application/octet-stream").split(";")[0].strip().lower()
         if part_type not in ACCEPTED_TYPES:
             raise UnsupportedMediaType(f"file: content type {part_type!r} is not a CSV; use text/csv")
@@ -74,9 +93,14 @@ async def _read_upload(request: Request, limit: int) -> tuple[bytes, str, str | 
         await form.close()
 
 
-@router.post("", status_code=201, response_model=DatasetPublic, openapi_extra=UPLOAD_BODY,
-             responses=responses(401, 413, 415, 422),
-             summary="Upload a CSV (multipart field 'file'); it is validated and profiled")
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetPublic,
+    openapi_extra=UPLOAD_BODY,
+    responses=responses(401, 413, 415, 422),
+    summary="Upload a CSV (multipart field 'file'); it is validated and profiled",
+)
 async def create_dataset(request: Request, principal: CurrentTenant, state: AppState) -> Any:
     """Validate, profile and store an uploaded CSV."""
     s = state.settings
@@ -94,9 +118,18 @@ async def create_dataset(request: Request, principal: CurrentTenant, state: AppS
 
     def _store() -> Dataset:
         with state.db.session() as session:
-            ds = Dataset(id=new_id("ds"), tenant_id=principal.tenant_id, name=ds_name, filename=filename[:300],
-                         sha256=csvdata.sha256(data), size_bytes=len(data), n_rows=table.n_rows,
-                         n_columns=len(table.header), columns=[p.to_dict() for p in profile], blob_key="")
+            ds = Dataset(
+                id=new_id("ds"),
+                tenant_id=principal.tenant_id,
+                name=ds_name,
+                filename=filename[:300],
+                sha256=csvdata.sha256(data),
+                size_bytes=len(data),
+                n_rows=table.n_rows,
+                n_columns=len(table.header),
+                columns=[p.to_dict() for p in profile],
+                blob_key="",
+            )
             ds.blob_key = f"datasets/{ds.id}.csv"
             DatabaseBlobStore(session).put(ds.blob_key, data)
             session.add(ds)
@@ -107,9 +140,12 @@ async def create_dataset(request: Request, principal: CurrentTenant, state: AppS
 
 
 @router.get("", response_model=DatasetList, responses=responses(401))
-def list_datasets(session: DbSession, principal: CurrentTenant,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                  offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> DatasetList:
+def list_datasets(
+    session: DbSession,
+    principal: CurrentTenant,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> DatasetList:
     """The tenant's datasets, newest first."""
     q = select(Dataset).where(Dataset.tenant_id == principal.tenant_id)
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
@@ -127,11 +163,13 @@ def read_dataset(dataset_id: str, session: DbSession, principal: CurrentTenant) 
 def delete_dataset(dataset_id: str, session: DbSession, principal: CurrentTenant) -> Response:
     """Delete a dataset and its bytes (refused while a job on it is queued or running)."""
     ds = get_dataset(session, principal.tenant_id, dataset_id)
-    active = session.scalar(select(func.count()).select_from(Job).where(
-        Job.dataset_id == ds.id, Job.state.in_(("queued", "running"))))
+    active = session.scalar(
+        select(func.count()).select_from(Job).where(Job.dataset_id == ds.id, Job.state.in_(("queued", "running")))
+    )
     if active:
-        raise Conflict(f"dataset {dataset_id!r} has {active} queued/running job(s); cancel them first",
-                       code="dataset_in_use")
+        raise Conflict(
+            f"dataset {dataset_id!r} has {active} queued/running job(s); cancel them first", code="dataset_in_use"
+        )
     DatabaseBlobStore(session).delete(ds.blob_key)
     session.delete(ds)
     session.commit()

@@ -29,11 +29,21 @@ MIN_TRAINING_ROWS = 10
 def to_public(job: Job) -> JobPublic:
     """Job row -> response."""
     return JobPublic(
-        id=job.id, dataset_id=job.dataset_id, target=job.target, model_name=job.model_name,
-        parameters=job.parameters, state=job.state, cancel_requested=job.cancel_requested,  # type: ignore[arg-type]
+        id=job.id,
+        dataset_id=job.dataset_id,
+        target=job.target,
+        model_name=job.model_name,
+        parameters=job.parameters,
+        state=job.state,
+        cancel_requested=job.cancel_requested,  # type: ignore[arg-type]
         progress=JobProgress(epoch=job.epoch, n_epochs=job.n_epochs, loss=job.loss, val_score=job.val_score),
-        error=job.error, attempts=job.attempts, device=job.device, model_version_id=job.model_version_id,
-        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+        error=job.error,
+        attempts=job.attempts,
+        device=job.device,
+        model_version_id=job.model_version_id,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
     )
 
 
@@ -45,21 +55,37 @@ def check_job(body: JobCreate, ds: Dataset, settings: Settings) -> str:
     """Validate a job request against the dataset profile and limits; returns the model name."""
     cols = {c["name"]: c for c in ds.columns}
     if body.target not in cols:
-        raise _bad("target", f"column {body.target!r} is not in dataset {ds.id} (columns: "
-                   f"{', '.join(list(cols)[:30])})", "target_not_found")
+        raise _bad(
+            "target",
+            f"column {body.target!r} is not in dataset {ds.id} (columns: {', '.join(list(cols)[:30])})",
+            "target_not_found",
+        )
     if len(body.target) > 300:  # the job row's target column holds 300 characters
-        raise _bad("target", f"column names over 300 characters are not supported as a target "
-                   f"({len(body.target)} characters); rename the column")
+        raise _bad(
+            "target",
+            f"column names over 300 characters are not supported as a target "
+            f"({len(body.target)} characters); rename the column",
+        )
     tc = cols[body.target]
     if tc["distinct"] < 2:
-        raise _bad("target", f"column {body.target!r} has a single class; a classifier needs at least two",
-                   "single_class_target")
+        raise _bad(
+            "target",
+            f"column {body.target!r} has a single class; a classifier needs at least two",
+            "single_class_target",
+        )
     if tc["distinct"] > settings.max_classes:
-        raise _bad("target", f"column {body.target!r} has {tc['distinct']} distinct values; at most "
-                   f"{settings.max_classes} classes are supported (is it a continuous column?)", "too_many_classes")
+        raise _bad(
+            "target",
+            f"column {body.target!r} has {tc['distinct']} distinct values; at most "
+            f"{settings.max_classes} classes are supported (is it a continuous column?)",
+            "too_many_classes",
+        )
     if ds.n_rows - tc["missing"] < MIN_TRAINING_ROWS:
-        raise _bad("target", f"only {ds.n_rows - tc['missing']} rows have a target value; need "
-                   f"{MIN_TRAINING_ROWS}", "too_few_rows")
+        raise _bad(
+            "target",
+            f"only {ds.n_rows - tc['missing']} rows have a target value; need {MIN_TRAINING_ROWS}",
+            "too_few_rows",
+        )
     p = body.parameters
     if p.n_rules > settings.max_rules:
         raise _bad("parameters.n_rules", f"at most {settings.max_rules}")
@@ -94,16 +120,29 @@ def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     return job
 
 
-@router.post("", status_code=202, response_model=JobPublic, responses=responses(401, 404, 422, 503),
-             summary="Start training; answers 202 with the job id at once")
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobPublic,
+    responses=responses(401, 404, 422, 503),
+    summary="Start training; answers 202 with the job id at once",
+)
 def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, state: AppState) -> JobPublic:
     """Queue a training job on one of the tenant's datasets."""
     ds = get_dataset(session, principal.tenant_id, body.dataset_id)
     model_name = check_job(body, ds, state.settings)
-    job = Job(id=new_id("job"), tenant_id=principal.tenant_id, dataset_id=ds.id, dataset_sha256=ds.sha256,
-              target=body.target, model_name=model_name, parameters=body.parameters.model_dump(), state="queued",
-              heartbeat_at=utcnow(),  # on a queued job: when it was last enqueued (see jobs.reap)
-              n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0)
+    job = Job(
+        id=new_id("job"),
+        tenant_id=principal.tenant_id,
+        dataset_id=ds.id,
+        dataset_sha256=ds.sha256,
+        target=body.target,
+        model_name=model_name,
+        parameters=body.parameters.model_dump(),
+        state="queued",
+        heartbeat_at=utcnow(),  # on a queued job: when it was last enqueued (see jobs.reap)
+        n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0,
+    )
     session.add(job)
     session.commit()
     try:
@@ -112,19 +151,23 @@ def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, st
         log.error("could not enqueue job", extra={"job_id": job.id, "error": repr(e)})
         session.execute(delete(Job).where(Job.id == job.id))
         session.commit()
-        raise ServiceUnavailable("the job broker is unreachable; nothing was created, try again later",
-                                 code="broker_unavailable") from None
+        raise ServiceUnavailable(
+            "the job broker is unreachable; nothing was created, try again later", code="broker_unavailable"
+        ) from None
     log.info("job queued", extra={"job_id": job.id, "tenant_id": principal.tenant_id, "dataset_id": ds.id})
     return to_public(job)
 
 
 @router.get("", response_model=JobList, responses=responses(401, 422))
-def list_jobs(session: DbSession, principal: CurrentTenant,
-              state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
-              dataset_id: Annotated[str | None, Query()] = None,
-              model_name: Annotated[str | None, Query()] = None,
-              limit: Annotated[int, Query(ge=1, le=500)] = 50,
-              offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> JobList:
+def list_jobs(
+    session: DbSession,
+    principal: CurrentTenant,
+    state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
+    dataset_id: Annotated[str | None, Query()] = None,
+    model_name: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> JobList:
     """The tenant's jobs, newest first, optionally filtered."""
     q = select(Job).where(Job.tenant_id == principal.tenant_id)
     if state:
@@ -144,8 +187,13 @@ def read_job(job_id: str, session: DbSession, principal: CurrentTenant) -> JobPu
     return to_public(get_job(session, principal.tenant_id, job_id))
 
 
-@router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic, responses=responses(401, 404, 409),
-             summary="Cancel: queued jobs stop at once, running ones at their next epoch")
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=JobPublic,
+    responses=responses(401, 404, 409),
+    summary="Cancel: queued jobs stop at once, running ones at their next epoch",
+)
 def cancel_job(job_id: str, session: DbSession, principal: CurrentTenant) -> Any:
     """Request cooperative cancellation."""
     job = get_job(session, principal.tenant_id, job_id)

@@ -27,8 +27,11 @@ def _check_db(state: Any) -> None:
         conn.execute(text("SELECT 1"))
 
 
-@router.get("/readyz", summary="Readiness: database and broker reachable",
-            responses={503: {"description": "a dependency is down; `checks` says which"}})
+@router.get(
+    "/readyz",
+    summary="Readiness: database and broker reachable",
+    responses={503: {"description": "a dependency is down; `checks` says which"}},
+)
 async def readyz(state: AppState) -> JSONResponse:
     """200 when the database and the broker answer, else 503 naming the failing one."""
     checks: dict[str, str] = {}

@@ -31,10 +31,21 @@ log = logging.getLogger("neurules.predictions")
 CSV_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object", "required": ["file"],
-            "properties": {"file": {"type": "string", "format": "binary",
-                                    "description": "CSV with a header naming the model's fields"}}}}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "CSV with a header naming the model's fields",
+                        }
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -79,22 +90,37 @@ def _reject(state: ServiceState, reason: str, err: APIError) -> APIError:
     return err
 
 
-@router.post("/{ref}/predict", response_model=PredictionList, responses=responses(401, 404, 413, 422, 503),
-             summary="Decide records; each answer carries class, probabilities, rule and explanation")
-async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, request: Request,
-                  explain: Annotated[bool, Query(description="include the explanation per record")] = True) -> Any:
+@router.post(
+    "/{ref}/predict",
+    response_model=PredictionList,
+    responses=responses(401, 404, 413, 422, 503),
+    summary="Decide records; each answer carries class, probabilities, rule and explanation",
+)
+async def predict(
+    ref: str,
+    body: PredictionCreate,
+    principal: CurrentTenant,
+    request: Request,
+    explain: Annotated[bool, Query(description="include the explanation per record")] = True,
+) -> Any:
     """Validate records against the model's fields, evaluate the rule list, audit, answer."""
     state: ServiceState = request.app.state.service  # not a dependency: one less to solve on the hot path
     if len(body.records) > state.settings.max_records_per_request:
-        raise _reject(state, "too_many_records", PayloadTooLarge(
-            f"records: {len(body.records)} records; at most {state.settings.max_records_per_request} per request "
-            "(use the CSV batch endpoint for more)"))
+        raise _reject(
+            state,
+            "too_many_records",
+            PayloadTooLarge(
+                f"records: {len(body.records)} records; at most {state.settings.max_records_per_request} per request "
+                "(use the CSV batch endpoint for more)"
+            ),
+        )
     model = await load_model(state, principal.tenant_id, ref)
     try:
         serving.validate_records(model, body.records)
     except serving.RecordError as e:
-        raise _reject(state, "invalid_record", Unprocessable(e.message, code="invalid_record",
-                                                             details=e.details)) from None
+        raise _reject(
+            state, "invalid_record", Unprocessable(e.message, code="invalid_record", details=e.details)
+        ) from None
     results = serving.predict_records(model, body.records, explain=explain)
     await state.audit.write(audit_rows(principal.tenant_id, principal.key_id, model.version_id, body.records, results))
     if state.metrics is not None:
@@ -103,13 +129,25 @@ async def predict(ref: str, body: PredictionCreate, principal: CurrentTenant, re
     return Response(json.dumps(payload, separators=(",", ":"), default=str), media_type="application/json")
 
 
-@router.post("/{ref}/predict.csv", openapi_extra=CSV_BODY, responses={
-    200: {"description": "CSV: row, prediction, probability, rule_id, p_<class>...",
-          "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}}},
-    **responses(401, 404, 413, 415, 422, 503)}, summary="Decide a CSV of records (multipart field 'file')")
-async def predict_csv(ref: str, request: Request, principal: CurrentTenant, state: AppState,
-                      ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False
-                      ) -> Response:
+@router.post(
+    "/{ref}/predict.csv",
+    openapi_extra=CSV_BODY,
+    responses={
+        200: {
+            "description": "CSV: row, prediction, probability, rule_id, p_<class>...",
+            "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}},
+        },
+        **responses(401, 404, 413, 415, 422, 503),
+    },
+    summary="Decide a CSV of records (multipart field 'file')",
+)
+async def predict_csv(
+    ref: str,
+    request: Request,
+    principal: CurrentTenant,
+    state: AppState,
+    ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False,
+) -> Response:
     """Batch prediction: CSV in, CSV out, one audit row per row."""
     model = await load_model(state, principal.tenant_id, ref)
     data, _, _ = await _read_upload(request, state.settings.max_upload_bytes)
@@ -124,15 +162,19 @@ async def predict_csv(ref: str, request: Request, principal: CurrentTenant, stat
         except serving.RecordError as e:
             raise Unprocessable(e.message, code="invalid_record", details=e.details) from None
         header, rows, _ = serving.batch_csv_rows(model, records)
-        results = [{"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)),
-                    "rule_id": r[3]} for r in rows]
+        results = [
+            {"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)), "rule_id": r[3]}
+            for r in rows
+        ]
         try:
-            write_rows(state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records,
-                                                   results))
+            write_rows(
+                state.db.engine, audit_rows(principal.tenant_id, principal.key_id, model.version_id, records, results)
+            )
         except Exception as e:  # noqa: BLE001 -- no answer without its audit rows (and no 500)
             log.error("audit write failed", extra={"rows": len(records), "error": repr(e)})
-            raise ServiceUnavailable("the audit log could not be written; the decisions were not returned",
-                                     code="audit_unavailable") from None
+            raise ServiceUnavailable(
+                "the audit log could not be written; the decisions were not returned", code="audit_unavailable"
+            ) from None
         return csvdata.write_csv(header, rows)
 
     try:
@@ -141,6 +183,8 @@ async def predict_csv(ref: str, request: Request, principal: CurrentTenant, stat
         raise _reject(state, "invalid_csv", e) from None
     if state.metrics is not None:
         state.metrics.predictions.labels("csv").inc(text.count("\n") - 1)
-    return Response(text, media_type="text/csv",
-                    headers={"X-Model-Version": model.version_id,
-                             "Content-Disposition": 'attachment; filename="predictions.csv"'})
+    return Response(
+        text,
+        media_type="text/csv",
+        headers={"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'},
+    )

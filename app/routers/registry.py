@@ -19,16 +19,25 @@ router = APIRouter(prefix="/v1/registered-models", tags=["registered models"])
 
 def to_public(session: Session, rm: RegisteredModel) -> RegisteredModelPublic:
     """Named model row -> response."""
-    latest, n = session.execute(select(func.max(ModelVersion.version), func.count())
-                                .where(ModelVersion.registered_model_id == rm.id)).one()
-    return RegisteredModelPublic(name=rm.name, latest_version=latest, n_versions=n,
-                                 aliases=registry.aliases_of(session, rm.id), created_at=rm.created_at)
+    latest, n = session.execute(
+        select(func.max(ModelVersion.version), func.count()).where(ModelVersion.registered_model_id == rm.id)
+    ).one()
+    return RegisteredModelPublic(
+        name=rm.name,
+        latest_version=latest,
+        n_versions=n,
+        aliases=registry.aliases_of(session, rm.id),
+        created_at=rm.created_at,
+    )
 
 
 @router.get("", response_model=RegisteredModelList, responses=responses(401))
-def list_models(session: DbSession, principal: CurrentTenant,
-                limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> RegisteredModelList:
+def list_models(
+    session: DbSession,
+    principal: CurrentTenant,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> RegisteredModelList:
     """The tenant's named models, by name."""
     q = select(RegisteredModel).where(RegisteredModel.tenant_id == principal.tenant_id)
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
@@ -42,10 +51,15 @@ def read_model(name: str, session: DbSession, principal: CurrentTenant) -> Regis
     return to_public(session, registry.get_model(session, principal.tenant_id, name))
 
 
-@router.put("/{name}/aliases/{alias}", response_model=AliasPublic, responses=responses(401, 404, 422),
-            summary="Create or move an alias, e.g. production -> version 3")
-def put_alias(name: str, alias: str, body: AliasUpdate, session: DbSession, principal: CurrentTenant,
-              state: AppState) -> Any:
+@router.put(
+    "/{name}/aliases/{alias}",
+    response_model=AliasPublic,
+    responses=responses(401, 404, 422),
+    summary="Create or move an alias, e.g. production -> version 3",
+)
+def put_alias(
+    name: str, alias: str, body: AliasUpdate, session: DbSession, principal: CurrentTenant, state: AppState
+) -> Any:
     """Point `name@alias` at a version of that model."""
     rm = registry.get_model(session, principal.tenant_id, name)
     registry.check_alias(alias)
@@ -54,8 +68,9 @@ def put_alias(name: str, alias: str, body: AliasUpdate, session: DbSession, prin
         if mv is None or mv.tenant_id != principal.tenant_id:
             raise NotFound(f"model version {body.version_id!r} not found")
     else:
-        mv = session.scalar(select(ModelVersion).where(ModelVersion.registered_model_id == rm.id,
-                                                       ModelVersion.version == body.version))
+        mv = session.scalar(
+            select(ModelVersion).where(ModelVersion.registered_model_id == rm.id, ModelVersion.version == body.version)
+        )
         if mv is None:
             raise NotFound(f"model {name!r} has no version {body.version}")
     row = registry.set_alias(session, rm, alias, mv)

@@ -11,10 +11,22 @@ from pydantic import BaseModel, ConfigDict
 class AuditPublic(BaseModel):
     """One audited decision."""
 
-    model_config = ConfigDict(from_attributes=True, json_schema_extra={"examples": [{
-        "id": 1042, "created_at": "2026-11-25T10:00:00Z", "api_key_id": "key_5e2f...", "model_version_id": "mv_1a2b...",
-        "input_digest": "3b9d...", "output": {"prediction": "high", "probabilities": {"low": 0.09, "high": 0.91}},
-        "rule_id": 1}]})
+    model_config = ConfigDict(
+        from_attributes=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": 1042,
+                    "created_at": "2026-11-25T10:00:00Z",
+                    "api_key_id": "key_5e2f...",
+                    "model_version_id": "mv_1a2b...",
+                    "input_digest": "3b9d...",
+                    "output": {"prediction": "high", "probabilities": {"low": 0.09, "high": 0.91}},
+                    "rule_id": 1,
+                }
+            ]
+        },
+    )
 
     id: int
     created_at: datetime

@@ -23,12 +23,34 @@ class ColumnPublic(BaseModel):
 class DatasetPublic(BaseModel):
     """An uploaded CSV, validated and profiled."""
 
-    model_config = ConfigDict(from_attributes=True, json_schema_extra={"examples": [{
-        "id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b", "name": "heart", "filename": "heart.csv",
-        "sha256": "9f2b...e1", "size_bytes": 24576, "n_rows": 270, "n_columns": 16,
-        "columns": [{"name": "att_1", "type": "numeric", "missing": 0, "distinct": 41, "min": -1.0, "max": 1.0,
-                     "top_values": []}],
-        "created_at": "2026-11-25T10:00:00Z"}]})
+    model_config = ConfigDict(
+        from_attributes=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
+                    "name": "heart",
+                    "filename": "heart.csv",
+                    "sha256": "9f2b...e1",
+                    "size_bytes": 24576,
+                    "n_rows": 270,
+                    "n_columns": 16,
+                    "columns": [
+                        {
+                            "name": "att_1",
+                            "type": "numeric",
+                            "missing": 0,
+                            "distinct": 41,
+                            "min": -1.0,
+                            "max": 1.0,
+                            "top_values": [],
+                        }
+                    ],
+                    "created_at": "2026-11-25T10:00:00Z",
+                }
+            ]
+        },
+    )
 
     id: str
     name: str

@@ -18,25 +18,38 @@ class TrainingParameters(BaseModel):
 
     n_rules: int = Field(10, ge=1, description="number of rules in the list (the default rule comes on top)")
     epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
-        "auto", description="training epochs, or 'auto' (enough for a fixed number of optimiser steps)")
+        "auto", description="training epochs, or 'auto' (enough for a fixed number of optimiser steps)"
+    )
     random_state: int = Field(0, ge=0, le=2**63 - 1, description="seed for the split and the learner")
     test_size: float = Field(0.2, gt=0.0, lt=0.9, description="held-out fraction for the reported metrics")
     features: list[str] | None = Field(None, description="input columns (default: every column but the target)")
-    options: dict[str, Scalar] = Field(default_factory=dict,
-                                       description="further NeuRulesClassifier keyword arguments, e.g. lr, batch_size")
+    options: dict[str, Scalar] = Field(
+        default_factory=dict, description="further NeuRulesClassifier keyword arguments, e.g. lr, batch_size"
+    )
 
 
 class JobCreate(BaseModel):
     """Start training a rule list on a dataset."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b", "target": "target", "model_name": "heart-disease",
-        "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
+                    "target": "target",
+                    "model_name": "heart-disease",
+                    "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0},
+                }
+            ]
+        },
+    )
 
     dataset_id: str
     target: str = Field(description="column to predict")
-    model_name: str | None = Field(None, description="registered model the result is stored under "
-                                                     "(default: the dataset's name)")
+    model_name: str | None = Field(
+        None, description="registered model the result is stored under (default: the dataset's name)"
+    )
     parameters: TrainingParameters = Field(default_factory=TrainingParameters)
 
 
@@ -52,14 +65,36 @@ class JobProgress(BaseModel):
 class JobPublic(BaseModel):
     """A training job as stored in its row."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "id": "job_0a1b2c3d4e5f60718293a4b5", "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b", "target": "target",
-        "model_name": "heart-disease", "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0,
-                                                      "test_size": 0.2, "features": None, "options": {}},
-        "state": "running", "cancel_requested": False,
-        "progress": {"epoch": 40, "n_epochs": 200, "loss": 0.41, "val_score": 0.83},
-        "error": None, "attempts": 1, "device": "cpu", "model_version_id": None,
-        "created_at": "2026-11-25T10:00:00Z", "started_at": "2026-11-25T10:00:01Z", "finished_at": None}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "job_0a1b2c3d4e5f60718293a4b5",
+                    "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
+                    "target": "target",
+                    "model_name": "heart-disease",
+                    "parameters": {
+                        "n_rules": 10,
+                        "epochs": 200,
+                        "random_state": 0,
+                        "test_size": 0.2,
+                        "features": None,
+                        "options": {},
+                    },
+                    "state": "running",
+                    "cancel_requested": False,
+                    "progress": {"epoch": 40, "n_epochs": 200, "loss": 0.41, "val_score": 0.83},
+                    "error": None,
+                    "attempts": 1,
+                    "device": "cpu",
+                    "model_version_id": None,
+                    "created_at": "2026-11-25T10:00:00Z",
+                    "started_at": "2026-11-25T10:00:01Z",
+                    "finished_at": None,
+                }
+            ]
+        }
+    )
 
     id: str
     dataset_id: str | None

@@ -8,22 +8,37 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 EXAMPLE_RULE_LIST: dict[str, Any] = {
-    "format": "neurules.rulelist", "version": 1, "target": "risk", "classes": ["low", "high"],
-    "features": [{"name": "age", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
-                 {"name": "smoker", "type": "categorical", "categories": ["yes", "no"]}],
-    "rules": [{"conditions": [{"feature": "age", "op": "between", "low": 60.0, "high": None},
-                              {"feature": "smoker", "op": "in", "values": ["yes"]}],
-               "class_counts": [3, 40], "probabilities": [0.0889, 0.9111]}],
+    "format": "neurules.rulelist",
+    "version": 1,
+    "target": "risk",
+    "classes": ["low", "high"],
+    "features": [
+        {"name": "age", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
+        {"name": "smoker", "type": "categorical", "categories": ["yes", "no"]},
+    ],
+    "rules": [
+        {
+            "conditions": [
+                {"feature": "age", "op": "between", "low": 60.0, "high": None},
+                {"feature": "smoker", "op": "in", "values": ["yes"]},
+            ],
+            "class_counts": [3, 40],
+            "probabilities": [0.0889, 0.9111],
+        }
+    ],
     "default": {"class_counts": [120, 30], "probabilities": [0.7961, 0.2039]},
-    "smoothing": 1.0, "metadata": {},
+    "smoothing": 1.0,
+    "metadata": {},
 }
 
 
 class ModelCreate(BaseModel):
     """Import a rule list trained elsewhere (e.g. in a notebook) as a new version of `name`."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"name": "credit-risk", "rule_list": EXAMPLE_RULE_LIST, "metrics": {}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "credit-risk", "rule_list": EXAMPLE_RULE_LIST, "metrics": {}}]},
+    )
 
     name: str = Field(description="registered model name (letters, digits, '_', '.', '-')")
     rule_list: dict[str, Any] = Field(description="a `neurules.rulelist` document (see docs/rulelist-format.md)")
@@ -44,16 +59,31 @@ class ModelVersionSummary(BaseModel):
 class ModelVersionPublic(ModelVersionSummary):
     """An immutable version: rule list document, text, metrics, input schema and provenance."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "id": "mv_1a2b3c4d5e6f708192a3b4c5", "name": "credit-risk", "version": 3,
-        "metrics": {"holdout": {"accuracy": 0.84, "weighted_f1": 0.83, "n_rows": 54}}, "job_id": None,
-        "created_at": "2026-11-25T10:00:00Z", "rule_list": EXAMPLE_RULE_LIST,
-        "text": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)\n"
-                "else risk = low  (p=0.80, support 150)",
-        "input_schema": EXAMPLE_RULE_LIST["features"],
-        "provenance": {"dataset_sha256": "9f2b...", "parameters": {"n_rules": 10}, "seed": 0,
-                       "packages": {"numpy": "2.4.6", "torch": "2.13.0"}},
-        "aliases": ["production"]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "mv_1a2b3c4d5e6f708192a3b4c5",
+                    "name": "credit-risk",
+                    "version": 3,
+                    "metrics": {"holdout": {"accuracy": 0.84, "weighted_f1": 0.83, "n_rows": 54}},
+                    "job_id": None,
+                    "created_at": "2026-11-25T10:00:00Z",
+                    "rule_list": EXAMPLE_RULE_LIST,
+                    "text": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)\n"
+                    "else risk = low  (p=0.80, support 150)",
+                    "input_schema": EXAMPLE_RULE_LIST["features"],
+                    "provenance": {
+                        "dataset_sha256": "9f2b...",
+                        "parameters": {"n_rules": 10},
+                        "seed": 0,
+                        "packages": {"numpy": "2.4.6", "torch": "2.13.0"},
+                    },
+                    "aliases": ["production"],
+                }
+            ]
+        }
+    )
 
     rule_list: dict[str, Any]
     text: str
@@ -74,9 +104,19 @@ class ModelVersionList(BaseModel):
 class RegisteredModelPublic(BaseModel):
     """A named model with its aliases."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "name": "credit-risk", "latest_version": 3, "n_versions": 3,
-        "aliases": {"production": "mv_1a2b3c4d5e6f708192a3b4c5"}, "created_at": "2026-11-25T10:00:00Z"}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "credit-risk",
+                    "latest_version": 3,
+                    "n_versions": 3,
+                    "aliases": {"production": "mv_1a2b3c4d5e6f708192a3b4c5"},
+                    "created_at": "2026-11-25T10:00:00Z",
+                }
+            ]
+        }
+    )
 
     name: str
     latest_version: int | None
@@ -113,9 +153,19 @@ class AliasUpdate(BaseModel):
 class AliasPublic(BaseModel):
     """Where an alias points."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "name": "credit-risk", "alias": "production", "version": 3, "version_id": "mv_1a2b3c4d5e6f708192a3b4c5",
-        "updated_at": "2026-11-25T10:00:00Z"}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "credit-risk",
+                    "alias": "production",
+                    "version": 3,
+                    "version_id": "mv_1a2b3c4d5e6f708192a3b4c5",
+                    "updated_at": "2026-11-25T10:00:00Z",
+                }
+            ]
+        }
+    )
 
     name: str
     alias: str

@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 class PredictionCreate(BaseModel):
     """Records to decide; each must have exactly the model's fields (null = missing value)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"records": [{"age": 67, "smoker": "yes"}, {"age": 41, "smoker": None}]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"records": [{"age": 67, "smoker": "yes"}, {"age": 41, "smoker": None}]}]},
+    )
 
     records: list[Any] = Field(min_length=1, description="one object per record")
 
@@ -69,19 +71,50 @@ class ModelRef(BaseModel):
 class PredictionList(BaseModel):
     """Decisions for every record, in request order."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "model_version": {"id": "mv_1a2b3c4d5e6f708192a3b4c5", "name": "credit-risk", "version": 3},
-        "classes": ["low", "high"],
-        "predictions": [{
-            "index": 0, "prediction": "high", "probabilities": {"low": 0.0889, "high": 0.9111}, "rule_id": 1,
-            "explanation": {
-                "rule_id": 1, "is_default": False, "rule_text": "age >= 60 and smoker in {yes}", "support": 43,
-                "conditions": [
-                    {"feature": "age", "op": "between", "low": 60.0, "high": None, "text": "age >= 60",
-                     "value": 67, "holds": True},
-                    {"feature": "smoker", "op": "in", "values": ["yes"], "text": "smoker in {yes}",
-                     "value": "yes", "holds": True}],
-                "not_fired": []}}]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_version": {"id": "mv_1a2b3c4d5e6f708192a3b4c5", "name": "credit-risk", "version": 3},
+                    "classes": ["low", "high"],
+                    "predictions": [
+                        {
+                            "index": 0,
+                            "prediction": "high",
+                            "probabilities": {"low": 0.0889, "high": 0.9111},
+                            "rule_id": 1,
+                            "explanation": {
+                                "rule_id": 1,
+                                "is_default": False,
+                                "rule_text": "age >= 60 and smoker in {yes}",
+                                "support": 43,
+                                "conditions": [
+                                    {
+                                        "feature": "age",
+                                        "op": "between",
+                                        "low": 60.0,
+                                        "high": None,
+                                        "text": "age >= 60",
+                                        "value": 67,
+                                        "holds": True,
+                                    },
+                                    {
+                                        "feature": "smoker",
+                                        "op": "in",
+                                        "values": ["yes"],
+                                        "text": "smoker in {yes}",
+                                        "value": "yes",
+                                        "holds": True,
+                                    },
+                                ],
+                                "not_fired": [],
+                            },
+                        }
+                    ],
+                }
+            ]
+        }
+    )
 
     model_version: ModelRef
     classes: list[int | str | bool]

@@ -41,8 +41,15 @@ class ColumnProfile:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form stored with the dataset."""
-        return {"name": self.name, "type": self.type, "missing": self.missing, "distinct": self.distinct,
-                "min": self.min, "max": self.max, "top_values": self.top_values}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "missing": self.missing,
+            "distinct": self.distinct,
+            "min": self.min,
+            "max": self.max,
+            "top_values": self.top_values,
+        }
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,11 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise CSVError("csv_not_utf8", f"the file is not valid UTF-8: byte {e.start} (line {line}) "
-                       f"is {data[e.start:e.start + 1]!r}; save it as UTF-8") from None
+        raise CSVError(
+            "csv_not_utf8",
+            f"the file is not valid UTF-8: byte {e.start} (line {line}) "
+            f"is {data[e.start : e.start + 1]!r}; save it as UTF-8",
+        ) from None
 
 
 def sniff_delimiter(text: str) -> str:
@@ -103,8 +113,11 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
     if empty and len(header) > 1:
         raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name")
     if all(_is_number(h) for h in header):
-        raise CSVError("csv_no_header", "the first line looks like data (all values are numbers), not a header "
-                       "with column names; add a header line")
+        raise CSVError(
+            "csv_no_header",
+            "the first line looks like data (all values are numbers), not a header "
+            "with column names; add a header line",
+        )
     seen: dict[str, int] = {}
     dups = []
     for h in header:
@@ -121,8 +134,9 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
             if not row:
                 continue  # blank line
             if len(row) != width:
-                raise CSVError("csv_ragged_rows", f"line {reader.line_num}: {len(row)} fields, but the header has "
-                               f"{width} columns")
+                raise CSVError(
+                    "csv_ragged_rows", f"line {reader.line_num}: {len(row)} fields, but the header has {width} columns"
+                )
             n += 1
             if n > max_rows:
                 raise CSVError("csv_too_many_rows", f"the file has more than {max_rows} data rows", status_code=413)
@@ -154,8 +168,11 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
         finite = [v for v in nums if v is not None]
         if any(math.isinf(v) for v in finite):
             row = next(i for i, c in enumerate(cells) if c is not None and math.isinf(to_float(c) or 0.0))
-            raise CSVError("csv_non_finite", f"column {name!r}: data row {row + 1} has {cells[row]!r}, which is not a "
-                           "finite number; use an empty cell or NA for a missing value")
+            raise CSVError(
+                "csv_non_finite",
+                f"column {name!r}: data row {row + 1} has {cells[row]!r}, which is not a "
+                "finite number; use an empty cell or NA for a missing value",
+            )
         return ColumnProfile(name, "numeric", missing, len(distinct_values), min(finite), max(finite))
     counts: dict[str, int] = {}
     for c in present:
@@ -169,8 +186,11 @@ def profile(table: Table) -> list[ColumnProfile]:
     out = [profile_column(name, table.columns[name]) for name in table.header]
     empty = [p.name for p in out if p.missing == table.n_rows]
     if empty:
-        raise CSVError("csv_all_missing_column", f"column(s) with no values at all (every row missing): "
-                       f"{', '.join(map(repr, empty))}; drop them or fill them in")
+        raise CSVError(
+            "csv_all_missing_column",
+            f"column(s) with no values at all (every row missing): "
+            f"{', '.join(map(repr, empty))}; drop them or fill them in",
+        )
     return out
 
 

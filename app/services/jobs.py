@@ -25,9 +25,9 @@ def claim(session: Session, job_id: str, worker: str, now: datetime | None = Non
     """Atomically move a queued job to running for this worker; False when someone else has it."""
     now = now or utcnow()
     res = session.execute(
-        update(Job).where(Job.id == job_id, Job.state == "queued", Job.cancel_requested.is_(False))
-        .values(state="running", attempts=Job.attempts + 1, worker=worker, started_at=now, heartbeat_at=now,
-                error=None)
+        update(Job)
+        .where(Job.id == job_id, Job.state == "queued", Job.cancel_requested.is_(False))
+        .values(state="running", attempts=Job.attempts + 1, worker=worker, started_at=now, heartbeat_at=now, error=None)
         .execution_options(synchronize_session=False)
     )
     return res.rowcount == 1  # type: ignore[attr-defined]
@@ -35,17 +35,27 @@ def claim(session: Session, job_id: str, worker: str, now: datetime | None = Non
 
 def heartbeat(session: Session, job_id: str, worker: str) -> bool:
     """Refresh the heartbeat of a job this worker runs; False when the job is no longer ours."""
-    res = session.execute(update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
-                          .values(heartbeat_at=utcnow()).execution_options(synchronize_session=False))
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .values(heartbeat_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
     return res.rowcount == 1  # type: ignore[attr-defined]
 
 
 def write_progress(session: Session, job_id: str, worker: str, progress: dict[str, Any]) -> None:
     """Record epoch / loss / validation score (and a heartbeat)."""
     session.execute(
-        update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
-        .values(epoch=int(progress.get("epoch", 0)), n_epochs=int(progress.get("n_epochs", 0)),
-                loss=_num(progress.get("loss")), val_score=_num(progress.get("val_score")), heartbeat_at=utcnow())
+        update(Job)
+        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .values(
+            epoch=int(progress.get("epoch", 0)),
+            n_epochs=int(progress.get("n_epochs", 0)),
+            loss=_num(progress.get("loss")),
+            val_score=_num(progress.get("val_score")),
+            heartbeat_at=utcnow(),
+        )
         .execution_options(synchronize_session=False)
     )
 
@@ -63,11 +73,19 @@ def cancel_requested(session: Session, job_id: str) -> bool:
     return row is None or bool(row[0]) or row[1] != "running"
 
 
-def finish(session: Session, job_id: str, worker: str, state: str, *, error: str | None = None,
-           model_version_id: str | None = None) -> bool:
+def finish(
+    session: Session,
+    job_id: str,
+    worker: str,
+    state: str,
+    *,
+    error: str | None = None,
+    model_version_id: str | None = None,
+) -> bool:
     """Move a running job of this worker to a final state; False when it was no longer ours."""
     res = session.execute(
-        update(Job).where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        update(Job)
+        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
         .values(state=state, error=error, model_version_id=model_version_id, finished_at=utcnow())
         .execution_options(synchronize_session=False)
     )
@@ -86,8 +104,12 @@ def request_cancel(session: Session, job: Job) -> Job:
         values: dict[str, Any] = {"cancel_requested": True}
         if job.state == "queued":
             values.update(state="cancelled", finished_at=utcnow(), error="cancelled before it started")
-        res = session.execute(update(Job).where(Job.id == job.id, Job.state == job.state).values(**values)
-                              .execution_options(synchronize_session=False))
+        res = session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.state == job.state)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
         session.refresh(job)
         if res.rowcount == 1:  # type: ignore[attr-defined]
             return job
@@ -102,8 +124,15 @@ class ReapAction:
     action: str  # "requeued" | "resent" | "cancelled" | "failed"
 
 
-def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: datetime | None = None,
-         dead_worker_prefix: str | None = None, resend_queued_after_s: float | None = None) -> list[ReapAction]:
+def reap(
+    session: Session,
+    *,
+    stale_after_s: float,
+    max_attempts: int,
+    now: datetime | None = None,
+    dead_worker_prefix: str | None = None,
+    resend_queued_after_s: float | None = None,
+) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
     requeue them while attempts are left, else fail them. Queued jobs whose last enqueue
     (`heartbeat_at` of a queued job) is older than `resend_queued_after_s` are marked "resent":
@@ -127,8 +156,10 @@ def reap(session: Session, *, stale_after_s: float, max_attempts: int, now: date
             out.append(ReapAction(job.id, "requeued"))
         else:
             job.state, job.finished_at = "failed", now
-            job.error = (f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} "
-                         f"attempt(s); resubmit the job")
+            job.error = (
+                f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} "
+                f"attempt(s); resubmit the job"
+            )
             out.append(ReapAction(job.id, "failed"))
     session.flush()
     return out
@@ -138,8 +169,12 @@ def _resend_queued(session: Session, now: datetime, after_s: float) -> list[Reap
     """Queued jobs enqueued longer than `after_s` ago: stamp a new enqueue time, report "resent"."""
     cutoff = now - timedelta(seconds=after_s)
     waiting = session.scalars(
-        select(Job).where(Job.state == "queued", Job.cancel_requested.is_(False),
-                          func.coalesce(Job.heartbeat_at, Job.created_at) < cutoff)
+        select(Job)
+        .where(
+            Job.state == "queued",
+            Job.cancel_requested.is_(False),
+            func.coalesce(Job.heartbeat_at, Job.created_at) < cutoff,
+        )
         .with_for_update(skip_locked=True)
     ).all()
     for job in waiting:

@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from models.rulelist import RuleList
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound, Unprocessable
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
+from models.rulelist import RuleList
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -47,16 +47,21 @@ def parse_ref(ref: str) -> Ref:
 def check_name(name: str) -> str:
     """Validate a model name."""
     if not NAME_RE.match(name):
-        raise Unprocessable(f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; "
-                            "at most 100; no '@')", details=[{"field": "name", "message": "invalid model name"}])
+        raise Unprocessable(
+            f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; at most 100; no '@')",
+            details=[{"field": "name", "message": "invalid model name"}],
+        )
     return name
 
 
 def check_alias(alias: str) -> str:
     """Validate an alias name."""
     if not ALIAS_RE.match(alias) or alias == LATEST:
-        raise Unprocessable(f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
-                            "'-'; 'latest' is reserved)", details=[{"field": "alias", "message": "invalid alias"}])
+        raise Unprocessable(
+            f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
+            "'-'; 'latest' is reserved)",
+            details=[{"field": "alias", "message": "invalid alias"}],
+        )
     return alias
 
 
@@ -68,19 +73,26 @@ def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
         if mv is None or mv.tenant_id != tenant_id:
             raise NotFound(f"model version {ref!r} not found")
         return mv
-    rm = session.scalar(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id,
-                                                      RegisteredModel.name == r.name))
+    rm = session.scalar(
+        select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == r.name)
+    )
     if rm is None:
         raise NotFound(f"model {r.name!r} not found")
     if r.number is not None:
-        mv = session.scalar(select(ModelVersion).where(ModelVersion.registered_model_id == rm.id,
-                                                       ModelVersion.version == r.number))
+        mv = session.scalar(
+            select(ModelVersion).where(ModelVersion.registered_model_id == rm.id, ModelVersion.version == r.number)
+        )
     elif r.alias == LATEST:
-        mv = session.scalar(select(ModelVersion).where(ModelVersion.registered_model_id == rm.id)
-                            .order_by(ModelVersion.version.desc()).limit(1))
+        mv = session.scalar(
+            select(ModelVersion)
+            .where(ModelVersion.registered_model_id == rm.id)
+            .order_by(ModelVersion.version.desc())
+            .limit(1)
+        )
     else:
-        vid = session.scalar(select(ModelAlias.version_id).where(ModelAlias.registered_model_id == rm.id,
-                                                                 ModelAlias.alias == r.alias))
+        vid = session.scalar(
+            select(ModelAlias.version_id).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == r.alias)
+        )
         mv = session.get(ModelVersion, vid) if vid else None
     if mv is None:
         raise NotFound(f"model {ref!r} not found: no such version or alias")
@@ -89,8 +101,9 @@ def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
 
 def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
     """A named model of the tenant; NotFound otherwise."""
-    rm = session.scalar(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id,
-                                                      RegisteredModel.name == name))
+    rm = session.scalar(
+        select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
+    )
     if rm is None:
         raise NotFound(f"model {name!r} not found")
     return rm
@@ -138,28 +151,45 @@ def _check_numbers(document: Any, metrics: Any, provenance: Any) -> None:
     for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
         bad = non_finite_path(value, field)
         if bad:
-            raise Unprocessable(f"{bad}: NaN, Infinity and numbers beyond the float range are not allowed",
-                                code="invalid_rule_list" if field == "rule_list" else "invalid_input",
-                                details=[{"field": bad, "message": "NaN, Infinity and numbers beyond the float "
-                                          "range are not allowed"}])
+            raise Unprocessable(
+                f"{bad}: NaN, Infinity and numbers beyond the float range are not allowed",
+                code="invalid_rule_list" if field == "rule_list" else "invalid_input",
+                details=[{"field": bad, "message": "NaN, Infinity and numbers beyond the float range are not allowed"}],
+            )
 
 
-def add_version(session: Session, *, tenant_id: str, name: str, document: dict[str, Any], metrics: dict[str, Any],
-                provenance: dict[str, Any], job_id: str | None = None) -> ModelVersion:
+def add_version(
+    session: Session,
+    *,
+    tenant_id: str,
+    name: str,
+    document: dict[str, Any],
+    metrics: dict[str, Any],
+    provenance: dict[str, Any],
+    job_id: str | None = None,
+) -> ModelVersion:
     """Validate a rule-list document and store it as the next immutable version of `name`."""
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
-        raise Unprocessable(f"rule_list: {msg}", code="invalid_rule_list",
-                            details=[{"field": "rule_list", "message": msg}]) from None
+        raise Unprocessable(
+            f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list", "message": msg}]
+        ) from None
     rm = get_or_create_model(session, tenant_id, name)
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(
-        id=new_id("mv"), tenant_id=tenant_id, registered_model_id=rm.id, version=(last or 0) + 1,
-        rule_list=rl.to_dict(), text=rl.to_text(), metrics=metrics, input_schema=input_schema(rl),
-        provenance=provenance, job_id=job_id,
+        id=new_id("mv"),
+        tenant_id=tenant_id,
+        registered_model_id=rm.id,
+        version=(last or 0) + 1,
+        rule_list=rl.to_dict(),
+        text=rl.to_text(),
+        metrics=metrics,
+        input_schema=input_schema(rl),
+        provenance=provenance,
+        job_id=job_id,
     )
     session.add(mv)
     session.flush()
@@ -170,8 +200,10 @@ def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelV
     """Point `name@alias` at a version of the same model (create or move)."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
-        raise Unprocessable(f"version {version.id!r} belongs to another model",
-                            details=[{"field": "version", "message": "version of another model"}])
+        raise Unprocessable(
+            f"version {version.id!r} belongs to another model",
+            details=[{"field": "version", "message": "version of another model"}],
+        )
     row = session.get(ModelAlias, (rm.id, alias))
     if row is None:
         try:
@@ -180,8 +212,9 @@ def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelV
                 session.add(row)
             return row
         except IntegrityError:
-            row = session.scalar(select(ModelAlias).where(ModelAlias.registered_model_id == rm.id,
-                                                          ModelAlias.alias == alias))
+            row = session.scalar(
+                select(ModelAlias).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+            )
             if row is None:
                 raise
     row.version_id = version.id
@@ -192,6 +225,7 @@ def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelV
 
 def aliases_of(session: Session, rm_id: str) -> dict[str, str]:
     """alias -> version id for one model."""
-    rows = session.execute(select(ModelAlias.alias, ModelAlias.version_id)
-                           .where(ModelAlias.registered_model_id == rm_id)).all()
+    rows = session.execute(
+        select(ModelAlias.alias, ModelAlias.version_id).where(ModelAlias.registered_model_id == rm_id)
+    ).all()
     return {a: v for a, v in rows}

@@ -14,9 +14,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from models.rulelist import RuleList
-
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
+from models.rulelist import RuleList
 
 MAX_ERROR_DETAILS = 50
 FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as a number
@@ -57,8 +56,17 @@ class ServedModel:
         rl = RuleList.from_dict(doc)
         numeric = frozenset(f.name for f in rl.features if f.type == "numeric")
         categorical = frozenset(f.name for f in rl.features if f.type == "categorical")
-        return cls(version_id, tenant_id, name, version, rl, numeric, categorical, numeric | categorical,
-                   tuple(class_key(c) for c in rl.classes))
+        return cls(
+            version_id,
+            tenant_id,
+            name,
+            version,
+            rl,
+            numeric,
+            categorical,
+            numeric | categorical,
+            tuple(class_key(c) for c in rl.classes),
+        )
 
     def ref(self) -> dict[str, Any]:
         """The `model_version` block of a prediction answer."""
@@ -95,10 +103,17 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
         keys = rec.keys()
         if keys != names:
             for n in sorted(names - keys):
-                details.append({"field": f"records[{i}].{n}", "message": "missing field (send null for a missing value)"})
+                details.append(
+                    {"field": f"records[{i}].{n}", "message": "missing field (send null for a missing value)"}
+                )
             for n in sorted(keys - names):
-                details.append({"field": f"records[{i}].{n}", "message": "unknown field; the model's fields are "
-                                + ", ".join(f.name for f in model.rule_list.features)})
+                details.append(
+                    {
+                        "field": f"records[{i}].{n}",
+                        "message": "unknown field; the model's fields are "
+                        + ", ".join(f.name for f in model.rule_list.features),
+                    }
+                )
         for n, v in rec.items():
             if v is None:
                 continue
@@ -108,18 +123,30 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
                     if math.isinf(v):
                         details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
                     continue
-                elif t is not int:
-                    details.append({"field": f"records[{i}].{n}",
-                                    "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200]})
+                if t is not int:
+                    details.append(
+                        {
+                            "field": f"records[{i}].{n}",
+                            "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200],
+                        }
+                    )
                 elif not -FLOAT_MAX <= v <= FLOAT_MAX:
                     details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
             elif n in names:
                 if t not in (str, int, float, bool):
-                    details.append({"field": f"records[{i}].{n}",
-                                    "message": f"expected a string, number, boolean or null, got {_type_name(v)}"})
+                    details.append(
+                        {
+                            "field": f"records[{i}].{n}",
+                            "message": f"expected a string, number, boolean or null, got {_type_name(v)}",
+                        }
+                    )
                 elif t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
-                    details.append({"field": f"records[{i}].{n}", "message": "must be a finite number, a string, "
-                                    "a boolean or null"})
+                    details.append(
+                        {
+                            "field": f"records[{i}].{n}",
+                            "message": "must be a finite number, a string, a boolean or null",
+                        }
+                    )
         if len(details) > MAX_ERROR_DETAILS:
             break
     if details:
@@ -154,8 +181,12 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
             ex = rl.explain(rec)
             probs = ex.pop("probabilities")
             pred = ex.pop("prediction")
-            item = {"index": i, "prediction": _label(pred), "probabilities": dict(zip(keys, probs, strict=True)),
-                    "rule_id": ex["rule_id"]}
+            item = {
+                "index": i,
+                "prediction": _label(pred),
+                "probabilities": dict(zip(keys, probs, strict=True)),
+                "rule_id": ex["rule_id"],
+            }
             if explain:
                 item["explanation"] = ex
             out.append(item)
@@ -163,8 +194,14 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
     ids = rl.apply(records)
     for i, rid in enumerate(ids.tolist()):
         probs = rl.rule(rid).probabilities
-        out.append({"index": i, "prediction": _label(rl.prediction_of(rid)),
-                    "probabilities": dict(zip(keys, probs, strict=True)), "rule_id": rid})
+        out.append(
+            {
+                "index": i,
+                "prediction": _label(rl.prediction_of(rid)),
+                "probabilities": dict(zip(keys, probs, strict=True)),
+                "rule_id": rid,
+            }
+        )
     return out
 
 
@@ -175,8 +212,9 @@ def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = Fals
     extra = [h for h in table.header if h not in model.names]
     details = [{"field": f"header.{n}", "message": "missing column"} for n in missing]
     if not ignore_extra:
-        details += [{"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"}
-                    for n in extra]
+        details += [
+            {"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"} for n in extra
+        ]
     if details:
         raise RecordError(details)
     cols: dict[str, list[Any]] = {}
@@ -258,5 +296,14 @@ class TTLCache:
             self._data.clear()
 
 
-__all__ = ["MISSING_TOKENS", "RecordError", "ServedModel", "TTLCache", "batch_csv_rows", "digest",
-           "predict_records", "table_records", "validate_records"]
+__all__ = [
+    "MISSING_TOKENS",
+    "RecordError",
+    "ServedModel",
+    "TTLCache",
+    "batch_csv_rows",
+    "digest",
+    "predict_records",
+    "table_records",
+    "validate_records",
+]

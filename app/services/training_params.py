@@ -17,7 +17,9 @@ def check_options(n_rules: int, epochs: int | str, random_state: int, options: d
         return None
     reserved = sorted(RESERVED & set(options))
     if reserved:
-        return f"{', '.join(reserved)} cannot be set in options (use the top-level parameter; the worker picks the device)"
+        return (
+            f"{', '.join(reserved)} cannot be set in options (use the top-level parameter; the worker picks the device)"
+        )
     from models.estimator import NeuRulesClassifier
 
     known = [n for n in NeuRulesClassifier._get_param_names() if n not in RESERVED]  # noqa: SLF001

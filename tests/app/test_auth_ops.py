@@ -22,7 +22,10 @@ def test_wrong_key_is_401(sqlite_api, key: str) -> None:
 
 
 def test_bearer_and_wrong_secret(sqlite_api) -> None:
-    assert sqlite_api.client.get("/v1/datasets", headers={"Authorization": f"Bearer {sqlite_api.key_a}"}).status_code == 200
+    assert (
+        sqlite_api.client.get("/v1/datasets", headers={"Authorization": f"Bearer {sqlite_api.key_a}"}).status_code
+        == 200
+    )
     forged = sqlite_api.key_a[:-4] + "AAAA"
     assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": forged}).status_code == 401
 
@@ -53,8 +56,11 @@ def test_health_ready_metrics(sqlite_api, doc) -> None:
     r = c.get("/readyz")
     assert r.status_code == 200 and r.json()["checks"]["database"] == "ok"
     v = sqlite_api.import_model(doc)
-    c.post(f"/v1/models/{v['id']}/predict", json={"records": [{"age": 1, "income": 2, "smoker": "no"}]},
-           headers=sqlite_api.h())
+    c.post(
+        f"/v1/models/{v['id']}/predict",
+        json={"records": [{"age": 1, "income": 2, "smoker": "no"}]},
+        headers=sqlite_api.h(),
+    )
     text = c.get("/metrics").text
     assert "neurules_http_request_duration_seconds_bucket" in text
     assert 'route="/v1/models/{ref}/predict"' in text
@@ -90,15 +96,34 @@ def test_json_log_lines() -> None:
 def test_openapi_documents_everything(sqlite_api) -> None:
     spec = sqlite_api.client.get("/openapi.json").json()
     paths = spec["paths"]
-    for p in ("/v1/datasets", "/v1/jobs", "/v1/jobs/{job_id}/cancel", "/v1/models/{ref}/predict",
-              "/v1/models/{ref}/predict.csv", "/v1/registered-models/{name}/aliases/{alias}", "/readyz", "/metrics"):
+    for p in (
+        "/v1/datasets",
+        "/v1/jobs",
+        "/v1/jobs/{job_id}/cancel",
+        "/v1/models/{ref}/predict",
+        "/v1/models/{ref}/predict.csv",
+        "/v1/registered-models/{name}/aliases/{alias}",
+        "/readyz",
+        "/metrics",
+    ):
         assert p in paths, p
     assert "multipart/form-data" in paths["/v1/datasets"]["post"]["requestBody"]["content"]
     assert "422" in paths["/v1/models/{ref}/predict"]["post"]["responses"]
     schemas = spec["components"]["schemas"]
     assert schemas["PredictionList"].get("examples") and schemas["JobCreate"].get("examples")
-    for name in ("DatasetPublic", "JobCreate", "JobPublic", "ModelCreate", "ModelVersionPublic", "RegisteredModelPublic",
-                 "AliasUpdate", "AliasPublic", "PredictionCreate", "PredictionList", "AuditPublic"):
+    for name in (
+        "DatasetPublic",
+        "JobCreate",
+        "JobPublic",
+        "ModelCreate",
+        "ModelVersionPublic",
+        "RegisteredModelPublic",
+        "AliasUpdate",
+        "AliasPublic",
+        "PredictionCreate",
+        "PredictionList",
+        "AuditPublic",
+    ):
         assert schemas[name].get("examples"), name
     export = paths["/v1/models/{ref}/export"]["get"]["responses"]["200"]["content"]
     assert any(c.get("example") for c in export.values())

@@ -7,8 +7,15 @@ import pytest
 GOOD = b"age,smoker,income,risk\n61,yes,20,high\n35,no,80,low\n70,yes,,high\n44,?,55,low\n"
 
 
-def upload(api, data: bytes, *, ctype: str = "text/csv", key: str | None = None, name: str | None = None,
-           filename: str = "d.csv"):
+def upload(
+    api,
+    data: bytes,
+    *,
+    ctype: str = "text/csv",
+    key: str | None = None,
+    name: str | None = None,
+    filename: str = "d.csv",
+):
     files = {"file": (filename, data, ctype)}
     return api.client.post("/v1/datasets", files=files, data={"name": name} if name else None, headers=api.h(key))
 

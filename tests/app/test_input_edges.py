@@ -18,8 +18,12 @@ def _client(api) -> TestClient:
 
 
 def _predict_raw(api, ref: str, body: str, **params):
-    return _client(api).post(f"/v1/models/{ref}/predict", content=body, params=params,
-                             headers={**api.h(), "content-type": "application/json"})
+    return _client(api).post(
+        f"/v1/models/{ref}/predict",
+        content=body,
+        params=params,
+        headers={**api.h(), "content-type": "application/json"},
+    )
 
 
 def test_non_finite_and_huge_record_values(api, doc) -> None:
@@ -47,16 +51,20 @@ def test_non_finite_and_huge_record_values(api, doc) -> None:
 def test_csv_batch_rejects_infinite_numbers(api, doc) -> None:
     v = api.import_model(doc)["id"]
     before = api.count("audit_log")
-    r = api.client.post(f"/v1/models/{v}/predict.csv", headers=api.h(),
-                        files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\ninf,3,no\n", "text/csv")})
+    r = api.client.post(
+        f"/v1/models/{v}/predict.csv",
+        headers=api.h(),
+        files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\ninf,3,no\n", "text/csv")},
+    )
     assert r.status_code == 422, r.text
     assert r.json()["error"]["details"][0]["field"] == "line 3.age"
     assert api.count("audit_log") == before
 
 
 def test_upload_with_infinite_numbers_is_refused(api) -> None:
-    r = _client(api).post("/v1/datasets", headers=api.h(),
-                          files={"file": ("i.csv", b"a,b,t\n1,2,0\n2,-inf,1\n", "text/csv")})
+    r = _client(api).post(
+        "/v1/datasets", headers=api.h(), files={"file": ("i.csv", b"a,b,t\n1,2,0\n2,-inf,1\n", "text/csv")}
+    )
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["code"] == "csv_non_finite" and "'b'" in err["message"] and "row 2" in err["message"]
@@ -66,9 +74,13 @@ def test_upload_with_infinite_numbers_is_refused(api) -> None:
 def test_out_of_range_integers_are_4xx(api, doc) -> None:
     api.import_model(doc)
     c = _client(api)
-    for path, params in [("/v1/audit", {"before_id": 10**20}), ("/v1/datasets", {"offset": 10**20}),
-                         ("/v1/jobs", {"offset": 10**20}), ("/v1/models", {"offset": 10**20}),
-                         ("/v1/registered-models", {"offset": 10**20})]:
+    for path, params in [
+        ("/v1/audit", {"before_id": 10**20}),
+        ("/v1/datasets", {"offset": 10**20}),
+        ("/v1/jobs", {"offset": 10**20}),
+        ("/v1/models", {"offset": 10**20}),
+        ("/v1/registered-models", {"offset": 10**20}),
+    ]:
         r = c.get(path, params=params, headers=api.h())
         assert r.status_code == 422, (path, r.text)
         assert r.json()["error"]["details"][0]["field"] in ("query.before_id", "query.offset")
@@ -77,16 +89,22 @@ def test_out_of_range_integers_are_4xx(api, doc) -> None:
     assert api.count("model_aliases") == 0
     for ref in ("risk@99999999999999999999999", "risk@2147483648"):
         assert c.get(f"/v1/models/{ref}", headers=api.h()).status_code == 404
-        r = c.post(f"/v1/models/{ref}/predict", json={"records": [{"age": 1, "income": 1, "smoker": "x"}]},
-                   headers=api.h())
+        r = c.post(
+            f"/v1/models/{ref}/predict", json={"records": [{"age": 1, "income": 1, "smoker": "x"}]}, headers=api.h()
+        )
         assert r.status_code == 404, r.text
 
 
 def test_nul_characters_are_4xx(api, doc) -> None:
     v = api.import_model(doc)["id"]
     c = _client(api)
-    for path in ("/v1/datasets/x%00", "/v1/jobs/x%00", "/v1/models/x%00", "/v1/models/risk@a%00",
-                 "/v1/registered-models/risk%00"):
+    for path in (
+        "/v1/datasets/x%00",
+        "/v1/jobs/x%00",
+        "/v1/models/x%00",
+        "/v1/models/risk@a%00",
+        "/v1/registered-models/risk%00",
+    ):
         r = c.get(path, headers=api.h())
         assert r.status_code in (404, 422), (path, r.text)
     r = c.get("/v1/jobs", params={"model_name": "x\x00"}, headers=api.h())
@@ -95,8 +113,12 @@ def test_nul_characters_are_4xx(api, doc) -> None:
     assert r.status_code in (404, 422), r.text
     r = c.put("/v1/registered-models/risk/aliases/prod", json={"version_id": v + "\x00"}, headers=api.h())
     assert r.status_code in (404, 422), r.text
-    r = c.post("/v1/datasets", files={"file": ("i.csv", b"a,b,t\n1,2,0\n2,3,1\n", "text/csv")},
-               data={"name": "x\x00"}, headers=api.h())
+    r = c.post(
+        "/v1/datasets",
+        files={"file": ("i.csv", b"a,b,t\n1,2,0\n2,3,1\n", "text/csv")},
+        data={"name": "x\x00"},
+        headers=api.h(),
+    )
     assert r.status_code in (201, 422), r.text
     if r.status_code == 422:
         assert api.count("datasets") == 0 and api.count("blobs") == 0
@@ -108,8 +130,10 @@ def test_import_refuses_nan_and_infinity(api, doc) -> None:
     h = {**api.h(), "content-type": "application/json"}
     d = json.loads(json.dumps(doc))
     d["metadata"] = {"val": float("nan")}
-    for body, field in [({"name": "n", "rule_list": d}, "rule_list.metadata.val"),
-                        ({"name": "n", "rule_list": doc, "metrics": {"f1": [1.0, float("inf")]}}, "metrics.f1[1]")]:
+    for body, field in [
+        ({"name": "n", "rule_list": d}, "rule_list.metadata.val"),
+        ({"name": "n", "rule_list": doc, "metrics": {"f1": [1.0, float("inf")]}}, "metrics.f1[1]"),
+    ]:
         r = c.post("/v1/models", content=json.dumps(body), headers=h)
         assert r.status_code == 422, r.text
         assert r.json()["error"]["details"][0]["field"] == field
@@ -117,8 +141,15 @@ def test_import_refuses_nan_and_infinity(api, doc) -> None:
 
 
 def test_job_options_refuse_nan(api) -> None:
-    ds = _client(api).post("/v1/datasets", headers=api.h(), files={
-        "file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")}).json()
+    ds = (
+        _client(api)
+        .post(
+            "/v1/datasets",
+            headers=api.h(),
+            files={"file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")},
+        )
+        .json()
+    )
     body = '{"dataset_id": "' + ds["id"] + '", "target": "t", "parameters": {"options": {"lr": NaN}}}'
     r = _client(api).post("/v1/jobs", content=body, headers={**api.h(), "content-type": "application/json"})
     assert r.status_code == 422, r.text
@@ -135,18 +166,22 @@ def test_csv_batch_without_audit_is_503(sqlite_api, doc, monkeypatch) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(predictions, "write_rows", broken)
-    r = _client(sqlite_api).post(f"/v1/models/{v}/predict.csv", headers=sqlite_api.h(),
-                                 files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\n", "text/csv")})
+    r = _client(sqlite_api).post(
+        f"/v1/models/{v}/predict.csv",
+        headers=sqlite_api.h(),
+        files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\n", "text/csv")},
+    )
     assert r.status_code == 503 and r.json()["error"]["code"] == "audit_unavailable", r.text
 
 
 def test_import_refuses_integers_beyond_float_range(api, doc) -> None:
     c = _client(api)
     h = {**api.h(), "content-type": "application/json"}
-    for mutate, field in [(lambda d: d["rules"][0]["conditions"][0].__setitem__("low", HUGE),
-                           "rule_list.rules[0].conditions[0].low"),
-                          (lambda d: d["features"][0].__setitem__("fill_value", HUGE), "rule_list.features[0].fill_value"),
-                          (lambda d: d.__setitem__("smoothing", HUGE), "rule_list.smoothing")]:
+    for mutate, field in [
+        (lambda d: d["rules"][0]["conditions"][0].__setitem__("low", HUGE), "rule_list.rules[0].conditions[0].low"),
+        (lambda d: d["features"][0].__setitem__("fill_value", HUGE), "rule_list.features[0].fill_value"),
+        (lambda d: d.__setitem__("smoothing", HUGE), "rule_list.smoothing"),
+    ]:
         d = json.loads(json.dumps(doc))
         mutate(d)
         r = c.post("/v1/models", content=json.dumps({"name": "n", "rule_list": d}), headers=h)
@@ -156,10 +191,20 @@ def test_import_refuses_integers_beyond_float_range(api, doc) -> None:
 
 
 def test_job_seed_beyond_64_bits_is_refused_at_creation(api) -> None:
-    ds = _client(api).post("/v1/datasets", headers=api.h(), files={
-        "file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")}).json()
-    r = _client(api).post("/v1/jobs", json={"dataset_id": ds["id"], "target": "t",
-                                            "parameters": {"random_state": 10**20}}, headers=api.h())
+    ds = (
+        _client(api)
+        .post(
+            "/v1/datasets",
+            headers=api.h(),
+            files={"file": ("d.csv", b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20)), "text/csv")},
+        )
+        .json()
+    )
+    r = _client(api).post(
+        "/v1/jobs",
+        json={"dataset_id": ds["id"], "target": "t", "parameters": {"random_state": 10**20}},
+        headers=api.h(),
+    )
     assert r.status_code == 422, r.text  # the learner's seed is 64-bit: the job would only fail later
     assert r.json()["error"]["details"][0]["field"] == "parameters.random_state"
     assert api.count("jobs") == 0 and api.queue.sent == []
@@ -194,19 +239,27 @@ def test_chunked_bodies_over_the_limit_are_413(tmp_path, doc) -> None:
         r = c.post(f"/v1/models/{v}/predict", content=chunks(), headers={**api.h(), "content-type": "application/json"})
         assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
         assert api.count("audit_log") == 0
-        r = c.post(f"/v1/models/{v}/predict", content=iter([b'{"records": [', rec, b"]}"]),
-                   headers={**api.h(), "content-type": "application/json"})
+        r = c.post(
+            f"/v1/models/{v}/predict",
+            content=iter([b'{"records": [', rec, b"]}"]),
+            headers={**api.h(), "content-type": "application/json"},
+        )
         assert r.status_code == 200, r.text  # a small chunked body is fine
 
-        body = (b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n'
-                b"Content-Type: text/csv\r\n\r\na,b\n" + b"1,2\n" * 20_000 + b"\r\n--xyz--\r\n")
+        body = (
+            b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n'
+            b"Content-Type: text/csv\r\n\r\na,b\n" + b"1,2\n" * 20_000 + b"\r\n--xyz--\r\n"
+        )
 
         def body_chunks():
             for i in range(0, len(body), 4096):
-                yield body[i:i + 4096]
+                yield body[i : i + 4096]
 
-        r = c.post("/v1/datasets", content=body_chunks(),
-                   headers={**api.h(), "content-type": "multipart/form-data; boundary=xyz"})
+        r = c.post(
+            "/v1/datasets",
+            content=body_chunks(),
+            headers={**api.h(), "content-type": "multipart/form-data; boundary=xyz"},
+        )
         assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
         assert api.count("datasets") == 0 and api.count("blobs") == 0
     finally:
@@ -214,8 +267,11 @@ def test_chunked_bodies_over_the_limit_are_413(tmp_path, doc) -> None:
 
 
 def test_malformed_json_names_the_body_and_the_position(sqlite_api) -> None:
-    r = sqlite_api.client.post("/v1/models/x/predict", content=b'{"records": [{"a": 1}',
-                               headers={**sqlite_api.h(), "content-type": "application/json"})
+    r = sqlite_api.client.post(
+        "/v1/models/x/predict",
+        content=b'{"records": [{"a": 1}',
+        headers={**sqlite_api.h(), "content-type": "application/json"},
+    )
     assert r.status_code == 422
     err = r.json()["error"]
     assert err["details"][0]["field"] == "body" and "invalid JSON at character 21" in err["message"], err

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 CSV = b"age,smoker,income,target\n" + b"".join(
-    f"{20 + i},{'yes' if i % 3 else 'no'},{i * 7 % 90},{i % 2}\n".encode() for i in range(60))
+    f"{20 + i},{'yes' if i % 3 else 'no'},{i * 7 % 90},{i % 2}\n".encode() for i in range(60)
+)
 
 
 def dataset(api, data: bytes = CSV, key: str | None = None) -> str:
@@ -16,9 +17,11 @@ def dataset(api, data: bytes = CSV, key: str | None = None) -> str:
 
 def test_create_job_queues_id_only(api) -> None:
     ds = dataset(api)
-    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 5,
-                                                                                               "epochs": 3}},
-                        headers=api.h())
+    r = api.client.post(
+        "/v1/jobs",
+        json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 5, "epochs": 3}},
+        headers=api.h(),
+    )
     assert r.status_code == 202, r.text
     job = r.json()
     assert job["state"] == "queued" and job["model_name"] == "d" and job["progress"]["n_epochs"] == 3
@@ -31,23 +34,39 @@ def _job(api, body: dict, key: str | None = None):
     return api.client.post("/v1/jobs", json=body, headers=api.h(key))
 
 
-@pytest.mark.parametrize(("csv", "body", "status", "code"), [
-    (CSV, {"target": "nope"}, 422, "target_not_found"),
-    (b"a,t\n" + b"".join(f"{i},1\n".encode() for i in range(20)), {"target": "t"}, 422, "single_class_target"),
-    (CSV, {"target": "age"}, 422, "too_many_classes"),
-    (CSV, {"target": "target", "parameters": {"n_rules": 0}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"epochs": 10**9}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"features": ["zzz"]}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"features": ["target"]}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"bogus": 1}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"options": {"no_such": 1}}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"options": {"lr": -1.0}}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"options": {"lr": "fast"}}}, 422, "invalid_input"),
-    (CSV, {"target": "target", "parameters": {"options": {"device": "cuda"}}}, 422, "invalid_input"),
-], ids=["target absent", "single class", "too many classes", "n_rules 0", "epochs over max", "unknown feature",
-        "target as feature", "unknown parameter", "bad model name", "unknown option", "bad option value",
-        "mistyped option", "reserved option"])
+@pytest.mark.parametrize(
+    ("csv", "body", "status", "code"),
+    [
+        (CSV, {"target": "nope"}, 422, "target_not_found"),
+        (b"a,t\n" + b"".join(f"{i},1\n".encode() for i in range(20)), {"target": "t"}, 422, "single_class_target"),
+        (CSV, {"target": "age"}, 422, "too_many_classes"),
+        (CSV, {"target": "target", "parameters": {"n_rules": 0}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"epochs": 10**9}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"features": ["zzz"]}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"features": ["target"]}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"bogus": 1}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"no_such": 1}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"lr": -1.0}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"lr": "fast"}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"device": "cuda"}}}, 422, "invalid_input"),
+    ],
+    ids=[
+        "target absent",
+        "single class",
+        "too many classes",
+        "n_rules 0",
+        "epochs over max",
+        "unknown feature",
+        "target as feature",
+        "unknown parameter",
+        "bad model name",
+        "unknown option",
+        "bad option value",
+        "mistyped option",
+        "reserved option",
+    ],
+)
 def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
     ds = dataset(api, csv)
     r = _job(api, {"dataset_id": ds, **body})

@@ -32,8 +32,7 @@ def test_aliases_move(api, doc: dict[str, Any]) -> None:
     r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
     assert r.status_code == 200 and r.json()["version_id"] == v1["id"]
     assert api.client.get("/v1/models/risk@production", headers=api.h()).json()["id"] == v1["id"]
-    r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version_id": v2["id"]},
-                       headers=api.h())
+    r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version_id": v2["id"]}, headers=api.h())
     assert r.json()["version"] == 2
     assert api.client.get("/v1/models/risk@production", headers=api.h()).json()["aliases"] == ["production"]
     named = api.client.get("/v1/registered-models/risk", headers=api.h()).json()
@@ -48,11 +47,16 @@ def test_alias_errors(api, doc: dict[str, Any]) -> None:
     h = api.h()
     assert api.client.put("/v1/registered-models/risk/aliases/prod", json={"version": 9}, headers=h).status_code == 404
     assert api.client.put("/v1/registered-models/nope/aliases/prod", json={"version": 1}, headers=h).status_code == 404
-    assert api.client.put("/v1/registered-models/risk/aliases/latest", json={"version": 1},
-                          headers=h).status_code == 422
+    assert (
+        api.client.put("/v1/registered-models/risk/aliases/latest", json={"version": 1}, headers=h).status_code == 422
+    )
     assert api.client.put("/v1/registered-models/risk/aliases/prod", json={}, headers=h).status_code == 422
-    assert api.client.put("/v1/registered-models/risk/aliases/prod", json={"version": 1, "version_id": "x"},
-                          headers=h).status_code == 422
+    assert (
+        api.client.put(
+            "/v1/registered-models/risk/aliases/prod", json={"version": 1, "version_id": "x"}, headers=h
+        ).status_code
+        == 422
+    )
 
 
 def test_unknown_model_or_alias_and_other_tenant(api, doc: dict[str, Any]) -> None:
@@ -73,6 +77,6 @@ def test_exports(api, doc: dict[str, Any]) -> None:
     assert "CASE" in sql.upper() and "people" in sql
     py = api.client.get(f"/v1/models/{v['id']}/export?format=python", headers=api.h()).text
     ns: dict[str, Any] = {}
-    exec(compile(py, "export", "exec"), ns)  # noqa: S102 - our own generated code
+    exec(compile(py, "export", "exec"), ns)
     assert callable(ns["predict"])
     assert api.client.get(f"/v1/models/{v['id']}/export?format=xml", headers=api.h()).status_code == 422

@@ -31,8 +31,10 @@ def test_answers_and_explanations(api, doc) -> None:
         assert abs(sum(x["probabilities"].values()) - 1) < 1e-9
     e0 = p[0]["explanation"]
     assert e0["rule_text"] == "age >= 60 and smoker in {yes}" and not e0["is_default"]
-    assert [(c["feature"], c["value"], c["holds"]) for c in e0["conditions"]] == [("age", 67, True),
-                                                                                   ("smoker", "yes", True)]
+    assert [(c["feature"], c["value"], c["holds"]) for c in e0["conditions"]] == [
+        ("age", 67, True),
+        ("smoker", "yes", True),
+    ]
     e1 = p[1]["explanation"]
     assert e1["not_fired"][0]["rule_id"] == 1
     assert e1["not_fired"][0]["failed_condition"]["feature"] == "age"
@@ -150,8 +152,9 @@ def _csv(rows: list[dict[str, Any]], header: list[str] | None = None) -> bytes:
 def test_csv_batch(api, doc) -> None:
     v = api.import_model(doc)
     data = _csv([REC_HIGH, REC_POOR, REC_DEFAULT])
-    r = api.client.post(f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")},
-                        headers=api.h())
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")}, headers=api.h()
+    )
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(r.text)))
@@ -162,17 +165,22 @@ def test_csv_batch(api, doc) -> None:
     assert api.count("audit_log") == 3
 
 
-@pytest.mark.parametrize(("data", "status", "text"), [
-    (b"age,income\n1,2\n", 422, "header.smoker: missing column"),
-    (b"age,income,smoker,zip\n1,2,yes,9\n", 422, "header.zip"),
-    (b"age,income,smoker\n1,2,yes\nold,3,no\n", 422, "line 3.age: expected a number"),
-    (b"age,income,smoker\n1,2\n", 422, "line 2"),
-    (b"", 422, "empty"),
-], ids=["missing column", "extra column", "mistyped cell", "ragged", "empty"])
+@pytest.mark.parametrize(
+    ("data", "status", "text"),
+    [
+        (b"age,income\n1,2\n", 422, "header.smoker: missing column"),
+        (b"age,income,smoker,zip\n1,2,yes,9\n", 422, "header.zip"),
+        (b"age,income,smoker\n1,2,yes\nold,3,no\n", 422, "line 3.age: expected a number"),
+        (b"age,income,smoker\n1,2\n", 422, "line 2"),
+        (b"", 422, "empty"),
+    ],
+    ids=["missing column", "extra column", "mistyped cell", "ragged", "empty"],
+)
 def test_csv_batch_errors(api, doc, data: bytes, status: int, text: str) -> None:
     v = api.import_model(doc)
-    r = api.client.post(f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")},
-                        headers=api.h())
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", data, "text/csv")}, headers=api.h()
+    )
     assert r.status_code == status, r.text
     assert text in r.json()["error"]["message"]
     assert api.count("audit_log") == 0
@@ -180,9 +188,11 @@ def test_csv_batch_errors(api, doc, data: bytes, status: int, text: str) -> None
 
 def test_csv_batch_ignore_extra(sqlite_api, doc) -> None:
     v = sqlite_api.import_model(doc)
-    r = sqlite_api.client.post(f"/v1/models/{v['id']}/predict.csv?ignore_extra=true",
-                               files={"file": ("x.csv", b"id,age,income,smoker\n7,61,3,yes\n", "text/csv")},
-                               headers=sqlite_api.h())
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv?ignore_extra=true",
+        files={"file": ("x.csv", b"id,age,income,smoker\n7,61,3,yes\n", "text/csv")},
+        headers=sqlite_api.h(),
+    )
     assert r.status_code == 200 and r.text.splitlines()[1].startswith("1,high,")
 
 

@@ -20,11 +20,18 @@ def test_parse_and_profile() -> None:
     assert prof["b"].type == "categorical" and prof["b"].top_values == ["x"]
 
 
-@pytest.mark.parametrize(("data", "code"), [
-    (b"", "csv_empty"), (b"a\n", "csv_no_rows"), (b"1,2\n3,4\n", "csv_no_header"),
-    (b"a,b\n1,2,3\n", "csv_ragged_rows"), (b"a,a\n1,2\n", "csv_duplicate_columns"),
-    (b"a,b\n\xff,1\n", "csv_not_utf8"), (b'a,b\n"1,2\n', "csv_malformed"),
-])
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"", "csv_empty"),
+        (b"a\n", "csv_no_rows"),
+        (b"1,2\n3,4\n", "csv_no_header"),
+        (b"a,b\n1,2,3\n", "csv_ragged_rows"),
+        (b"a,a\n1,2\n", "csv_duplicate_columns"),
+        (b"a,b\n\xff,1\n", "csv_not_utf8"),
+        (b'a,b\n"1,2\n', "csv_malformed"),
+    ],
+)
 def test_parse_errors(data: bytes, code: str) -> None:
     with pytest.raises(csvdata.CSVError) as e:
         csvdata.profile(csvdata.parse_csv(data))
@@ -46,8 +53,9 @@ def test_non_utf8_names_line() -> None:
 
 def test_validate_records_collects_details(doc) -> None:
     m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
-    serving.validate_records(m, [{"age": 1.5, "income": None, "smoker": True}, {"age": float("nan"), "income": 3,
-                                                                                "smoker": 4}])
+    serving.validate_records(
+        m, [{"age": 1.5, "income": None, "smoker": True}, {"age": float("nan"), "income": 3, "smoker": 4}]
+    )
     with pytest.raises(serving.RecordError) as e:
         serving.validate_records(m, [{"age": "x", "income": 1}, {"age": 1, "income": 1, "smoker": "no", "z": 1}])
     fields = [d["field"] for d in e.value.details]
@@ -57,8 +65,11 @@ def test_validate_records_collects_details(doc) -> None:
 
 def test_predict_records_matches_rule_list(doc) -> None:
     m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
-    recs = [{"age": 70, "income": 50, "smoker": "yes"}, {"age": 20, "income": 5, "smoker": None},
-            {"age": None, "income": None, "smoker": None}]
+    recs = [
+        {"age": 70, "income": 50, "smoker": "yes"},
+        {"age": 20, "income": 5, "smoker": None},
+        {"age": None, "income": None, "smoker": None},
+    ]
     with_ex = serving.predict_records(m, recs, explain=True)
     without = serving.predict_records(m, recs, explain=False)
     assert [r["rule_id"] for r in with_ex] == [r["rule_id"] for r in without] == list(m.rule_list.apply(recs))
@@ -103,10 +114,17 @@ def test_vectorised_and_per_record_paths_agree(doc) -> None:
 
     m = serving.ServedModel.build("mv", "t", "risk", 1, doc)
     rng = random.Random(1)
-    recs = [{"age": rng.choice([None, 20, 59.9, 60, 75]), "income": rng.choice([None, 0, 10, 10.01, 99]),
-             "smoker": rng.choice([None, "yes", "no", "other"])} for _ in range(40)]
+    recs = [
+        {
+            "age": rng.choice([None, 20, 59.9, 60, 75]),
+            "income": rng.choice([None, 0, 10, 10.01, 99]),
+            "smoker": rng.choice([None, "yes", "no", "other"]),
+        }
+        for _ in range(40)
+    ]
     assert len(recs) > serving.SCALAR_PATH_MAX
     vec = serving.predict_records(m, recs, explain=False)
     one = [serving.predict_records(m, [r], explain=False)[0] for r in recs]
-    assert [(a["rule_id"], a["prediction"], a["probabilities"]) for a in vec] == \
-           [(b["rule_id"], b["prediction"], b["probabilities"]) for b in one]
+    assert [(a["rule_id"], a["prediction"], a["probabilities"]) for a in vec] == [
+        (b["rule_id"], b["prediction"], b["probabilities"]) for b in one
+    ]

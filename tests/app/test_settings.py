@@ -15,20 +15,23 @@ def test_defaults_are_embedded() -> None:
     assert s.visibility_timeout_s > s.training_time_limit_s > s.training_soft_time_limit_s
 
 
-@pytest.mark.parametrize(("kwargs", "text"), [
-    ({"max_upload_bytes": 0}, "MAX_UPLOAD_BYTES"),
-    ({"max_upload_bytes": 10**12}, "MAX_UPLOAD_BYTES"),
-    ({"training_soft_time_limit_s": 100, "training_time_limit_s": 100, "visibility_timeout_s": 200}, "SOFT_TIME"),
-    ({"training_time_limit_s": 5000, "training_soft_time_limit_s": 10, "visibility_timeout_s": 4000}, "VISIBILITY"),
-    ({"heartbeat_interval_s": 60, "stale_after_s": 100}, "STALE_AFTER"),
-    ({"database_url": "mysql://x/y"}, "DATABASE_URL"),
-    ({"mode": "distributed"}, "distributed mode needs"),
-    ({"mode": "distributed", "database_url": "sqlite:///x.db", "broker_url": "redis://h"}, "server database"),
-    ({"mode": "distributed", "database_url": "postgresql://h/db", "broker_url": "filesystem://"}, "network broker"),
-    ({"broker_url": "memory://"}, "memory"),
-    ({"port": 0}, "port"),
-    ({"max_classes": 1}, "max_classes"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({"max_upload_bytes": 0}, "MAX_UPLOAD_BYTES"),
+        ({"max_upload_bytes": 10**12}, "MAX_UPLOAD_BYTES"),
+        ({"training_soft_time_limit_s": 100, "training_time_limit_s": 100, "visibility_timeout_s": 200}, "SOFT_TIME"),
+        ({"training_time_limit_s": 5000, "training_soft_time_limit_s": 10, "visibility_timeout_s": 4000}, "VISIBILITY"),
+        ({"heartbeat_interval_s": 60, "stale_after_s": 100}, "STALE_AFTER"),
+        ({"database_url": "mysql://x/y"}, "DATABASE_URL"),
+        ({"mode": "distributed"}, "distributed mode needs"),
+        ({"mode": "distributed", "database_url": "sqlite:///x.db", "broker_url": "redis://h"}, "server database"),
+        ({"mode": "distributed", "database_url": "postgresql://h/db", "broker_url": "filesystem://"}, "network broker"),
+        ({"broker_url": "memory://"}, "memory"),
+        ({"port": 0}, "port"),
+        ({"max_classes": 1}, "max_classes"),
+    ],
+)
 def test_unsafe_values_fail_fast(kwargs: dict, text: str) -> None:
     with pytest.raises(ValidationError, match=text):
         Settings(**kwargs)

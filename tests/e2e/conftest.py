@@ -42,8 +42,9 @@ class Proc:
     def __init__(self, args: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
         self.log_path = log
         self._log = open(log, "wb")  # noqa: SIM115
-        self.p = subprocess.Popen(args, env=env, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        self.p = subprocess.Popen(
+            args, env=env, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def tail(self, n: int = 4000) -> str:
         """Last bytes of the log."""
@@ -80,8 +81,9 @@ def wait_ready(url: str, proc: Proc, timeout: float = 60) -> None:
 
 def admin(args: list[str], env: dict[str, str], cwd: Path) -> str:
     """Run `neurules-admin ...` and return its stdout."""
-    out = subprocess.run([str(BIN / "neurules-admin"), *args], env=env, cwd=cwd, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [str(BIN / "neurules-admin"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -99,9 +101,27 @@ class Service:
     def spawn_worker(self, name: str) -> Proc:
         """Start one more `celery worker` process on the service's queue."""
         assert self.env is not None and self.tmp is not None
-        p = Proc([str(BIN / "celery"), "-A", "worker.celery_app", "worker", "-P", "solo", "-Q",
-                  self.env["NEURULES_QUEUE"], "--without-mingle", "--without-gossip", "-l", "INFO", "-n", f"{name}@%h"],
-                 self.env, ROOT, self.tmp / f"{name}.log")
+        p = Proc(
+            [
+                str(BIN / "celery"),
+                "-A",
+                "worker.celery_app",
+                "worker",
+                "-P",
+                "solo",
+                "-Q",
+                self.env["NEURULES_QUEUE"],
+                "--without-mingle",
+                "--without-gossip",
+                "-l",
+                "INFO",
+                "-n",
+                f"{name}@%h",
+            ],
+            self.env,
+            ROOT,
+            self.tmp / f"{name}.log",
+        )
         self.procs.append(p)
         return p
 
@@ -117,17 +137,39 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         skip_unless_ci("PostgreSQL and Redis are needed (scripts/services.sh starts them)")
     tmp = tmp_path_factory.mktemp("distributed")
     db_url, drop = fresh_pg_database()
-    env = clean_env(NEURULES_MODE="distributed", NEURULES_DATABASE_URL=db_url,
-                    NEURULES_BROKER_URL="redis://127.0.0.1:6379/0", NEURULES_QUEUE=f"nr-test-{uuid.uuid4().hex[:8]}",
-                    NEURULES_DATA_DIR=str(tmp / "var"), NEURULES_PROGRESS_EVERY_EPOCHS="2",
-                    NEURULES_HEARTBEAT_INTERVAL_S="1", NEURULES_STALE_AFTER_S="6",
-                    NEURULES_REAPER_INTERVAL_S="1")
+    env = clean_env(
+        NEURULES_MODE="distributed",
+        NEURULES_DATABASE_URL=db_url,
+        NEURULES_BROKER_URL="redis://127.0.0.1:6379/0",
+        NEURULES_QUEUE=f"nr-test-{uuid.uuid4().hex[:8]}",
+        NEURULES_DATA_DIR=str(tmp / "var"),
+        NEURULES_PROGRESS_EVERY_EPOCHS="2",
+        NEURULES_HEARTBEAT_INTERVAL_S="1",
+        NEURULES_STALE_AFTER_S="6",
+        NEURULES_REAPER_INTERVAL_S="1",
+    )
     admin(["migrate"], env, tmp)
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
     port = free_port()
-    api = Proc([str(BIN / "uvicorn"), "app.main:app", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
-                "--http", "httptools", "--no-access-log"], env, ROOT, tmp / "uvicorn.log")
+    api = Proc(
+        [
+            str(BIN / "uvicorn"),
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--no-access-log",
+        ],
+        env,
+        ROOT,
+        tmp / "uvicorn.log",
+    )
     svc = Service(f"http://127.0.0.1:{port}", key, [api], env, tmp)
     svc.spawn_worker(f"e2e-{port}")
     try:
@@ -164,8 +206,9 @@ def embedded_two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
-    proc = Proc([str(BIN / "neurules-admin"), "serve", "--port", str(port), "--workers", "2"], env, tmp,
-                tmp / "serve2.log")
+    proc = Proc(
+        [str(BIN / "neurules-admin"), "serve", "--port", str(port), "--workers", "2"], env, tmp, tmp / "serve2.log"
+    )
     svc = Service(f"http://127.0.0.1:{port}", key, [proc], env, tmp)
     try:
         wait_ready(svc.url, proc)

@@ -73,8 +73,15 @@ def train(client: httpx.Client, epochs: int = EPOCHS) -> tuple[dict[str, Any], s
     assert r.status_code == 201, r.text
     ds = r.json()
     assert ds["n_rows"] == 270
-    r = client.post("/v1/jobs", json={"dataset_id": ds["id"], "target": "target", "model_name": "heart",
-                                      "parameters": {"n_rules": 10, "epochs": epochs, "random_state": 1}})
+    r = client.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": ds["id"],
+            "target": "target",
+            "model_name": "heart",
+            "parameters": {"n_rules": 10, "epochs": epochs, "random_state": 1},
+        },
+    )
     assert r.status_code == 202, r.text
     job = r.json()
     seen = set()
@@ -124,8 +131,10 @@ def check_flow(url: str, key: str) -> None:
         w.writerow(list(records[0]))
         for rec in records:
             w.writerow(["" if v is None else v for v in rec.values()])
-        r = client.post("/v1/models/heart@production/predict.csv",
-                        files={"file": ("batch.csv", buf.getvalue().encode(), "text/csv")})
+        r = client.post(
+            "/v1/models/heart@production/predict.csv",
+            files={"file": ("batch.csv", buf.getvalue().encode(), "text/csv")},
+        )
         assert r.status_code == 200, r.text
         rows = list(csv.DictReader(io.StringIO(r.text)))
         assert [int(x["rule_id"]) for x in rows] == [p["rule_id"] for p in preds]
@@ -142,8 +151,9 @@ def check_cancel(url: str, key: str) -> None:
     """A long job is cancelled cooperatively at its next epoch."""
     with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=30) as client:
         ds = client.get("/v1/datasets").json()["items"][0]["id"]
-        job = client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
-                                            "parameters": {"n_rules": 10, "epochs": 5000}}).json()
+        job = client.post(
+            "/v1/jobs", json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 10, "epochs": 5000}}
+        ).json()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             state = client.get(f"/v1/jobs/{job['id']}").json()
@@ -192,8 +202,9 @@ def test_distributed_worker_killed_mid_job_is_recovered(distributed) -> None:
 
     with httpx.Client(base_url=distributed.url, headers={"X-API-Key": distributed.key}, timeout=30) as client:
         ds = client.get("/v1/datasets").json()["items"][0]["id"]
-        job = client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
-                                            "parameters": {"n_rules": 5, "epochs": 400}}).json()
+        job = client.post(
+            "/v1/jobs", json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 5, "epochs": 400}}
+        ).json()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             state = client.get(f"/v1/jobs/{job['id']}").json()
@@ -235,10 +246,19 @@ def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes)
         assert len(client.get("/v1/audit", params={"limit": 100}).json()["items"]) == 40
     import json as _json
 
-    pids = {_json.loads(line)["pid"] for line in svc.procs[0].log_path.read_text().splitlines()
-            if line.startswith("{") and '"route": "/v1/models/{ref}/predict"' in line}
+    pids = {
+        _json.loads(line)["pid"]
+        for line in svc.procs[0].log_path.read_text().splitlines()
+        if line.startswith("{") and '"route": "/v1/models/{ref}/predict"' in line
+    }
     assert len(pids) == 2, pids
     port = svc.url.rsplit(":", 1)[1]
-    out = subprocess.run([str(BIN / "neurules-admin"), "serve", "--port", port], env=svc.env, cwd=svc.tmp,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(BIN / "neurules-admin"), "serve", "--port", port],
+        env=svc.env,
+        cwd=svc.tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0 and "already in use" in out.stderr

@@ -43,9 +43,7 @@ def test_numeric_standardised_with_median_fill() -> None:
     df = _frame()
     enc = TabularEncoder().fit(df)
     Z = enc.transform(df)
-    u = next(
-        i for i, unit in enumerate(enc.units) if enc.columns[unit.feature].name == "age"
-    )
+    u = next(i for i, unit in enumerate(enc.units) if enc.columns[unit.feature].name == "age")
     filled = np.array([20.0, 30.0, 35.0, 50.0, 40.0])
     q1, med, q3 = np.quantile(filled, [0.25, 0.5, 0.75])
     np.testing.assert_allclose(Z[:, u], (filled - med) / ((q3 - q1) / 1.349))
@@ -53,9 +51,7 @@ def test_numeric_standardised_with_median_fill() -> None:
     sparse = pd.DataFrame({"s": [0.0] * 8 + [5.0, 9.0]})
     enc2 = TabularEncoder().fit(sparse)
     z = enc2.transform(sparse)[:, 0]
-    np.testing.assert_allclose(
-        z, (sparse["s"] - sparse["s"].mean()) / sparse["s"].std(ddof=0)
-    )
+    np.testing.assert_allclose(z, (sparse["s"] - sparse["s"].mean()) / sparse["s"].std(ddof=0))
 
 
 def test_constant_columns_give_no_input() -> None:
@@ -63,31 +59,23 @@ def test_constant_columns_give_no_input() -> None:
     names = {enc.columns[u.feature].name for u in enc.units}
     assert "const" not in names
     assert "const" in [c.name for c in enc.columns]  # still a feature of the document
-    single = TabularEncoder().fit(
-        pd.DataFrame({"c": ["a", "a", "a"], "x": [1.0, 2.0, 3.0]})
-    )
+    single = TabularEncoder().fit(pd.DataFrame({"c": ["a", "a", "a"], "x": [1.0, 2.0, 3.0]}))
     assert [single.columns[u.feature].name for u in single.units] == ["x"]
 
 
 def test_one_hot_with_missing_level_and_unseen_category() -> None:
     df = _frame()
     enc = TabularEncoder().fit(df)
-    levels = [
-        (enc.columns[u.feature].name, u.level) for u in enc.units if u.kind == "onehot"
-    ]
+    levels = [(enc.columns[u.feature].name, u.level) for u in enc.units if u.kind == "onehot"]
     assert ("colour", None) in levels and ("colour", "red") in levels
     test = df.copy()
     test["colour"] = ["green", "red", np.nan, "blue", None]
     Z = enc.transform(test)
-    cols = [
-        i for i, u in enumerate(enc.units) if enc.columns[u.feature].name == "colour"
-    ]
+    cols = [i for i, u in enumerate(enc.units) if enc.columns[u.feature].name == "colour"]
     block = Z[:, cols]
     assert block[0].sum() == 0  # unseen -> all zero
     assert block[1].sum() == 1 and block[2].sum() == 1 and block[4].sum() == 1
-    assert (
-        block[2].tolist() == block[4].tolist()
-    )  # NaN and None are the same missing level
+    assert block[2].tolist() == block[4].tolist()  # NaN and None are the same missing level
 
 
 def test_bool_column_is_categorical_and_infinity_is_rejected() -> None:
@@ -101,9 +89,7 @@ def test_bool_column_is_categorical_and_infinity_is_rejected() -> None:
 
 
 def test_numeric_object_column_and_arrays() -> None:
-    df = pd.DataFrame(
-        {"a": np.array([1, 2.5, None, 4], dtype=object), "b": ["x", "y", "x", "y"]}
-    )
+    df = pd.DataFrame({"a": np.array([1, 2.5, None, 4], dtype=object), "b": ["x", "y", "x", "y"]})
     enc = TabularEncoder().fit(df)
     assert [c.kind for c in enc.columns] == ["numeric", "categorical"]
     frame = to_frame(np.array([[1.0, 2.0], [3.0, 4.0]]))

@@ -13,9 +13,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.models.conftest import toy_frame
-
 from models import NeuRulesClassifier, RuleList, TrainingCancelled
+from tests.models.conftest import toy_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"n_restarts": 4, "target_steps": 300}
@@ -105,18 +104,14 @@ def test_boolean_labels_and_numpy_input() -> None:
 def test_callback_progress_and_eval_set() -> None:
     X, y = toy_frame()
     seen: list[dict] = []
-    NeuRulesClassifier(epochs=10, n_restarts=1, random_state=0).fit(
-        X, y, callback=seen.append, eval_set=(X, y)
-    )
+    NeuRulesClassifier(epochs=10, n_restarts=1, random_state=0).fit(X, y, callback=seen.append, eval_set=(X, y))
     assert [p["epoch"] for p in seen] == list(range(1, 11))
     assert all(p["n_epochs"] == 10 and isinstance(p["loss"], float) for p in seen)
     scores = [p["val_score"] for p in seen]
     assert scores[4] is not None and scores[9] is not None and scores[0] is None
     assert 0.0 <= scores[9] <= 1.0
     without: list[dict] = []
-    NeuRulesClassifier(epochs=3, n_restarts=1, random_state=0).fit(
-        X, y, callback=without.append
-    )
+    NeuRulesClassifier(epochs=3, n_restarts=1, random_state=0).fit(X, y, callback=without.append)
     assert all(p["val_score"] is None for p in without)
 
 
@@ -149,9 +144,7 @@ def test_rule_list_document_round_trip_and_exports() -> None:
                 lo, hi = X[cond["feature"]].min(), X[cond["feature"]].max()
                 assert cond["low"] is None or lo < cond["low"] <= hi
                 assert cond["high"] is None or lo <= cond["high"] < hi
-    total = sum(sum(r["class_counts"]) for r in doc["rules"]) + sum(
-        doc["default"]["class_counts"]
-    )
+    total = sum(sum(r["class_counts"]) for r in doc["rules"]) + sum(doc["default"]["class_counts"])
     assert total == len(X)
     assert "else" in clf.rule_list_.to_text()
     assert "CASE" in clf.rule_list_.to_sql("t")

@@ -8,11 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.models.conftest import toy_frame
-
 from models import NeuRulesClassifier
 from models.extraction import _list_score, extract_rule_list
 from models.metrics import weighted_f1
+from tests.models.conftest import toy_frame
 
 
 def _n_conditions(doc: dict) -> int:
@@ -35,9 +34,7 @@ def test_list_score_is_weighted_f1_of_the_first_match_list() -> None:
     assert _list_score(order, fires, y, 3) == pytest.approx(weighted_f1(y, pred))
 
 
-def test_pruning_never_lowers_training_f1_and_keeps_the_network_equal_to_the_list() -> (
-    None
-):
+def test_pruning_never_lowers_training_f1_and_keeps_the_network_equal_to_the_list() -> None:
     X, y = toy_frame(600)
     clf = NeuRulesClassifier(n_rules=6, n_restarts=3, target_steps=300, random_state=0)
     clf.fit(X, y)
@@ -52,13 +49,9 @@ def test_pruning_never_lowers_training_f1_and_keeps_the_network_equal_to_the_lis
     Z = enc.transform(X, raw).astype(np.float32)
     y_idx = np.searchsorted(clf2.classes_, y)
     net = clf2.network_
-    doc_full, pred_full = extract_rule_list(
-        net.select(0), enc, Z, raw, y_idx, [0, 1], rewrite=False, prune=False
-    )
+    doc_full, pred_full = extract_rule_list(net.select(0), enc, Z, raw, y_idx, [0, 1], rewrite=False, prune=False)
     sub = net.select(0)
-    doc_pruned, pred_pruned = extract_rule_list(
-        sub, enc, Z, raw, y_idx, [0, 1], prune=True
-    )
+    doc_pruned, pred_pruned = extract_rule_list(sub, enc, Z, raw, y_idx, [0, 1], prune=True)
     assert weighted_f1(y_idx, pred_pruned) >= weighted_f1(y_idx, pred_full) - 1e-12
     assert _n_conditions(doc_pruned) <= _n_conditions(doc_full)
     assert len(doc_pruned["rules"]) <= len(doc_full["rules"])
@@ -70,16 +63,10 @@ def test_pruning_never_lowers_training_f1_and_keeps_the_network_equal_to_the_lis
 def test_wide_data_only_candidate_inputs_enter_the_rules() -> None:
     rng = np.random.default_rng(0)
     n, width = 800, 200
-    X = pd.DataFrame(
-        rng.normal(size=(n, width)), columns=[f"x{i}" for i in range(width)]
-    )
+    X = pd.DataFrame(rng.normal(size=(n, width)), columns=[f"x{i}" for i in range(width)])
     y = ((X["x3"] > 0.3) & (X["x7"] < 0.5)).astype(int).to_numpy()
-    clf = NeuRulesClassifier(
-        n_rules=4, max_candidates=8, target_steps=300, n_restarts=1, random_state=0
-    ).fit(X, y)
-    used = {
-        c["feature"] for r in clf.rule_list_.to_dict()["rules"] for c in r["conditions"]
-    }
+    clf = NeuRulesClassifier(n_rules=4, max_candidates=8, target_steps=300, n_restarts=1, random_state=0).fit(X, y)
+    used = {c["feature"] for r in clf.rule_list_.to_dict()["rules"] for c in r["conditions"]}
     assert used and used <= {"x3", "x7"}  # no noise input enters the pruned list
     assert clf.score(X, y) > 0.85
     assert clf.train_agreement_ == 1.0

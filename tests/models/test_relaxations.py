@@ -29,27 +29,21 @@ def test_predicate_tends_to_interval_indicator(t: float) -> None:
 def test_predicate_is_one_half_on_the_bounds(t: float) -> None:
     a, b = torch.tensor(-1.0), torch.tensor(2.0)
     out = soft_predicate(torch.tensor([-1.0, 2.0]), a, b, t)
-    assert torch.allclose(
-        out, torch.tensor([0.5, 0.5]), atol=1e-3 if t == 0.1 else 1e-6
-    )
+    assert torch.allclose(out, torch.tensor([0.5, 0.5]), atol=1e-3 if t == 0.1 else 1e-6)
 
 
 def test_predicate_matches_three_bin_softmax() -> None:
     x = torch.linspace(-3, 3, 41)
     a, b, t = torch.tensor(-0.5), torch.tensor(1.2), 0.3
     logits = torch.stack([x, 2 * x - a, 3 * x - a - b], dim=-1) / t
-    assert torch.allclose(
-        soft_predicate(x, a, b, t), torch.softmax(logits, dim=-1)[:, 1], atol=1e-6
-    )
+    assert torch.allclose(soft_predicate(x, a, b, t), torch.softmax(logits, dim=-1)[:, 1], atol=1e-6)
 
 
 def test_hard_predicate_is_the_zero_temperature_limit() -> None:
     a, b = torch.tensor(0.0), torch.tensor(1.0)
     x = torch.tensor([-1.0, 0.0, 0.5, 1.0, 2.0])
     assert torch.equal(hard_predicate(x, a, b), torch.tensor([0.0, 0.5, 1.0, 0.5, 0.0]))
-    assert torch.allclose(
-        soft_predicate(x, a, b, 1e-5), hard_predicate(x, a, b), atol=1e-6
-    )
+    assert torch.allclose(soft_predicate(x, a, b, 1e-5), hard_predicate(x, a, b), atol=1e-6)
 
 
 def test_conjunction_is_one_when_all_active_predicates_hold() -> None:
@@ -63,9 +57,7 @@ def test_conjunction_ignores_zero_weight_predicates() -> None:
     w = torch.tensor([[0.5, 0.0, 0.7]])  # the failing predicate has weight 0
     assert torch.allclose(relaxed_conjunction(pi, w, 1e-3), torch.ones(1, 1), atol=1e-6)
     w_neg = torch.tensor([[0.5, -2.0, 0.7]])  # relu(weight) = 0
-    assert torch.allclose(
-        relaxed_conjunction(pi, w_neg, 1e-3), torch.ones(1, 1), atol=1e-6
-    )
+    assert torch.allclose(relaxed_conjunction(pi, w_neg, 1e-3), torch.ones(1, 1), atol=1e-6)
 
 
 @pytest.mark.parametrize("eps", [1e-3, 1e-2])
@@ -158,9 +150,7 @@ def test_two_valued_fast_path_equals_the_dense_computation() -> None:
     with torch.no_grad():
         net.weight.uniform_(-0.2, 1.0)  # some weights switched off by relu
     dense = net.activations(x, 0.3)
-    net.set_two_valued(
-        torch.tensor([1, 3]), torch.tensor([0.0, -0.7]), torch.tensor([1.0, 2.5])
-    )
+    net.set_two_valued(torch.tensor([1, 3]), torch.tensor([0.0, -0.7]), torch.tensor([1.0, 2.5]))
     fast = net.activations(net.split_inputs(x), 0.3)
     assert torch.allclose(dense, fast, atol=1e-5, rtol=1e-4)
 
@@ -205,7 +195,5 @@ def test_zero_temperature_split_path_equals_dense_path() -> None:
     net.set_two_valued(torch.tensor([2]), torch.tensor([0.0]), torch.tensor([1.0]))
     fast_sel, fast_cls = net.zero_temperature(x)
     assert torch.equal(dense_sel, fast_sel) and torch.equal(dense_cls, fast_cls)
-    x[0, 2] = (
-        0.5  # a value outside the two training values falls back to the dense path
-    )
+    x[0, 2] = 0.5  # a value outside the two training values falls back to the dense path
     assert net.zero_temperature(x)[0].shape == (m, n)

@@ -147,7 +147,7 @@ def test_text_rendering(rl: RuleList) -> None:
 
 def test_python_export_matches(rl: RuleList) -> None:
     namespace: dict = {}
-    exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)  # noqa: S102 - generated code under test
+    exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)
     for rec, rid in zip(RECORDS, EXPECTED_IDS):
         cls, got_id, probs = namespace["predict"](rec)
         assert got_id == rid
@@ -236,6 +236,3 @@ def test_rulelist_never_imports_torch_or_pandas() -> None:
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)"
     ) % (DOC, RECORDS[0])
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-

@@ -28,11 +28,7 @@ def _expected_failed(estimator: object) -> dict[str, str]:
 
 
 @parametrize_with_checks(
-    [
-        NeuRulesClassifier(
-            n_rules=4, target_steps=150, min_epochs=5, n_restarts=2, random_state=0
-        )
-    ],
+    [NeuRulesClassifier(n_rules=4, target_steps=150, min_epochs=5, n_restarts=2, random_state=0)],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible(estimator: NeuRulesClassifier, check) -> None:  # type: ignore[no-untyped-def]

@@ -26,8 +26,12 @@ def test_training_runs_on_cuda_when_available() -> None:
     from worker.training import train_rule_list
 
     progress: list[dict] = []
-    out = train_rule_list(_heart(), "target", {"n_rules": 10, "epochs": 30, "random_state": 0},
-                          callback=lambda p: progress.append(p) and False)
+    out = train_rule_list(
+        _heart(),
+        "target",
+        {"n_rules": 10, "epochs": 30, "random_state": 0},
+        callback=lambda p: progress.append(p) and False,
+    )
     assert out.device.startswith("cuda")
     assert len(progress) == 30 and progress[-1]["epoch"] == 30
     assert 1 <= len(out.document["rules"]) <= 10

@@ -11,23 +11,29 @@ from typing import Any
 
 import numpy as np
 import pytest
-from models.rulelist import Condition, Feature, RuleList
 
 from app.services import jobs as jobsvc
 from app.tables import Job, ModelVersion, utcnow
+from models.rulelist import Condition, Feature, RuleList
 from worker.tasks import reap_and_requeue, run_job
 from worker.training import train_rule_list
 
-CSV = b"x,color,target\n" + b"".join(
-    f"{i},{'red' if i % 2 else 'blue'},{int(i >= 30)}\n".encode() for i in range(60))
+CSV = b"x,color,target\n" + b"".join(f"{i},{'red' if i % 2 else 'blue'},{int(i >= 30)}\n".encode() for i in range(60))
 
 
 class FakeClassifier:
     """Stands in for NeuRulesClassifier: one rule `x >= 30`, `epochs` callback calls."""
 
-    def __init__(self, n_rules: int = 10, epochs: Any = 5, random_state: int = 0, device: str = "auto",
-                 sleep: float = 0.0) -> None:
-        self.n_rules, self.epochs, self.random_state, self.device, self.sleep = n_rules, epochs, random_state, device, sleep
+    def __init__(
+        self, n_rules: int = 10, epochs: Any = 5, random_state: int = 0, device: str = "auto", sleep: float = 0.0
+    ) -> None:
+        self.n_rules, self.epochs, self.random_state, self.device, self.sleep = (
+            n_rules,
+            epochs,
+            random_state,
+            device,
+            sleep,
+        )
 
     def get_params(self) -> dict[str, Any]:
         return {"n_rules": self.n_rules, "epochs": self.epochs, "random_state": self.random_state}
@@ -40,9 +46,14 @@ class FakeClassifier:
                 raise RuntimeError("cancelled")
         feats = [Feature("x", "numeric", fill_value=30.0), Feature("color", "categorical", categories=("red", "blue"))]
         classes = sorted(set(np.asarray(y).tolist()))
-        self.rule_list_ = RuleList.build(classes=classes, features=feats,
-                                          rules=[[Condition("x", "between", low=30.0)]], X=X, y=list(y),
-                                          metadata={"device": "cpu"})
+        self.rule_list_ = RuleList.build(
+            classes=classes,
+            features=feats,
+            rules=[[Condition("x", "between", low=30.0)]],
+            X=X,
+            y=list(y),
+            metadata={"device": "cpu"},
+        )
         return self
 
 
@@ -52,8 +63,11 @@ def trainer(**kw: Any) -> Any:
 
 def make_job(api, parameters: dict[str, Any] | None = None) -> str:
     ds = api.client.post("/v1/datasets", files={"file": ("toy.csv", CSV, "text/csv")}, headers=api.h()).json()["id"]
-    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target",
-                                          "parameters": parameters or {"epochs": 6}}, headers=api.h())
+    r = api.client.post(
+        "/v1/jobs",
+        json={"dataset_id": ds, "target": "target", "parameters": parameters or {"epochs": 6}},
+        headers=api.h(),
+    )
     assert r.status_code == 202, r.text
     return r.json()["id"]  # type: ignore[no-any-return]
 
@@ -114,8 +128,15 @@ def test_cancel_while_running_stops_at_next_epoch(sqlite_api) -> None:
 def test_time_limit(tmp_path) -> None:
     from tests.conftest import make_api
 
-    gen = make_api(tmp_path, "sqlite", training_soft_time_limit_s=1, training_time_limit_s=2,
-                   visibility_timeout_s=60, heartbeat_interval_s=1, stale_after_s=3)
+    gen = make_api(
+        tmp_path,
+        "sqlite",
+        training_soft_time_limit_s=1,
+        training_time_limit_s=2,
+        visibility_timeout_s=60,
+        heartbeat_interval_s=1,
+        stale_after_s=3,
+    )
     api = next(gen)
     try:
         jid = make_job(api, {"epochs": 1000})
