@@ -1,12 +1,12 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - install and start the service (embedded: SQLite + in-process Celery worker) on :8000
-#   make test  - install everything, start PostgreSQL/Redis if they are down, run the whole test suite
+#   make test  - install everything, start PostgreSQL/Redis if they are down, run the linters, then the whole test suite
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run worker test services bench-accuracy bench-serving
+.PHONY: install run worker lint test services bench-accuracy bench-serving
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -28,7 +28,15 @@ worker: $(STAMP)
 services:
 	bash scripts/services.sh
 
-test: $(STAMP) services
+# style, types and the layer contracts (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter]);
+# mypy checks app/ and worker/ (models/ is followed for types only) until models/ is mypy-clean too
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy app worker --follow-imports=silent
+	$(BIN)/lint-imports --no-logo
+
+test: $(STAMP) services lint
 	$(BIN)/python -m pytest
 
 bench-accuracy: $(STAMP)

@@ -1,4 +1,8 @@
-"""One error shape for every 4xx/5xx: `{"error": {"code", "message", "details"}}`."""
+"""The edge where failures become HTTP: one error shape for every 4xx/5xx, `{"error": {"code", "message", "details"}}`.
+
+Services raise `app.services.errors.DomainError` kinds; this module alone decides their status codes,
+and also shapes FastAPI's validation errors, Starlette's HTTP errors and values the database refused.
+"""
 
 from __future__ import annotations
 
@@ -11,79 +15,47 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.services.errors import (
+    Conflict,
+    DomainError,
+    Invalid,
+    Malformed,
+    NotFound,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+    Unsupported,
+)
+
 log = logging.getLogger("neurules.errors")
 
 
-class APIError(Exception):
-    """An expected failure with an HTTP status, a stable code and a readable message."""
-
-    status_code = 400
-    code = "bad_request"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        details: list[dict[str, Any]] | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        if code is not None:
-            self.code = code
-        if status_code is not None:
-            self.status_code = status_code
-        self.details = details or []
+STATUS_OF: dict[type[DomainError], int] = {
+    NotFound: 404,
+    Invalid: 422,
+    Conflict: 409,
+    TooLarge: 413,
+    Unsupported: 415,
+    Malformed: 400,
+    Unauthenticated: 401,
+    Unavailable: 503,
+}
+HEADERS_401 = {"WWW-Authenticate": "Bearer"}
 
 
-class NotFound(APIError):
-    """The resource does not exist for this tenant (other tenants' ids answer the same)."""
-
-    status_code = 404
-    code = "not_found"
-
-
-class Unprocessable(APIError):
-    """Well-formed request whose content is invalid."""
-
-    status_code = 422
-    code = "invalid_input"
+def status_of(exc: DomainError) -> int:
+    """The HTTP status of a domain error: that of the first kind in its class hierarchy (400 for none)."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS_OF:
+            return STATUS_OF[cls]
+    return 400
 
 
-class Conflict(APIError):
-    """The request conflicts with the resource's state."""
-
-    status_code = 409
-    code = "conflict"
-
-
-class PayloadTooLarge(APIError):
-    """The body is over a configured limit."""
-
-    status_code = 413
-    code = "payload_too_large"
-
-
-class UnsupportedMediaType(APIError):
-    """The body's content type is not the one the endpoint accepts."""
-
-    status_code = 415
-    code = "unsupported_media_type"
-
-
-class Unauthorized(APIError):
-    """Missing or unknown API key."""
-
-    status_code = 401
-    code = "unauthorized"
-
-
-class ServiceUnavailable(APIError):
-    """A dependency (database, broker) is unreachable."""
-
-    status_code = 503
-    code = "service_unavailable"
+def domain_error_response(exc: DomainError) -> JSONResponse:
+    """The response for a domain error: its status, the error shape, `WWW-Authenticate` on 401."""
+    status = status_of(exc)
+    headers = HEADERS_401 if status == 401 else None
+    return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -113,18 +85,12 @@ def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-HEADERS_401 = {"WWW-Authenticate": "Bearer"}
-
-
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the same shape."""
 
-    @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        headers = HEADERS_401 if exc.status_code == 401 else None
-        return JSONResponse(
-            error_body(exc.code, exc.message, exc.details), status_code=exc.status_code, headers=headers
-        )
+    @app.exception_handler(DomainError)
+    async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

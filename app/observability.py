@@ -7,7 +7,7 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.tables import JOB_STATES
+from app.services.job_states import JobState
 
 _rand = random.getrandbits
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -61,7 +61,7 @@ def configure_logging(level: str = "INFO") -> None:
 class Metrics:
     """The service's Prometheus metrics, in their own registry."""
 
-    def __init__(self, jobs_by_state: Callable[[], dict[str, int]] | None = None) -> None:
+    def __init__(self, jobs_by_state: Callable[[], Mapping[JobState, int]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram(
             "neurules_http_request_duration_seconds",
@@ -85,7 +85,7 @@ class Metrics:
 
 
 class _JobsCollector(Collector):
-    def __init__(self, fetch: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, fetch: Callable[[], Mapping[JobState, int]]) -> None:
         self.fetch = fetch
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -93,10 +93,10 @@ class _JobsCollector(Collector):
         g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
         try:
             counts = self.fetch()
-        except Exception:  # a scrape must not fail because the database blinked
+        except Exception:  # noqa: BLE001 -- a scrape must not fail because the database blinked
             counts = {}
-        for s in JOB_STATES:
-            g.add_metric([s], counts.get(s, 0))
+        for s in JobState:
+            g.add_metric([s.value], counts.get(s, 0))
         yield g
 
     def describe(self) -> list[GaugeMetricFamily]:

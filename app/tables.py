@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.services.job_states import JobState
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -32,9 +34,6 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINAL_JOB_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
 
 def utcnow() -> datetime:
@@ -68,11 +67,26 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
+class JobStateType(TypeDecorator[JobState]):
+    """A job state stored as its string and read back as `JobState`."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: JobState | str | None, dialect: Dialect) -> str | None:
+        """Store the state's value (a plain string that is not a state is refused)."""
+        return None if value is None else JobState(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> JobState | None:
+        """Read the string back as a state."""
+        return None if value is None else JobState(value)
+
+
 class Base(DeclarativeBase):
     """Declarative base with a stable constraint naming convention."""
 
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class Tenant(Base):
@@ -180,7 +194,7 @@ class Job(Base):
     target: Mapped[str] = mapped_column(String(300))
     model_name: Mapped[str] = mapped_column(String(100))
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[JobState] = mapped_column(JobStateType(), default=JobState.QUEUED)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     n_epochs: Mapped[int] = mapped_column(Integer, default=0)

@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         sets = {w: sets[w] for w in wanted}
     targets = load_targets()
     header = (
-        "| dataset | NeuRules F1 (ours) | paper NeuRules | target | CART-11 | rules used | fit s/fold | soft/crisp agreement |\n"
+        "| dataset | NeuRules F1 (ours) | paper NeuRules | target | CART-11 | rules used | fit s/fold "
+        "| soft/crisp agreement |\n"
         "|---|---|---|---|---|---|---|---|"
     )
     lines = [header]

@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.zeros(1, device="cuda").sum().item()
     lines += [
         "",
-        "| dataset | device | fit seconds (fold 0) | held-out weighted F1 | rules | of which: prepare / train / extract / check s |",
+        "| dataset | device | fit seconds (fold 0) | held-out weighted F1 | rules "
+        "| of which: prepare / train / extract / check s |",
         "|---|---|---|---|---|---|",
     ]
     for line in lines:

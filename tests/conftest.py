@@ -103,7 +103,7 @@ def pg_database() -> Iterator[str]:
         skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
     from sqlalchemy import create_engine, text
 
-    from app.cli import migrate
+    from app.admin import migrate
 
     name = f"neurules_t_{uuid.uuid4().hex[:10]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -194,7 +194,7 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
     """Build an Api on SQLite (fresh file) or PostgreSQL (shared session database, truncated)."""
     from fastapi.testclient import TestClient
 
-    from app.cli import create_key, create_tenant, migrate
+    from app.admin import create_key, create_tenant, migrate
     from app.main import create_app
     from app.settings import Settings
 
@@ -218,7 +218,7 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
     _, ka = create_key(url, "tenant-a")
     _, kb = create_key(url, "tenant-b")
     queue = FakeQueue()
-    app = create_app(settings, queue=queue, background=False, configure_logs=False)
+    app = create_app(settings, queue=queue, configure_logs=False)
     with TestClient(app) as client:
         yield Api(client, app, settings, queue, url, ka, kb, ta, tb)
 

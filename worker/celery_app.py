@@ -8,23 +8,23 @@ the solo pool used for GPU workers cannot enforce them).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import setup_logging
 
+from app.observability import configure_logging
 from app.settings import Settings, get_settings
-
-TRAIN_TASK = "neurules.train"
-REAP_TASK = "neurules.reap"
+from worker.tasks import REAP_TASK, TRAIN_TASK, register_tasks
 
 
-@setup_logging.connect
 def _json_logs(**_: Any) -> None:
     """Worker processes log JSON lines like the API (instead of Celery's own format)."""
-    from app.observability import configure_logging
-
     configure_logging(get_settings().log_level)
+
+
+setup_logging.connect(_json_logs)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -75,8 +75,6 @@ def make_celery(settings: Settings) -> Celery:
     """A Celery app configured from settings, with the training tasks registered."""
     app = Celery("neurules", set_as_current=False)
     app.conf.update(celery_config(settings))
-    from worker.tasks import register_tasks
-
     register_tasks(app, settings)
     return app
 
@@ -103,8 +101,6 @@ class CeleryQueue:
             conn.ensure_connection(max_retries=1, timeout=3)
             if self.app.conf.broker_url.startswith("filesystem"):
                 opts = self.app.conf.broker_transport_options
-                import os
-
                 if not os.access(opts["data_folder_in"], os.W_OK):
                     raise OSError(f"broker folder {opts['data_folder_in']} is not writable")
 
@@ -114,7 +110,7 @@ _app: Celery | None = None
 
 def __getattr__(name: str) -> Any:
     """`app` is built on first use from the environment (so importing this module has no side effects)."""
-    global _app
+    global _app  # noqa: PLW0603 -- one app per process, built lazily
     if name in ("app", "celery"):
         if _app is None:
             _app = make_celery(get_settings())

@@ -84,11 +84,11 @@ def stratified_split(y: np.ndarray, test_size: float, seed: int) -> tuple[np.nda
     """Per-class shuffled split; classes with one row stay in training."""
     rng = np.random.default_rng(seed)
     train, test = [], []
-    labels = [v for v in dict.fromkeys(y.tolist())]
+    labels = list(dict.fromkeys(y.tolist()))
     for lab in labels:
         idx = np.flatnonzero(y == lab)
         rng.shuffle(idx)
-        n_test = int(round(len(idx) * test_size)) if len(idx) >= 2 else 0
+        n_test = round(len(idx) * test_size) if len(idx) >= 2 else 0
         n_test = min(max(n_test, 1 if len(idx) >= 2 else 0), len(idx) - 1)
         test.append(idx[:n_test])
         train.append(idx[n_test:])

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+from app.services.job_states import JobState
+
+if TYPE_CHECKING:
+    from app.tables import Job
+
 Scalar = int | Annotated[float, Field(allow_inf_nan=False)] | str | bool | None
 
 
@@ -111,6 +115,27 @@ class JobPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, job: Job) -> JobPublic:
+        """The response for a job row."""
+        return cls(
+            id=job.id,
+            dataset_id=job.dataset_id,
+            target=job.target,
+            model_name=job.model_name,
+            parameters=job.parameters,
+            state=job.state,
+            cancel_requested=job.cancel_requested,
+            progress=JobProgress(epoch=job.epoch, n_epochs=job.n_epochs, loss=job.loss, val_score=job.val_score),
+            error=job.error,
+            attempts=job.attempts,
+            device=job.device,
+            model_version_id=job.model_version_id,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
 
 
 class JobList(BaseModel):

@@ -14,17 +14,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.services.errors import Invalid, TooLarge
+
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
 
 
-class CSVError(ValueError):
+class CSVError(Invalid, ValueError):
     """A CSV that cannot be accepted; `code` is stable, the message names the row/column."""
 
-    def __init__(self, code: str, message: str, *, status_code: int = 422) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status_code = status_code
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message, code=code)
+
+
+class CSVTooManyRows(TooLarge, CSVError):
+    """A CSV with more data rows than the configured limit."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
                 )
             n += 1
             if n > max_rows:
-                raise CSVError("csv_too_many_rows", f"the file has more than {max_rows} data rows", status_code=413)
+                raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
             for j, cell in enumerate(row):
                 c = cell.strip()
                 cols[j].append(None if c in MISSING_TOKENS else c)

@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import NotFound, Unprocessable
+from app.services.errors import Invalid, NotFound
+from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
 from models.rulelist import RuleList
 
@@ -47,7 +48,7 @@ def parse_ref(ref: str) -> Ref:
 def check_name(name: str) -> str:
     """Validate a model name."""
     if not NAME_RE.match(name):
-        raise Unprocessable(
+        raise Invalid(
             f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; at most 100; no '@')",
             details=[{"field": "name", "message": "invalid model name"}],
         )
@@ -57,7 +58,7 @@ def check_name(name: str) -> str:
 def check_alias(alias: str) -> str:
     """Validate an alias name."""
     if not ALIAS_RE.match(alias) or alias == LATEST:
-        raise Unprocessable(
+        raise Invalid(
             f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
             "'-'; 'latest' is reserved)",
             details=[{"field": "alias", "message": "invalid alias"}],
@@ -151,7 +152,7 @@ def _check_numbers(document: Any, metrics: Any, provenance: Any) -> None:
     for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
         bad = non_finite_path(value, field)
         if bad:
-            raise Unprocessable(
+            raise Invalid(
                 f"{bad}: NaN, Infinity and numbers beyond the float range are not allowed",
                 code="invalid_rule_list" if field == "rule_list" else "invalid_input",
                 details=[{"field": bad, "message": "NaN, Infinity and numbers beyond the float range are not allowed"}],
@@ -174,7 +175,7 @@ def add_version(
         rl = RuleList.from_dict(document)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
-        raise Unprocessable(
+        raise Invalid(
             f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list", "message": msg}]
         ) from None
     rm = get_or_create_model(session, tenant_id, name)
@@ -200,7 +201,7 @@ def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelV
     """Point `name@alias` at a version of the same model (create or move)."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
-        raise Unprocessable(
+        raise Invalid(
             f"version {version.id!r} belongs to another model",
             details=[{"field": "version", "message": "version of another model"}],
         )
@@ -228,4 +229,35 @@ def aliases_of(session: Session, rm_id: str) -> dict[str, str]:
     rows = session.execute(
         select(ModelAlias.alias, ModelAlias.version_id).where(ModelAlias.registered_model_id == rm_id)
     ).all()
-    return {a: v for a, v in rows}
+    return dict(rows)
+
+
+def version_stats(session: Session, rm_id: str) -> tuple[int | None, int]:
+    """The latest version number (None without versions) and how many versions a model has."""
+    latest, n = session.execute(
+        select(func.max(ModelVersion.version), func.count()).where(ModelVersion.registered_model_id == rm_id)
+    ).one()
+    return latest, int(n)
+
+
+def list_models(session: Session, tenant_id: str, *, limit: int, offset: int) -> Page[RegisteredModel]:
+    """The tenant's named models, by name."""
+    q = select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id)
+    return page_of_scalars(session, q, (RegisteredModel.name,), limit, offset)
+
+
+def find_version(
+    session: Session, tenant_id: str, rm: RegisteredModel, *, version: int | None, version_id: str | None
+) -> ModelVersion:
+    """A version of the tenant by id, or of `rm` by number; NotFound otherwise."""
+    if version_id is not None:
+        mv = session.get(ModelVersion, version_id)
+        if mv is None or mv.tenant_id != tenant_id:
+            raise NotFound(f"model version {version_id!r} not found")
+        return mv
+    found = session.scalar(
+        select(ModelVersion).where(ModelVersion.registered_model_id == rm.id, ModelVersion.version == version)
+    )
+    if found is None:
+        raise NotFound(f"model {rm.name!r} has no version {version}")
+    return found

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
+from app.services.errors import Invalid
 from models.rulelist import RuleList
 
 MAX_ERROR_DETAILS = 50
@@ -22,18 +23,16 @@ FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as 
 SCALAR_PATH_MAX = 8  # up to this many records, evaluate record by record (no numpy column set-up)
 
 
-class RecordError(ValueError):
-    """Invalid records; `details` lists `{field, message}` with `records[i].name` paths."""
+class RecordError(Invalid, ValueError):
+    """Invalid records (code `invalid_record`); `details` lists `{field, message}` with `records[i].name` paths."""
 
     def __init__(self, details: list[dict[str, Any]], *, total: int | None = None) -> None:
-        self.details = details[:MAX_ERROR_DETAILS]
         n = total if total is not None else len(details)
         first = details[0]
         msg = f"{first['field']}: {first['message']}"
         if n > 1:
             msg += f" (and {n - 1} more problem(s))"
-        super().__init__(msg)
-        self.message = msg
+        super().__init__(msg, code="invalid_record", details=details[:MAX_ERROR_DETAILS])
 
 
 @dataclass(frozen=True)

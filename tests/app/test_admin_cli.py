@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from app.cli import main, port_in_use, reuseport_socket
+from worker.cli import main
+from worker.serve import port_in_use, reuseport_socket
 
 
 @pytest.fixture

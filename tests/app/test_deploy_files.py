@@ -54,3 +54,14 @@ def test_dockerfile() -> None:
         assert f"COPY {path}" in text
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and "var" in ignored
+
+
+def test_console_scripts_resolve() -> None:
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["neurules-admin"] == "worker.cli:main"  # the admin CLI needs both app and worker
+    for target in scripts.values():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), target

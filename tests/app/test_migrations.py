@@ -7,7 +7,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from app.cli import migrate
+from app.admin import migrate
 from app.db import make_engine
 from app.tables import Base
 
@@ -50,7 +50,7 @@ def test_downgrade_and_upgrade_again(tmp_path) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from app.cli import MIGRATIONS
+    from app.admin import MIGRATIONS
 
     url = f"sqlite:///{tmp_path / 'd.sqlite3'}"
     migrate(url)

@@ -19,6 +19,9 @@ import pytest
 from tests.conftest import ROOT, fresh_pg_database, pg_available, redis_available, skip_unless_ci
 
 BIN = Path(sys.executable).parent
+# the `neurules-admin` console script's code (`worker.cli:main`), run from this checkout whatever the
+# installed script points at
+ADMIN = [sys.executable, "-m", "worker.cli"]
 
 
 def free_port() -> int:
@@ -81,9 +84,7 @@ def wait_ready(url: str, proc: Proc, timeout: float = 60) -> None:
 
 def admin(args: list[str], env: dict[str, str], cwd: Path) -> str:
     """Run `neurules-admin ...` and return its stdout."""
-    out = subprocess.run(
-        [str(BIN / "neurules-admin"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run([*ADMIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -155,7 +156,7 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     api = Proc(
         [
             str(BIN / "uvicorn"),
-            "app.main:app",
+            "worker.service:app",
             "--host",
             "127.0.0.1",
             "--port",
@@ -189,7 +190,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
-    proc = Proc([str(BIN / "neurules-admin"), "serve", "--port", str(port)], env, tmp, tmp / "serve.log")
+    proc = Proc([*ADMIN, "serve", "--port", str(port)], env, tmp, tmp / "serve.log")
     svc = Service(f"http://127.0.0.1:{port}", key, [proc])
     try:
         wait_ready(svc.url, proc)
@@ -206,9 +207,7 @@ def embedded_two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
-    proc = Proc(
-        [str(BIN / "neurules-admin"), "serve", "--port", str(port), "--workers", "2"], env, tmp, tmp / "serve2.log"
-    )
+    proc = Proc([*ADMIN, "serve", "--port", str(port), "--workers", "2"], env, tmp, tmp / "serve2.log")
     svc = Service(f"http://127.0.0.1:{port}", key, [proc], env, tmp)
     try:
         wait_ready(svc.url, proc)

@@ -232,7 +232,7 @@ def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes)
     import subprocess
 
     from tests.conftest import rule_list_doc
-    from tests.e2e.conftest import BIN
+    from tests.e2e.conftest import ADMIN
 
     svc = embedded_two_processes
     with httpx.Client(base_url=svc.url, headers={"X-API-Key": svc.key}, timeout=30) as client:
@@ -254,7 +254,7 @@ def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes)
     assert len(pids) == 2, pids
     port = svc.url.rsplit(":", 1)[1]
     out = subprocess.run(
-        [str(BIN / "neurules-admin"), "serve", "--port", port],
+        [*ADMIN, "serve", "--port", port],
         env=svc.env,
         cwd=svc.tmp,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Append-only audit rows, written with group commit.
+"""The append-only audit log: rows written with group commit, and the tenant's queries over them.
 
 Every decision is audited *before* its answer leaves the server: a request hands its rows to the
 writer thread and awaits the commit. The writer drains whatever is waiting and commits it in one
@@ -10,15 +10,17 @@ fail with 503 and no answer is returned.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.orm import Session
 
-from app.errors import ServiceUnavailable
 from app.services import serving
+from app.services.errors import Unavailable
 from app.tables import AuditRecord, utcnow
 
 log = logging.getLogger("neurules.audit")
@@ -71,7 +73,7 @@ class AuditWriter:
                     self._thread.start()
 
     async def write(self, rows: list[dict[str, Any]]) -> None:
-        """Queue rows and wait until they are committed (ServiceUnavailable when they cannot be)."""
+        """Queue rows and wait until they are committed (Unavailable when they cannot be)."""
         self._ensure()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -99,15 +101,13 @@ class AuditWriter:
             err: BaseException | None = None
             try:
                 self._write([r for rows, _, _ in batch for r in rows])
-            except Exception as e:  # the database is down or refused: fail the waiting requests
+            except Exception as e:  # noqa: BLE001 -- the database is down or refused: fail the waiting requests
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
                 self._drop_connection()
             for _, loop, fut in batch:
-                try:
+                with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
                     loop.call_soon_threadsafe(_settle, fut, err)
-                except RuntimeError:  # the loop is closed (shutdown)
-                    pass
 
     def _write(self, rows: list[dict[str, Any]]) -> None:
         if self._conn is None:
@@ -117,10 +117,8 @@ class AuditWriter:
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # already broken
                 self._conn.close()
-            except Exception:  # already broken
-                pass
             self._conn = None
 
     def close(self) -> None:
@@ -138,7 +136,36 @@ def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:
         fut.set_result(None)
     else:
         fut.set_exception(
-            ServiceUnavailable(
-                "the audit log could not be written; the decision was not returned", code="audit_unavailable"
-            )
+            Unavailable("the audit log could not be written; the decision was not returned", dependency="audit")
         )
+
+
+def write_rows_or_unavailable(engine: Engine, rows: list[dict[str, Any]]) -> None:
+    """`write_rows`, with any failure reported as Unavailable (no decision leaves without its audit rows)."""
+    try:
+        write_rows(engine, rows)
+    except Exception as e:  # noqa: BLE001 -- whatever broke, the answer is 503, never a 500
+        log.error("audit write failed", extra={"rows": len(rows), "error": repr(e)})
+        raise Unavailable(
+            "the audit log could not be written; the decisions were not returned", dependency="audit"
+        ) from None
+
+
+def list_records(
+    session: Session,
+    tenant_id: str,
+    *,
+    model_version_id: str | None = None,
+    input_digest: str | None = None,
+    before_id: int | None = None,
+    limit: int,
+) -> list[AuditRecord]:
+    """The tenant's audit records, newest first, optionally filtered (page backwards with `before_id`)."""
+    q = select(AuditRecord).where(AuditRecord.tenant_id == tenant_id)
+    if model_version_id:
+        q = q.where(AuditRecord.model_version_id == model_version_id)
+    if input_digest:
+        q = q.where(AuditRecord.input_digest == input_digest)
+    if before_id:
+        q = q.where(AuditRecord.id < before_id)
+    return list(session.scalars(q.order_by(AuditRecord.id.desc()).limit(limit)).all())

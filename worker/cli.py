@@ -1,0 +1,143 @@
+"""`neurules-admin`: serve, migrate, tenants and API keys, reaper sweep, worker.
+
+`neurules-admin serve` with no environment starts the embedded service: SQLite under ./var,
+migrations applied, a Celery worker thread on the filesystem broker, http://127.0.0.1:8000.
+Set NEURULES_MODE=distributed, NEURULES_DATABASE_URL and NEURULES_BROKER_URL for the
+distributed mode (and run `neurules-admin worker` on each worker machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from app import admin
+from app.services.errors import DomainError
+from app.settings import Settings
+
+ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The validated settings, or exit with the problems in words."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        sys.exit(f"neurules-admin: invalid configuration: {msgs}")
+
+
+def run_worker(settings: Settings, extra: Sequence[str]) -> None:
+    """Run a Celery worker process for the training queue (solo pool: one job at a time, GPU-friendly)."""
+    from app.observability import configure_logging
+    from worker.celery_app import make_celery
+
+    configure_logging(settings.log_level)
+    argv = ["worker", "-P", "solo", "-Q", settings.queue, "--without-mingle", "--without-gossip"]
+    make_celery(settings).worker_main([*argv, "-l", settings.log_level, *extra])
+
+
+def reap(settings: Settings) -> list[dict[str, Any]]:
+    """One reaper sweep; what it did to which job."""
+    from app.db import Database
+    from worker.celery_app import make_celery
+    from worker.tasks import reap_and_requeue
+
+    db = Database(settings.resolved_database_url)
+    try:
+        return [a.__dict__ for a in reap_and_requeue(db, settings, make_celery(settings))]
+    finally:
+        db.dispose()
+
+
+def effective_config(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON, with the values derived from them."""
+    d = settings.model_dump(mode="json")
+    d.update(
+        database_url=settings.resolved_database_url,
+        broker_url=settings.resolved_broker_url,
+        embedded_worker=settings.run_embedded_worker,
+        pid=os.getpid(),
+    )
+    return d
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(
+        prog="neurules-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("serve", help="run the API (embedded mode by default)")
+    sp.add_argument("--host", default=None)
+    sp.add_argument("--port", type=int, default=None)
+    sp.add_argument("--workers", type=int, default=None, help="server processes (one per core is best)")
+    sp.add_argument("--no-migrate", action="store_true", help="do not apply migrations on start")
+    sub.add_parser("migrate", help="apply database migrations")
+    sp = sub.add_parser("create-tenant", help="create a tenant")
+    sp.add_argument("name")
+    sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
+    sp.add_argument("tenant", help="tenant name or id")
+    sp.add_argument("--label", default="")
+    sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
+    sp.add_argument("key_id")
+    sub.add_parser("list-tenants", help="tenants and their key ids (as JSON)")
+    sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
+    sp = sub.add_parser("worker", help="run a Celery training worker (distributed mode)")
+    sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
+    sub.add_parser("config", help="print the effective configuration (validated)")
+    return p
+
+
+def run(args: argparse.Namespace, settings: Settings) -> None:
+    """Carry out one parsed command."""
+    url = settings.resolved_database_url
+    if settings.is_sqlite and args.cmd in ADMIN_COMMANDS_THAT_MIGRATE:
+        admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`
+    if args.cmd == "serve":
+        from worker.serve import serve
+
+        host, port, workers = args.host or settings.host, args.port or settings.port, args.workers or settings.workers
+        serve(settings, host, port, workers, not args.no_migrate)
+    elif args.cmd == "migrate":
+        admin.migrate(url)
+        print(f"migrated {settings.mode} database to head")
+    elif args.cmd == "create-tenant":
+        print(admin.create_tenant(url, args.name))
+    elif args.cmd == "create-key":
+        key_id, key = admin.create_key(url, args.tenant, args.label)
+        print(key)
+        print(f"key id {key_id}; store the key now, it is not shown again", file=sys.stderr)
+    elif args.cmd == "revoke-key":
+        admin.revoke_key(url, args.key_id)
+        print(
+            f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
+            f"{settings.auth_cache_ttl_s:g} s)"
+        )
+    elif args.cmd == "list-tenants":
+        print(json.dumps(admin.list_tenants(url), indent=2))
+    elif args.cmd == "reap":
+        print(json.dumps(reap(settings)))
+    elif args.cmd == "worker":
+        run_worker(settings, args.celery_args)
+    elif args.cmd == "config":
+        print(json.dumps(effective_config(settings), indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `neurules-admin` console script."""
+    args = parser().parse_args(argv)
+    try:
+        run(args, load_settings())
+    except DomainError as e:
+        sys.exit(f"neurules-admin: {e.message}")
+
+
+if __name__ == "__main__":
+    main()
