@@ -31,7 +31,8 @@ services:
 # style, types and the layer contracts (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter]);
 # mypy checks app/ and worker/ (models/ is followed for types only) until models/ is mypy-clean too
 lint: $(STAMP)
-	$(BIN)/ruff check .
+	# models/ and tests/models/ join the ruff step when the learner rewrite lands (issue 7)
+	$(BIN)/ruff check . --extend-exclude models --extend-exclude tests/models
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy app worker --follow-imports=silent
 	$(BIN)/lint-imports --no-logo
