@@ -119,7 +119,8 @@ def _check(rl: RuleList, record: dict[str, Any], wanted: Any = None) -> None:
     assert out["n_changes"] == len(out["changes"]) == expected[0]
     assert out["distance"] == pytest.approx(expected[1], abs=1e-9)
     assert out["exact"] is True
-    assert out["probabilities"] == {str(c): p for c, p in zip(rl.classes, rl.rule(out["rule_id"]).probabilities)}
+    probabilities = rl.rule(out["rule_id"]).probabilities
+    assert out["probabilities"] == {str(c): p for c, p in zip(rl.classes, probabilities, strict=True)}
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
