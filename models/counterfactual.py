@@ -1,10 +1,12 @@
 """Counterfactual explanations read off a crisp rule list (numpy only, no torch, no pandas).
 
 For a record, find the smallest change of feature values that makes a rule predicting another
-class (or a requested class) decide: that rule must hold and every earlier rule must fail. Each
-earlier rule fails when at least one of its conditions is broken, so the search chooses one
-condition to break per earlier rule (branch and bound on the cost so far), and for every feature
-takes the value closest to the record's that satisfies all the constraints put on it. The cost is
+class (or a requested class) decide: that rule must hold and every earlier rule must fail. For
+every feature the search takes the value closest to the record's that satisfies the constraints
+put on it so far; while an earlier rule still holds at those values, it branches on which of that
+rule's conditions to break (one more constraint per branch; branch and bound on the cost so far,
+which constraints only raise). When no earlier rule holds, those values are the cheapest change
+under the constraints chosen, so the search is exact. The cost is
 lexicographic: fewest changed features, then the smallest sum of range-normalised distances
 (numeric: |new - old| / (max - min); categorical: 1). Every answer is verified with
 `RuleList.apply` on the changed record; evaluation itself is never re-implemented here.
@@ -27,7 +29,6 @@ MAX_DECIMALS = 6  # the finest "data resolution" guessed from the document's num
 
 Constraint = tuple[Condition, bool]  # (condition, must it hold?)
 Cost = tuple[int, float]  # (features changed, summed normalised distance)
-State = dict[str, frozenset[Constraint]]  # the constraints put on each feature so far
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Choice:
     @property
     def cost(self) -> Cost:
         """This feature's share of the total cost."""
-        return (1 if self.changed else 0, self.distance)
+        return (int(self.changed), self.distance)
 
 
 def _decimals(x: float) -> int:
@@ -65,7 +66,12 @@ class _NumericChooser:
         lo, hi = feature.min, feature.max
         self.scale = (hi - lo) if lo is not None and hi is not None and hi > lo else 1.0
 
-    def choose(self, constraints: frozenset[Constraint]) -> Choice | None:
+    @property
+    def current(self) -> float:
+        """The value the rule list evaluates (the fill value when missing)."""
+        return self.x0
+
+    def choose(self, constraints: Sequence[Constraint]) -> Choice | None:
         """The feasible value nearest the record's, or None when the constraints contradict."""
 
         def ok(v: float) -> bool:
@@ -113,7 +119,12 @@ class _CategoricalChooser:
         order = dict.fromkeys([*feature.categories, *named, None])
         self.candidates = [k for k in order if k is not None or allow_missing]  # "missing" only when allowed
 
-    def choose(self, constraints: frozenset[Constraint]) -> Choice | None:
+    @property
+    def current(self) -> CategoryKey:
+        """The category key the rule list evaluates."""
+        return self.k0
+
+    def choose(self, constraints: Sequence[Constraint]) -> Choice | None:
         """The record's category when it satisfies the constraints, else the first one that does."""
 
         def ok(k: CategoryKey) -> bool:
@@ -127,6 +138,15 @@ class _CategoricalChooser:
         return None
 
 
+@dataclass(frozen=True)
+class _Node:
+    """A search state: the constraints put on each feature, the values they lead to, the cost."""
+
+    constraints: dict[str, frozenset[int]]  # per feature: condition id * 2 + (1 if it must hold)
+    choices: dict[str, Choice]
+    cost: Cost
+
+
 @dataclass
 class _Best:
     cost: Cost
@@ -135,89 +155,92 @@ class _Best:
 
 
 class _Search:
-    """Branch and bound over which condition of each earlier rule to break."""
+    """Branch and bound: make the target rule hold, then, while some earlier rule still holds at the
+    values chosen so far, branch on which of its conditions to break."""
 
     def __init__(self, rule_list: RuleList, record: Mapping[str, Any], allow_missing: bool, max_nodes: int) -> None:
         self.rl, self.record, self.max_nodes = rule_list, record, max_nodes
-        conds = [r.conditions for r in rule_list.rules]
-        used = {c.feature for cs in conds for c in cs}
+        rules = [r.conditions for r in rule_list.rules]
+        self.conds = list(dict.fromkeys(c for cs in rules for c in cs))  # equal conditions share one id
+        self.ids = {c: i for i, c in enumerate(self.conds)}
+        used = {c.feature for c in self.conds}
         self.choosers: dict[str, _NumericChooser | _CategoricalChooser] = {
             f.name: _NumericChooser(f, record[f.name])
             if f.type == "numeric"
-            else _CategoricalChooser(f, record[f.name], conds, allow_missing)
+            else _CategoricalChooser(f, record[f.name], rules, allow_missing)
             for f in rule_list.features
             if f.name in used
         }
-        self.memo: dict[tuple[str, frozenset[Constraint]], Choice | None] = {}
+        self.current = {name: ch.current for name, ch in self.choosers.items()}
+        self.memo: dict[tuple[str, frozenset[int]], Choice | None] = {}
         self.best: _Best | None = None
         self.nodes = 0
         self.truncated = False
 
-    def choose(self, feature: str, constraints: frozenset[Constraint]) -> Choice | None:
-        """Memoised per-feature choice."""
-        key = (feature, constraints)
-        if key not in self.memo:
-            self.memo[key] = self.choosers[feature].choose(constraints)
-        return self.memo[key]
+    def choose(self, feature: str, keys: frozenset[int]) -> Choice | None:
+        """Memoised per-feature choice under the constraints `keys`."""
+        memo_key = (feature, keys)
+        if memo_key not in self.memo:
+            constraints = tuple((self.conds[k >> 1], bool(k & 1)) for k in keys)
+            self.memo[memo_key] = self.choosers[feature].choose(constraints)
+        return self.memo[memo_key]
 
-    def state_cost(self, state: Mapping[str, frozenset[Constraint]]) -> Cost | None:
-        """Total cost of a constraint state (None when some feature is infeasible)."""
-        n, dist = 0, 0.0
-        for feature, cons in state.items():
-            ch = self.choose(feature, cons)
-            if ch is None:
-                return None
-            n, dist = n + ch.cost[0], dist + ch.cost[1]
-        return (n, dist)
+    def add(self, node: _Node, cond: Condition, hold: bool) -> _Node | None:
+        """The node with one more constraint (None when that feature has no value left)."""
+        f = cond.feature
+        keys = node.constraints.get(f, frozenset()) | {self.ids[cond] * 2 + int(hold)}
+        choice = self.choose(f, keys)
+        if choice is None:
+            return None
+        old = node.choices.get(f)
+        n, dist = node.cost
+        if old is not None:
+            n, dist = n - old.cost[0], dist - old.cost[1]
+        cost = (n + choice.cost[0], dist + choice.cost[1])
+        return _Node({**node.constraints, f: keys}, {**node.choices, f: choice}, cost)
 
-    def start(self, rule_id: int) -> State | None:
-        """Constraints making rule `rule_id` hold (the default rule holds by itself)."""
-        state: State = {}
+    def start(self, rule_id: int) -> _Node | None:
+        """The node where rule `rule_id` holds (the default rule holds by itself)."""
+        node: _Node | None = _Node({}, {}, (0, 0.0))
         for c in self.rl.rule(rule_id).conditions if rule_id else ():
-            state[c.feature] = state.get(c.feature, frozenset()) | {(c, True)}
-        return state if self.state_cost(state) is not None else None
+            node = self.add(node, c, True) if node is not None else None
+        return node
 
     def run(self, rule_id: int) -> None:
         """Search the cheapest change that makes `rule_id` decide; keeps the best over all calls."""
-        state = self.start(rule_id)
-        if state is None:
-            return
-        earlier = self.rl.rules[: rule_id - 1] if rule_id else self.rl.rules
-        self._dfs(rule_id, [r.conditions for r in earlier], 0, state)
+        node = self.start(rule_id)
+        if node is not None:
+            earlier = self.rl.rules[: rule_id - 1] if rule_id else self.rl.rules
+            self._dfs(rule_id, [r.conditions for r in earlier], node)
 
-    def _dfs(
-        self, rule_id: int, earlier: list[tuple[Condition, ...]], i: int, state: dict[str, frozenset[Constraint]]
-    ) -> None:
-        cost = self.state_cost(state)
-        if cost is None or (self.best is not None and cost >= self.best.cost):
+    def _dfs(self, rule_id: int, earlier: list[tuple[Condition, ...]], node: _Node) -> None:
+        if self.best is not None and node.cost >= self.best.cost:
             return
         self.nodes += 1
         if self.nodes > self.max_nodes:
             self.truncated = True
             return
-        if i == len(earlier):
-            self._offer(rule_id, cost, state)
+        values = {**self.current, **{f: ch.value for f, ch in node.choices.items()}}
+        branches: list[_Node] | None = None
+        for conds in earlier:  # the earlier rules that still hold at these values must be broken
+            if all(c.holds_scalar(values[c.feature]) for c in conds):
+                options = [child for c in conds if (child := self.add(node, c, False)) is not None]
+                if not options:
+                    return  # this rule can no longer fail: the target rule is out of reach here
+                if branches is None or len(options) < len(branches):
+                    branches = options
+        if branches is None:  # every earlier rule fails at the cheapest values: nothing below is cheaper
+            self._offer(rule_id, node)
             return
-        conds = earlier[i]
-        for c in conds:  # a condition that can no longer hold: rule i fails whatever else changes
-            if self.choose(c.feature, state.get(c.feature, frozenset()) | {(c, True)}) is None:
-                self._dfs(rule_id, earlier, i + 1, state)
-                return
-        options: list[tuple[Cost, int, State]] = []
-        for c in conds:
-            branch = {**state, c.feature: state.get(c.feature, frozenset()) | {(c, False)}}
-            branch_cost = self.state_cost(branch)
-            if branch_cost is not None:
-                options.append((branch_cost, len(options), branch))
-        for _, _, branch in sorted(options, key=lambda o: (o[0], o[1])):
-            self._dfs(rule_id, earlier, i + 1, branch)
+        for child in sorted(branches, key=lambda b: b.cost):
+            self._dfs(rule_id, earlier, child)
 
-    def _offer(self, rule_id: int, cost: Cost, state: Mapping[str, frozenset[Constraint]]) -> None:
+    def _offer(self, rule_id: int, node: _Node) -> None:
         """Keep a leaf as the best answer if applying it really makes `rule_id` decide."""
-        choices = {f: ch for f in state if (ch := self.choose(f, state[f])) is not None and ch.changed}
+        choices = {f: ch for f, ch in node.choices.items() if ch.changed}
         changed = apply_changes(self.record, {f: ch.value for f, ch in choices.items()})
         if int(self.rl.apply([changed])[0]) == rule_id:
-            self.best = _Best(cost, rule_id, choices)
+            self.best = _Best(node.cost, rule_id, choices)
 
 
 def apply_changes(record: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -303,7 +326,7 @@ def counterfactual(
         what = f"class {wanted!r}" if wanted is not None else f"a class other than {now!r}"
         return {"found": False, "reason": f"no rule of the list predicts {what}"}
     search = _Search(rl, record, allow_missing, max_nodes)
-    bounds = {j: search.state_cost(s) for j in ids if (s := search.start(j)) is not None}
+    bounds = {j: node.cost for j in ids if (node := search.start(j)) is not None}
     for j in sorted(bounds, key=lambda j: (bounds[j], ids.index(j))):
         search.run(j)
     if search.best is None:

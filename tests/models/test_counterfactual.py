@@ -137,6 +137,27 @@ def test_requested_class_is_reached_minimally(rl: RuleList, record: dict[str, An
     _check(rl, record, wanted)
 
 
+def test_a_dead_end_branch_does_not_hide_the_answer() -> None:
+    """Breaking rule 2 on d (as cheap as on c) makes rule 1 fire: the search must try c too."""
+    doc = _doc([0, 1], [], [0, 1])
+    doc["rules"] = [
+        {"conditions": [{"feature": "d", "op": "in", "values": ["b", "c"]}], "class_counts": [1, 0]},
+        {
+            "conditions": [
+                {"feature": "d", "op": "in", "values": ["a"]},
+                {"feature": "c", "op": "in", "values": ["a"]},
+            ],
+            "class_counts": [1, 0],
+        },
+    ]
+    for rule in doc["rules"]:
+        rule["probabilities"] = list(smoothed_probabilities(rule["class_counts"], 1.0))
+    rl = RuleList.from_dict(doc)
+    out = counterfactual(rl, {"x": None, "y": None, "c": "a", "d": "a"})
+    assert out["changes"] == [{"feature": "c", "from": "a", "to": "b"}]
+    assert out["rule_id"] == 0
+
+
 def test_inclusive_bound_is_crossed_at_the_data_resolution() -> None:
     rl = RuleList.from_dict(DOC)
     record = {"age": 66.4, "chest pain": "asymptomatic", "smoker": None, "unused": 1.0}  # rule 1 at its upper bound
