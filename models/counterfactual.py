@@ -25,7 +25,7 @@ import numpy as np
 from models.rulelist import CategoryKey, ClassLabel, Condition, Feature, RuleList, category_key
 
 MAX_NODES = 20_000  # search nodes per record; beyond it the best verified answer is returned with exact=False
-MAX_DECIMALS = 6  # the finest "data resolution" guessed from the document's numbers
+MAX_DECIMALS = 12  # the finest "data resolution" read off the numbers (their 10 significant digits)
 
 Constraint = tuple[Condition, bool]  # (condition, must it hold?)
 Cost = tuple[int, float]  # (features changed, summed normalised distance)
@@ -98,13 +98,13 @@ class _NumericChooser:
         """The shortest number strictly beyond an inclusive bound that satisfies `ok` (NaN if none):
         the bound rounded at the data's resolution, then finer, then the next float."""
         start = self.decimals if self.decimals is not None else min(MAX_DECIMALS, _decimals(bound) + 1)
-        for d in range(start, 13):
+        for d in range(start, MAX_DECIMALS + 4):
             step = 10.0**-d
             k = math.floor(bound / step) + 1 if direction > 0 else math.ceil(bound / step) - 1
             v = round(k * step, d)
-            while (v <= bound) if direction > 0 else (v >= bound):
+            if (v - bound) * direction <= 0:  # floating point put it on the bound: one step further
                 v = round(v + direction * step, d)
-            if ok(v):
+            if (v - bound) * direction > 0 and ok(v):
                 return v
         v = float(np.nextafter(bound, direction * math.inf))
         return v if ok(v) else math.nan
