@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from app.services.classification_metrics import metrics_block
 from app.services.csvdata import Table
 from app.services.evaluation import (
     Decisions,
     code_labels,
     decisions,
-    metrics_block,
     require_column,
     rule_ids_in_order,
     typed_records,

@@ -218,6 +218,7 @@ def test_target_labels_meet_the_documents_classes() -> None:
     coded = code_labels([False, True], ["true", "False", "1", None, "maybe"])
     assert coded.codes.tolist() == [1, 0, -2, -1, -2]
     assert coded.unseen_values == {"1": 1, "maybe": 1}
+    assert code_labels([0, 1], np.array([1.0, np.nan, 0.0, np.nan, 2.0])).codes.tolist() == [1, -1, 0, -1, -2]
     strict = code_labels(["1", "1.0"], ["1.0", "1", "01"])  # loose keys would merge the classes: exact keys
     assert strict.codes.tolist() == [1, 0, -2]
 
