@@ -17,6 +17,7 @@ import numpy as np
 
 from app.services.classification_metrics import calibration, confusion, metrics_block
 from app.services.csvdata import Table, to_float
+from app.services.errors import Invalid
 from app.services.serving import RecordError, ServedModel, class_key, table_records
 from models.rulelist import CategoryKey, ClassLabel, RuleList, category_key
 
@@ -28,13 +29,13 @@ MAX_LISTED_VALUES = 50  # values listed per feature in `unseen_categories` and i
 Progress = Callable[[float], None]
 
 
-class EvaluationInputError(ValueError):
-    """Data that cannot be scored; `code` is stable and `field` names the request field at fault."""
+class EvaluationInputError(Invalid, ValueError):
+    """Data that cannot be scored (422 at the edge): a stable `code`, and `field` naming the request
+    field at fault (`field_name`: `target`, `slice_by` or `dataset_id`)."""
 
     def __init__(self, code: str, message: str, *, field: str, details: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.field = code, message, field
-        self.details = details if details is not None else [{"field": field, "message": message}]
+        super().__init__(message, code=code, details=details or [{"field": field, "message": message}])
+        self.field_name = field
 
 
 # ---------------------------------------------------------------------------------------------

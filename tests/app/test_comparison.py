@@ -188,4 +188,4 @@ def test_without_a_target_there_are_no_metrics_and_a_missing_one_is_an_error() -
     assert sum(map(sum, out["crosstab"]["matrix"])) == 50
     with pytest.raises(EvaluationInputError) as info:
         compare_on_table(base, other, table, "outcome")
-    assert (info.value.code, info.value.field) == ("target_not_found", "target")
+    assert (info.value.code, info.value.field_name) == ("target_not_found", "target")

@@ -233,12 +233,12 @@ def test_bad_files_raise_errors_naming_the_field() -> None:
         return info.value
 
     e = error(_table(rows), target="outcome")
-    assert (e.code, e.field) == ("target_not_found", "target")
+    assert (e.code, e.field_name) == ("target_not_found", "target")
     e = error(_table([r[1:] for r in rows], header=("chol", "thal", "target", "sex")))
-    assert (e.code, e.field) == ("missing_columns", "dataset_id")
+    assert (e.code, e.field_name) == ("missing_columns", "dataset_id")
     assert "age" in e.message and e.details == [{"field": "dataset_id", "message": "missing column 'age'"}]
     e = error(_table(rows), slice_by="region")
-    assert (e.code, e.field) == ("column_not_found", "slice_by")
+    assert (e.code, e.field_name) == ("column_not_found", "slice_by")
     e = error(_table([[*r[:3], "9", r[4]] for r in rows]))
     assert e.code == "no_rows_to_score" and "20 unseen" in e.message
     bad = [list(r) for r in rows]
