@@ -259,3 +259,6 @@ def test_split_entry_scores_typed_columns_like_the_file_entry() -> None:
     whole = evaluate_table(rl, _table(rows), "target")
     for key in ("n_rows", "excluded", "metrics", "confusion_matrix", "calibration", "rules"):
         assert split[key] == whole[key], key
+    import pandas as pd  # the worker holds its held-out split as a DataFrame and a label array
+
+    assert evaluate_split(rl, pd.DataFrame(X), np.array([r[3] for r in rows]))["rules"] == whole["rules"]
