@@ -56,6 +56,7 @@ function frame({ title, desc, width, height }) {
     s("title", { id: titleId, text: title }),
     s("desc", { id: descId, text: desc }),
   );
+  svg.style.maxWidth = `${width}px`; // scale down on narrow screens, never up
   return svg;
 }
 
@@ -123,7 +124,7 @@ export function lineChart({ title, desc, series, xLabel, yLabel, yDomain, xForma
   const svg = frame({ title, desc: desc || summary, width, height });
   const isDate = all.length && all[0].x instanceof Date;
   const intX = !isDate && xs.every(Number.isInteger);
-  const xTicks = isDate ? niceTicks(x0, x1, 4) : niceTicks(x0, x1, 6).filter((t) => !intX || Number.isInteger(t));
+  const xTicks = isDate ? niceTicks(x0, x1, 5) : niceTicks(x0, x1, 6).filter((t) => !intX || Number.isInteger(t));
   axes(svg, { m, width, height, xTicks, yTicks: niceTicks(y0, y1, 5), xScale, yScale, xLabel, yLabel, xFormat: isDate ? (t) => new Date(t).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }) : xFormat, yFormat });
   for (const r of refLines) {
     const y = yScale(r.y);
@@ -213,13 +214,14 @@ export function heatTable({ caption, labels, matrix, rowTitle, colTitle, colLabe
   const cols = colLabels || labels;
   const max = Math.max(1, ...matrix.flat());
   const rowTotals = matrix.map((r) => r.reduce((a, b) => a + b, 0));
+  const captionId = nextId("hc");
   return h(
-    "div",
-    { class: "table-wrap" },
+    "figure",
+    { class: "heat-figure" },
+    h("figcaption", { id: captionId, text: caption }),
     h(
       "table",
-      { class: "heat" },
-      h("caption", { text: caption }),
+      { class: "heat", "aria-labelledby": captionId },
       h(
         "thead",
         {},

@@ -76,7 +76,7 @@ export function classBars(classes, probabilities) {
 function heldoutCell(entry) {
   if (!entry) return h("span", { class: "muted small", text: "no held-out figure yet" });
   if (entry.n === 0 || entry.accuracy === null) return h("span", { class: "muted small", text: `decided no held-out row (${entry.source})` });
-  return h("span", {}, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}, ${entry.source}` }));
+  return h("span", { title: `from the ${entry.source}` }, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}` }));
 }
 
 /**

@@ -15,7 +15,7 @@ async function heldoutByRule(ref, version) {
     const latest = list.items.find((e) => e.state === "succeeded");
     if (latest) {
       const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
-      for (const r of ev.rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: `evaluation ${when(ev.created_at)}` });
+      for (const r of ev.rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: `evaluation of ${when(ev.created_at)}` });
       return { map: out, note: h("p", { class: "muted small" }, "Held-out accuracy per rule from ", h("a", { href: `#/evaluations/${seg(ev.id)}`, text: "the latest evaluation" }), ` (${ev.n_rows} rows).`) };
     }
     note = notice("info", "No evaluation of this version yet: run one below to see each rule's accuracy on data it never saw.");
