@@ -240,6 +240,10 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
         expect(cards.nth(i)).to_contain_text(f"{sum(rule['class_counts'])} rows")
     expect(cards.last).to_contain_text(f"{sum(doc['default']['class_counts'])} rows")
     expect(page.get_by_role("heading", name="Metrics")).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="sql", exact=True).click()
+    sql = Path(download.value.path()).read_text()
+    assert sql == console.api.get("/v1/models/heart@1/export", params={"format": "sql"}).text
     shot(tab, "04-version")
 
     # a second version (another seed), and a long job cancelled with the confirmation

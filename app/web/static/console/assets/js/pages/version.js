@@ -143,13 +143,12 @@ export async function versionPage(ctx, name, version) {
     section("Metrics", metricsView(mv.metrics)),
     section("Evaluations", evals, h("h3", { text: "Run an evaluation" }), evalForm),
     section("Provenance", provenanceView(mv)),
-    section("Export", h("p", {}, "Download as ", ["text", "sql", "python", "json"].map((f, i) => [i ? ", " : "", h("a", { href: "#", "data-export": f, text: f, onclick: (ev) => exportAs(ev, ref, f) })]), ".")),
+    section("Export", h("div", { class: "actions" }, h("span", { class: "muted", text: "Download as" }), ["text", "sql", "python", "json"].map((f) => h("button", { type: "button", class: "btn btn-secondary", "data-export": f, text: f, onclick: (ev) => exportAs(ev, ref, f) })))),
   );
 }
 
 async function exportAs(ev, ref, format) {
-  ev.preventDefault();
-  const link = ev.currentTarget;
+  const btn = ev.currentTarget;
   try {
     const text = await get(`/v1/models/${ref}/export${qs({ format })}`, { accept: "*/*" });
     const body = typeof text === "string" ? text : JSON.stringify(text, null, 2);
@@ -160,6 +159,6 @@ async function exportAs(ev, ref, format) {
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   } catch (err) {
-    link.after(errorBox(err, "Export failed"));
+    btn.parentNode.after(errorBox(err, "Export failed"));
   }
 }
