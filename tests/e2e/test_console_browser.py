@@ -337,6 +337,7 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('neurules.apiKey')") is None
+    assert console.key not in console.proc.log_path.read_text(errors="replace"), "the key reached the server log"
 
 
 def require(console: Console, method: str, path: str, **kwargs: Any) -> httpx.Response:
