@@ -6,8 +6,10 @@ X-API-Key header on every fetch; the server side is only this file server and th
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.web.static_files import CONSOLE_CSP, CONSOLE_DIR, page_headers
@@ -21,7 +23,17 @@ def console_redirect() -> RedirectResponse:
     return RedirectResponse("/console/", status_code=308)
 
 
-@router.get("/console/")
+class RevalidatedStaticFiles(StaticFiles):
+    """Static files the browser revalidates on each load (a cheap 304), so an upgrade never mixes module versions."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        """The file, marked `Cache-Control: no-cache`."""
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+
+@router.api_route("/console/", methods=["GET", "HEAD"])
 def console_page() -> FileResponse:
     """The console's single HTML page, with a strict Content-Security-Policy."""
     return FileResponse(CONSOLE_DIR / "index.html", media_type="text/html", headers=page_headers(CONSOLE_CSP))
@@ -30,4 +42,4 @@ def console_page() -> FileResponse:
 def install(app: FastAPI) -> None:
     """Mount the console page and its assets on the app."""
     app.include_router(router)
-    app.mount("/console/assets", StaticFiles(directory=CONSOLE_DIR / "assets"), name="console-assets")
+    app.mount("/console/assets", RevalidatedStaticFiles(directory=CONSOLE_DIR / "assets"), name="console-assets")

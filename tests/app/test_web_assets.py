@@ -59,6 +59,7 @@ def test_console_page_is_sent_with_a_strict_csp(sqlite_api: Api) -> None:
     c = sqlite_api.client
     r = c.get("/console", follow_redirects=False)
     assert r.status_code == 308 and r.headers["location"] == "/console/"
+    assert c.head("/console/").status_code == 200
     r = c.get("/console/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     csp = r.headers["content-security-policy"]
@@ -83,6 +84,7 @@ def test_every_console_module_is_served_from_the_package(sqlite_api: Api) -> Non
         r = c.get(url)
         assert r.status_code == 200, url
         assert "javascript" in r.headers["content-type"], (url, r.headers["content-type"])
+        assert r.headers["cache-control"] == "no-cache"  # revalidated: an upgrade never mixes module versions
         base = url.rsplit("/", 1)[0]
         for spec in IMPORT_RE.findall(r.text):
             assert spec.startswith(("./", "../")), f"{url} imports {spec!r} (not a local module)"

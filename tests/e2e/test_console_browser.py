@@ -116,8 +116,17 @@ def same_origin(url: str, origin: str) -> bool:
     return parts.scheme in ("data", "blob") or f"{parts.scheme}://{parts.netloc}" == origin
 
 
+UNLABELLED_CONTROLS = """() => [...document.querySelectorAll('input, select, textarea, button')]
+  .filter((el) => el.type !== 'hidden' && el.offsetParent !== null)
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                  && !el.getAttribute('aria-labelledby') && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+  .map((el) => el.outerHTML.slice(0, 120))"""
+
+
 def shot(tab: Tab, name: str) -> Path:
-    """Save a full-page screenshot as a test artefact and print its path."""
+    """Check every visible control of the console page has a label, then save a full-page screenshot."""
+    if "/console/" in tab.page.url:
+        assert tab.page.evaluate(UNLABELLED_CONTROLS) == [], f"{name}: controls without a label"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     tab.page.screenshot(path=str(path), full_page=True)
@@ -462,3 +471,45 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     expect(page.locator("section:has(h2:text-is('Summary')) dd").first).to_have_text(f"{mon['total']:,}")
     assert mon["total"] >= 2
     shot(tab, "17-monitoring")
+
+
+def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Console) -> None:
+    """A categorical field offers the known categories, "(missing)" and a free-text value; the page shows
+    the server's decision for exactly the record it sent."""
+    from playwright.sync_api import expect
+
+    from tests.conftest import rule_list_doc
+
+    r = console.api.post("/v1/models", json={"name": "risk-cat", "rule_list": rule_list_doc()})
+    assert r.status_code == 201, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(f"{console.url}/console/#/models/risk-cat/1/try")
+    smoker = page.get_by_label("smoker", exact=True)
+    expect(smoker.locator("option")).to_have_text(["yes", "no", "(missing)", "other value…"])
+    cases = [
+        ({"age": "70", "income": "50", "smoker": "yes"}, {"age": 70, "income": 50, "smoker": "yes"}),
+        ({"age": "", "income": "5", "smoker": None}, {"age": None, "income": 5, "smoker": None}),
+        ({"age": "65", "income": "", "smoker": "sometimes"}, {"age": 65, "income": None, "smoker": "sometimes"}),
+    ]
+    for typed, record in cases:
+        page.get_by_label("age", exact=True).fill(typed["age"])
+        page.get_by_label("income", exact=True).fill(typed["income"])
+        if typed["smoker"] in ("yes", "no"):
+            smoker.select_option(typed["smoker"])
+        elif typed["smoker"] is None:
+            smoker.select_option(label="(missing)")
+        else:
+            smoker.select_option(label="other value…")
+            page.get_by_label("smoker: other value").fill(typed["smoker"])
+        page.get_by_role("button", name="Decide").click()
+        answer = console.api.post("/v1/models/risk-cat@1/predict", json={"records": [record]}).json()["predictions"][0]
+        expect(page.locator(".decision-value")).to_have_text(answer["prediction"])
+        ex = answer["explanation"]
+        fired = "The default rule fired" if ex["is_default"] else f"Rule {ex['rule_id']} fired"
+        expect(page.get_by_role("heading", name=fired)).to_be_visible()
+        expect(page.locator("ol.not-fired > li")).to_have_count(len(ex["not_fired"]))
+    # the last record: rule 1 fails on the unseen category, rule 2 on the missing income (filled with 30)
+    expect(page.locator("ol.not-fired > li").nth(0)).to_contain_text("sometimes")
+    expect(page.locator("ol.not-fired > li").nth(1)).to_contain_text("missing (filled with 30)")
+    shot(tab, "09-try-a-record-categorical")

@@ -40,11 +40,18 @@ function categoricalInput(f) {
   return { control: sel, extra: other, hint: `${known.length} categories seen in training; unseen values are allowed`, read, write };
 }
 
+/** The record's value for a condition; a missing number shows the fill value the rule list used. */
+function recordValue(c) {
+  if (c.value !== null && c.value !== undefined) return fmt(c.value, 6);
+  const filled = c.filled_value !== null && c.filled_value !== undefined ? ` (filled with ${fmt(c.filled_value, 4)})` : "";
+  return h("span", {}, h("span", { class: "missing", text: "missing" }), filled);
+}
+
 function conditionsTable(conditions) {
   return table(
     [
       { label: "Condition", value: (c) => h("code", { text: c.text }) },
-      { label: "Record's value", value: (c) => (c.value === null ? h("span", {}, h("span", { class: "missing", text: "missing" }), c.filled_value !== undefined && c.filled_value !== null ? ` → filled with ${fmt(c.filled_value, 4)}` : "") : fmt(c.value, 6)) },
+      { label: "Record's value", value: recordValue },
       { label: "Holds", value: (c) => (c.holds ? h("span", { class: "holds", text: "✓ yes" }) : h("span", { class: "fails", text: "✗ no" })) },
     ],
     conditions,
@@ -65,7 +72,7 @@ function notFiredList(items) {
         " did not fire: ",
         h("code", { class: "fails", text: r.failed_condition.text }),
         " is false for ",
-        h("strong", { text: r.failed_condition.value === null ? "missing" : fmt(r.failed_condition.value, 6) }),
+        h("strong", {}, recordValue(r.failed_condition)),
         h("div", { class: "muted small" }, "rule: ", h("code", { text: r.rule_text })),
       ),
     ),
