@@ -46,11 +46,21 @@ function datasetView(d, base, other) {
   const b = `version ${base.version}`;
   const o = `version ${other.version}`;
   const keys = ["accuracy", "f1_weighted", "f1_macro", "roc_auc", "brier"].filter((k) => k in (d.base_metrics || {}));
+  const ex = d.excluded || {};
+  const metricsNote = d.base_metrics
+    ? null
+    : notice("info", "No target column to score against: only the disagreement and the cross-table are shown.");
   return h(
     "div",
     {},
-    facts([["Rows in the file", d.n_rows], ["Rows where they disagree", `${d.n_disagree} (${pct(d.disagreement)})`], ["Target", d.target]]),
-    table(
+    facts([
+      ["Rows in the file", d.n_rows],
+      ["Rows where they disagree", `${d.n_disagree} (${pct(d.disagreement)})`],
+      ["Target", d.target ?? "—"],
+      d.n_scored !== null && d.n_scored !== undefined ? ["Rows scored for the metrics", `${d.n_scored} (left out: ${ex.missing_target ?? 0} without a target, ${ex.unseen_class ?? 0} with a class one version never saw)`] : null,
+    ]),
+    metricsNote,
+    metricsNote ? null : table(
       [{ label: "Metric", value: (k) => k }, { label: b, value: (k) => fmt(d.base_metrics?.[k]), num: true }, { label: o, value: (k) => fmt(d.other_metrics?.[k]), num: true }, { label: "difference", value: (k) => (typeof d.base_metrics?.[k] === "number" && typeof d.other_metrics?.[k] === "number" ? fmt(d.other_metrics[k] - d.base_metrics[k]) : "—"), num: true }],
       keys,
       { caption: "Metrics side by side" },

@@ -21,7 +21,7 @@ function driftGauge(v, threshold) {
     "div",
     { class: "gauge", role: "img", "aria-label": `drift PSI ${fmt(v.drift_psi, 3)}, alert threshold ${threshold}` },
     h("span", { class: "meter-track gauge-track" }, fill, mark),
-    h("span", { class: "gauge-label" }, `PSI ${fmt(v.drift_psi, 3)} `, h("span", { class: "muted", text: `(alert at ${threshold})` })),
+    h("span", { class: "gauge-label" }, `PSI ${fmt(v.drift_psi, 3)} `, h("span", { class: "muted", text: v.drift_psi === null ? "(no training counts in the document)" : `(alert at ${threshold})` })),
   );
 }
 

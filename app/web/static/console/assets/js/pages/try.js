@@ -88,13 +88,14 @@ function counterfactualView(cf, classes, target, apply) {
     table(
       [
         { label: "Feature", value: (c) => h("code", { text: c.feature }) },
-        { label: "From", value: (c) => fmt(c.from, 6) },
+        { label: "From", value: (c) => (c.from === null ? h("span", { class: "missing", text: "missing" }) : fmt(c.from, 6)) },
         { label: "To", value: (c) => h("strong", { text: fmt(c.to, 6) }) },
       ],
       cf.changes,
     ),
     h("p", {}, `Then rule ${cf.rule_id === 0 ? "0 (default)" : cf.rule_id} decides: `, h("code", { text: cf.rule_text })),
     classBars(classes, classes.map((c) => cf.probabilities[String(c)])),
+    cf.exact === false ? notice("warning", "The search stopped at its budget (a very long list): this change works, but a smaller one may exist.") : null,
     h("button", { type: "button", class: "btn btn-secondary", text: "Apply this change and decide again", onclick: () => apply(cf.changes) }),
   );
 }

@@ -22,8 +22,12 @@ async function heldoutByRule(ref, version) {
   } catch (err) {
     note = errorBox(err, "Per-rule held-out accuracy (evaluations)");
   }
-  const rules = version.metrics?.holdout?.rules; // written by training when it measures rules on its held-out split
-  if (Array.isArray(rules)) for (const r of rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: "training hold-out" });
+  // training may score its held-out split (evaluate_split) and store that block, with its `rules`, in the metrics
+  const block = [version.metrics, ...Object.values(version.metrics || {})].find((v) => v && Array.isArray(v.rules));
+  if (block) {
+    for (const r of block.rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: "held-out split of training" });
+    note = h("p", { class: "muted small", text: "Held-out accuracy per rule from the training's held-out split; run an evaluation for a file it never saw." });
+  }
   return { map: out, note };
 }
 
