@@ -24,6 +24,7 @@ from app.services.jobs import JobQueue
 from app.services.readiness import Check
 from app.settings import Settings
 from app.state import ServiceState
+from app.web import install_web
 
 log = logging.getLogger("neurules.app")
 
@@ -144,12 +145,15 @@ def create_app(
         version="1.0.0",
         description=DESCRIPTION,
         lifespan=_lifespan(state, background_services),
+        docs_url=None,  # /docs and /redoc are served from local assets by app.web
+        redoc_url=None,
         openapi_tags=OPENAPI_TAGS,
     )
     app.state.service = state
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    install_web(app)
     app.add_middleware(
         RequestMetricsMiddleware,
         metrics=metrics,
