@@ -140,8 +140,16 @@ def _admin(env: dict[str, str], cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def start_service(workers: int, extra_env: dict[str, str], *, distributed_pg: str | None, redis: str) -> Server:
-    """`neurules-admin serve --workers N`: embedded (SQLite) or, given a PostgreSQL URL, distributed."""
+def start_service(
+    workers: int,
+    extra_env: dict[str, str],
+    *,
+    distributed_pg: str | None,
+    redis: str,
+    program: Callable[[int], list[str]] | None = None,
+) -> Server:
+    """`neurules-admin serve --workers N` (or `program(port)`): embedded (SQLite) or, given a PostgreSQL URL,
+    distributed."""
     tmp = tempfile.TemporaryDirectory(prefix="neurules-bench-")
     env = {**_base_env(), "NEURULES_LOG_LEVEL": "WARNING", **extra_env}
     cleanups: list[Callable[[], None]] = [tmp.cleanup]
@@ -159,6 +167,8 @@ def start_service(workers: int, extra_env: dict[str, str], *, distributed_pg: st
     key = _admin(env, cwd, "create-key", "bench")
     port = free_port()
     argv = [sys.executable, "-m", "worker.cli", "serve", "--port", str(port), "--workers", str(workers)]
+    if program is not None:
+        argv = program(port)
     server = _spawn(f"ours, {mode}, {workers} process{'es' if workers > 1 else ''}", argv, env, cwd, port)
     server.key = key
     server.cleanups[:0] = cleanups

@@ -11,6 +11,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,10 @@ class Condition:
 
     def text(self) -> str:
         """Human-readable form, e.g. `45.5 <= age <= 66.4` or `thal not in {normal}`."""
+        return self._text
+
+    @cached_property
+    def _text(self) -> str:  # explanations quote it on every request: rendered once
         if self.op == "between":
             if self.low is not None and self.high is not None:
                 return f"{format_number(self.low)} <= {self.feature} <= {format_number(self.high)}"
@@ -272,6 +277,10 @@ class Rule:
 
     def text(self) -> str:
         """The antecedent as text (`true` for a rule without conditions)."""
+        return self._text
+
+    @cached_property
+    def _text(self) -> str:
         return " and ".join(c.text() for c in self.conditions) if self.conditions else "true"
 
     def to_dict(self, *, default: bool = False) -> dict[str, Any]:
@@ -459,8 +468,15 @@ class RuleList:
 
     def prediction_of(self, rule_id: int) -> ClassLabel:
         """The class a rule predicts: arg max of its probabilities (first class on ties)."""
+        if 0 <= rule_id <= len(self.rules):
+            return self._predictions[rule_id]
         probs = self.rule(rule_id).probabilities
-        return self.classes[int(np.argmax(probs))]
+        return self.classes[_argmax(probs)]
+
+    @cached_property
+    def _predictions(self) -> tuple[ClassLabel, ...]:
+        """The class of each rule id, computed once (pure Python: no numpy call on the per-record path)."""
+        return tuple(self.classes[_argmax(self.rule(j).probabilities)] for j in range(len(self.rules) + 1))
 
     def _probability_table(self) -> np.ndarray:
         rows = [self.default.probabilities] + [r.probabilities for r in self.rules]
@@ -553,8 +569,12 @@ class RuleList:
         if feature.name not in record:
             raise ValueError(f"missing feature {feature.name!r}")
         raw = record[feature.name]
-        norm = self._normalise(feature, _objects([raw]))[0]
-        return raw, norm
+        # pure Python, as `_normalise` does it for one value: a numpy call per value would release the GIL
+        # on the event loop's thread several times per request (each a wait of up to the switch interval)
+        if feature.type == "numeric":
+            norm = _to_float(feature.name, 0, raw)
+            return raw, feature.fill_value if math.isnan(norm) else norm
+        return raw, category_key(raw)
 
     def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Decide one record and say why: the matched rule with each condition's value, and the
@@ -702,6 +722,11 @@ class RuleList:
             lines.append(f"        {ret(j)}")
         lines.append(f"    {ret(0)}  # default rule")
         return "\n".join(lines) + "\n"
+
+
+def _argmax(values: Sequence[float]) -> int:
+    """Index of the largest value, the first on ties (as numpy's argmax)."""
+    return max(range(len(values)), key=values.__getitem__)
 
 
 def _sql_ident(name: str) -> str:
