@@ -15,7 +15,7 @@ from app.services.auth import Principal, lookup_key
 from app.services.errors import Unauthenticated
 from app.state import ServiceState
 
-__all__ = ["AppState", "CurrentTenant", "DbSession", "Principal", "get_state", "service_state"]
+__all__ = ["AppState", "CurrentTenant", "DbSession", "Principal", "authenticate", "get_state", "service_state"]
 
 
 def service_state(request: Request) -> ServiceState:
@@ -55,10 +55,19 @@ def _bearer(request: Request) -> str | None:
     return None
 
 
+async def authenticate(request: Request) -> Principal:
+    """The principal of the request's API key (X-API-Key or Bearer); Unauthenticated when missing or invalid."""
+    return await _principal(request, request.headers.get("x-api-key") or None)
+
+
 async def current_principal(
     request: Request, api_key: Annotated[str | None, Security(_api_key_header)] = None
 ) -> Principal:
     """Authenticate the API key (X-API-Key or Bearer; one security dependency, cheap on the hot path)."""
+    return await _principal(request, api_key)
+
+
+async def _principal(request: Request, api_key: str | None) -> Principal:
     key = api_key or _bearer(request)
     if not key:
         raise Unauthenticated(

@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
-from app.process_tuning import tune_server_process
 from app.routers import audit, datasets, models, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
@@ -100,14 +99,12 @@ def _lifespan(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         for service in background_services:
             service.start()
-        frozen = tune_server_process()  # GC and GIL policy for serving (see app.process_tuning)
         log.info(
             "service started",
             extra={
                 "mode": state.settings.mode,
                 "database": state.db.engine.url.render_as_string(),
                 "embedded_worker": state.worker_check is not None,
-                "gc_frozen_objects": frozen,
             },
         )
         try:

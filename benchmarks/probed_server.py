@@ -115,13 +115,14 @@ async def serve(port: int, probes: Probes) -> None:
     """The service (as `neurules-admin serve` builds one process) on uvloop, with the probes."""
     import uvicorn
 
+    from app.process_tuning import tune_server_process
     from app.settings import Settings
     from worker.serve import reuseport_socket
     from worker.service import build_service
 
-    config = uvicorn.Config(
-        build_service(Settings()), http="httptools", lifespan="on", access_log=False, log_config=None
-    )
+    app = build_service(Settings())
+    tune_server_process()  # as worker.serve does
+    config = uvicorn.Config(app, http="httptools", lifespan="on", access_log=False, log_config=None)
     probes.loop_thread = threading.get_ident()
     lag = asyncio.create_task(probes.lag_probe())
     threading.Thread(target=probes.watchdog, daemon=True).start()

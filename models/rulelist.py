@@ -209,6 +209,13 @@ class Condition:
         word = "in" if self.op == "in" else "not in"
         return f"{self.feature} {word} {_render_values(self.values)}"
 
+    @cached_property
+    def explained(self) -> dict[str, Any]:
+        """`to_dict()` plus `text`: the fixed part of this condition in every explanation (do not mutate)."""
+        d = self.to_dict()
+        d["text"] = self.text()
+        return d
+
     def holds_scalar(self, value: Any) -> bool:
         """Evaluate on one already-normalised value (float for numeric, key for categorical)."""
         if self.op == "between":
@@ -474,6 +481,10 @@ class RuleList:
         return self.classes[_argmax(probs)]
 
     @cached_property
+    def _features_by_name(self) -> dict[str, Feature]:
+        return {f.name: f for f in self.features}
+
+    @cached_property
     def _predictions(self) -> tuple[ClassLabel, ...]:
         """The class of each rule id, computed once (pure Python: no numpy call on the per-record path)."""
         return tuple(self.classes[_argmax(self.rule(j).probabilities)] for j in range(len(self.rules) + 1))
@@ -579,7 +590,7 @@ class RuleList:
     def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Decide one record and say why: the matched rule with each condition's value, and the
         earlier rules that did not fire with the condition that failed first."""
-        by_name = {f.name: f for f in self.features}
+        by_name = self._features_by_name
         cache: dict[str, tuple[Any, Any]] = {}
 
         def value(name: str) -> tuple[Any, Any]:
@@ -589,8 +600,9 @@ class RuleList:
 
         def describe(cond: Condition, holds: bool) -> dict[str, Any]:
             raw, norm = value(cond.feature)
-            d = cond.to_dict()
-            d["text"] = cond.text()
+            d = dict(cond.explained)
+            if "values" in d:
+                d["values"] = list(d["values"])  # the caller may change its copy
             d["value"] = _plain(raw)
             if by_name[cond.feature].type == "numeric" and _is_missing_number(raw):
                 d["filled_value"] = float(norm)

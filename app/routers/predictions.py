@@ -7,7 +7,6 @@ database round trip on a warm path is the audit insert.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -18,6 +17,8 @@ from fastapi.responses import Response
 
 from app.deps import AppState, CurrentTenant, service_state
 from app.errors import responses
+from app.http.jsonbody import json_bytes
+from app.http.lean_route import LeanRoute
 from app.http.uploads import multipart_body, read_upload
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import predictions
@@ -25,7 +26,7 @@ from app.services.errors import DomainError
 from app.services.serving import ServedModel
 from app.state import ServiceState
 
-router = APIRouter(prefix="/v1/models", tags=["predictions"])
+router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
 
 
 async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedModel:
@@ -69,7 +70,7 @@ async def predict(
     await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
     state.metrics.predictions.labels("json").inc(len(results))
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
-    return Response(json.dumps(payload, separators=(",", ":"), default=str), media_type="application/json")
+    return Response(json_bytes(payload), media_type="application/json")
 
 
 @router.post(

@@ -53,17 +53,26 @@ def write_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
         conn.execute(insert(AuditRecord), rows)
 
 
+Waiter = tuple[list[dict[str, Any]], asyncio.Future[None]]
+Handoff = tuple[asyncio.AbstractEventLoop, list[Waiter]]
+
+
 class AuditWriter:
-    """A background thread that commits queued audit rows in batches and wakes their requests."""
+    """A background thread that commits queued audit rows in batches and wakes their requests.
+
+    Group commit in two steps: the requests of one event-loop tick are handed to the thread together
+    (one queue put, one thread wake-up), and the thread commits whatever has been handed over since
+    its last commit in one transaction, then settles all their futures with one call into the loop.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._q: queue.SimpleQueue[tuple[list[dict[str, Any]], asyncio.AbstractEventLoop, asyncio.Future[None]] | None]
-        self._q = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[Handoff | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
         self._stmt = insert(AuditRecord)
+        self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -77,8 +86,15 @@ class AuditWriter:
         self._ensure()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._q.put((rows, loop, fut))
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        pending.append((rows, fut))
         await fut
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._q.put((loop, self._pending.pop(loop)))
 
     def _run(self) -> None:
         while True:
@@ -87,7 +103,7 @@ class AuditWriter:
                 self._drop_connection()
                 return
             batch = [item]
-            n = len(item[0])
+            n = sum(len(rows) for rows, _ in item[1])
             while n < MAX_BATCH_ROWS:
                 try:
                     nxt = self._q.get_nowait()
@@ -97,17 +113,17 @@ class AuditWriter:
                     self._q.put(None)
                     break
                 batch.append(nxt)
-                n += len(nxt[0])
+                n += sum(len(rows) for rows, _ in nxt[1])
             err: BaseException | None = None
             try:
-                self._write([r for rows, _, _ in batch for r in rows])
+                self._write([r for _, waiters in batch for rows, _ in waiters for r in rows])
             except Exception as e:  # noqa: BLE001 -- the database is down or refused: fail the waiting requests
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
                 self._drop_connection()
-            for _, loop, fut in batch:
+            for loop, waiters in batch:
                 with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
-                    loop.call_soon_threadsafe(_settle, fut, err)
+                    loop.call_soon_threadsafe(_settle, [fut for _, fut in waiters], err)
 
     def _write(self, rows: list[dict[str, Any]]) -> None:
         if self._conn is None:
@@ -129,15 +145,16 @@ class AuditWriter:
         self._drop_connection()
 
 
-def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:
-    if fut.done():
-        return
-    if err is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(
-            Unavailable("the audit log could not be written; the decision was not returned", dependency="audit")
-        )
+def _settle(futures: list[asyncio.Future[None]], err: BaseException | None) -> None:
+    for fut in futures:
+        if fut.done():
+            continue
+        if err is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(
+                Unavailable("the audit log could not be written; the decision was not returned", dependency="audit")
+            )
 
 
 def write_rows_or_unavailable(engine: Engine, rows: list[dict[str, Any]]) -> None:
