@@ -501,7 +501,7 @@ class RuleList:
         if isinstance(X, Mapping):
             _require(used, X, "")
             n = len(next(iter(X.values()))) if X else 0
-            raw = {name: _objects(X[name]) for name in used}
+            raw = {name: _column(X[name]) for name in used}
         elif hasattr(X, "columns") and hasattr(X, "iloc"):  # a pandas DataFrame, without importing pandas
             _require(used, X.columns, "")
             n = len(X)
@@ -760,6 +760,13 @@ def _objects(values: Iterable[Any]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out
+
+
+def _column(values: Any) -> np.ndarray:
+    """A numeric numpy column as it is (normalised without a detour through objects), anything else as objects."""
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iuf":
+        return values
+    return _objects(values)
 
 
 def _require(names: Iterable[str], present: Any, prefix: str) -> None:

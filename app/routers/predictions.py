@@ -7,19 +7,19 @@ database round trip on a warm path is the audit insert.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from app.deps import AppState, CurrentTenant, service_state
 from app.errors import responses
 from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
-from app.http.uploads import multipart_body, read_upload
+from app.http.uploads import multipart_body, upload_file
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import predictions
 from app.services.errors import DomainError
@@ -92,22 +92,39 @@ async def predict_csv(
     state: AppState,
     ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False,
 ) -> Response:
-    """Batch prediction: CSV in, CSV out, one audit row per row."""
+    """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
     model = await load_model(state, principal.tenant_id, ref)
-    upload = await read_upload(request, state.settings.max_upload_bytes)
-    with counted_rejections(state, "invalid_csv"):
-        text = await run_in_threadpool(
-            predictions.decide_csv,
-            state.db.engine,
-            principal,
-            model,
-            upload.data,
-            max_rows=state.settings.max_batch_rows,
-            ignore_extra=ignore_extra,
-        )
-    state.metrics.predictions.labels("csv").inc(text.count("\n") - 1)
-    return Response(
-        text,
+    async with upload_file(request, state.settings.max_upload_bytes) as upload:
+        with counted_rejections(state, "invalid_csv"):
+            batch = await run_in_threadpool(
+                predictions.CsvBatch.check,
+                state.db.engine,
+                principal,
+                model,
+                upload.file,
+                max_rows=state.settings.max_batch_rows,
+                ignore_extra=ignore_extra,
+            )
+    try:  # the first chunk is audited before the answer starts, so a database down at the start is a clean 503
+        first = await run_in_threadpool(batch.next_chunk)
+    except BaseException:
+        batch.close()
+        raise
+    return StreamingResponse(
+        _answer_rows(state, batch, first),
         media_type="text/csv",
         headers={"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'},
     )
+
+
+async def _answer_rows(state: ServiceState, batch: predictions.CsvBatch, first: str | None) -> AsyncIterator[str]:
+    """The header, then each chunk once its audit rows are committed (a failure later cuts the answer short)."""
+    try:
+        yield batch.header()
+        text = first
+        while text is not None:
+            state.metrics.predictions.labels("csv").inc(text.count("\n"))
+            yield text
+            text = await run_in_threadpool(batch.next_chunk)
+    finally:
+        batch.close()

@@ -64,12 +64,12 @@ class Table:
     n_rows: int
 
 
-def decode(data: bytes) -> str:
+def decode(data: bytes, line_offset: int = 0) -> str:
     """Decode UTF-8 (BOM allowed); a CSVError names the line of the first bad byte."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1 + line_offset
         raise CSVError(
             "csv_not_utf8",
             f"the file is not valid UTF-8: byte {e.start} (line {line}) "
@@ -96,11 +96,14 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -> Table:
-    """Parse a CSV strictly: header required, unique non-empty names, every row the same width."""
+def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
+    """Parse a CSV strictly: header required, unique non-empty names, every row the same width.
+
+    `line_offset`: data lines that came before `data`'s first data line (a chunk of a larger file), for messages.
+    """
     if not data.strip():
         raise CSVError("csv_empty", "the file is empty")
-    text = decode(data)
+    text = decode(data, line_offset)
     delimiter = sniff_delimiter(text)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
@@ -138,7 +141,8 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
                 continue  # blank line
             if len(row) != width:
                 raise CSVError(
-                    "csv_ragged_rows", f"line {reader.line_num}: {len(row)} fields, but the header has {width} columns"
+                    "csv_ragged_rows",
+                    f"line {reader.line_num + line_offset}: {len(row)} fields, but the header has {width} columns",
                 )
             n += 1
             if n > max_rows:
@@ -147,7 +151,7 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
                 c = cell.strip()
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:
-        raise CSVError("csv_malformed", f"line {reader.line_num}: {e}") from None
+        raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
     if n == 0:
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
     return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n)

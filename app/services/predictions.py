@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import io
+from collections.abc import Iterator
+from typing import IO, Any
 
 from sqlalchemy import Engine
 
-from app.services import audit, csvdata, serving
+from app.services import audit, batch, serving
 from app.services.auth import Principal
 from app.services.errors import TooLarge
 from app.services.serving import ServedModel
@@ -34,14 +36,56 @@ def decide_csv(
 ) -> str:
     """CSV in, CSV out (row, prediction, probability, rule_id, p_<class>...), audited before it is returned.
 
-    Blocking (parsing, evaluation, the audit insert): run it off the event loop.
+    The whole answer at once (for callers holding the file in memory); the endpoint streams with `CsvBatch`.
     """
-    table = csvdata.parse_csv(data, max_rows=max_rows)
-    records = serving.table_records(model, table, ignore_extra=ignore_extra)
-    header, rows, _ = serving.batch_csv_rows(model, records)
-    results = [
-        {"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)), "rule_id": r[3]}
-        for r in rows
-    ]
-    audit.write_rows_or_unavailable(engine, audit_rows(caller, model, records, results))
-    return csvdata.write_csv(header, rows)
+    batch = CsvBatch.check(engine, caller, model, io.BytesIO(data), max_rows=max_rows, ignore_extra=ignore_extra)
+    try:
+        return batch.header() + "".join(batch.chunks())
+    finally:
+        batch.close()
+
+
+class CsvBatch:
+    """One predict.csv request: the file checked up front, then scored, audited and answered chunk by chunk.
+
+    Blocking (parsing, evaluation, the audit inserts): call its methods off the event loop.
+    """
+
+    def __init__(self, engine: Engine, scorer: batch.Scorer, checked: batch.CheckedFile) -> None:
+        self.engine, self.scorer, self.checked = engine, scorer, checked
+        self._chunks = checked.chunks()
+
+    @classmethod
+    def check(
+        cls, engine: Engine, caller: Principal, model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra: bool
+    ) -> CsvBatch:
+        """Parse and type the whole file (4xx naming line and column on the first bad row); nothing decided yet."""
+        checked = batch.check_file(model, fh, max_rows=max_rows, ignore_extra=ignore_extra)
+        return cls(engine, batch.Scorer(model, caller.tenant_id, caller.key_id), checked)
+
+    @property
+    def n_rows(self) -> int:
+        """Data rows in the file."""
+        return self.checked.n_rows
+
+    def header(self) -> str:
+        """The answer's header line."""
+        return self.scorer.header()
+
+    def next_chunk(self) -> str | None:
+        """Decide the next chunk and commit its audit rows (Unavailable if they cannot be); its answer rows, None at the end."""
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return None
+        ids, rows = self.scorer.decide(chunk)
+        audit.write_rows_or_unavailable(self.engine, rows)
+        return self.scorer.text(chunk, ids)
+
+    def chunks(self) -> Iterator[str]:
+        """Every remaining chunk's answer rows."""
+        while (text := self.next_chunk()) is not None:
+            yield text
+
+    def close(self) -> None:
+        """Drop the spilled columns."""
+        self.checked.close()
