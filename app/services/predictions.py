@@ -73,7 +73,7 @@ class CsvBatch:
         return self.scorer.header()
 
     def next_chunk(self) -> str | None:
-        """Decide the next chunk and commit its audit rows (Unavailable if they cannot be); its answer rows, None at the end."""
+        """Decide the next chunk, commit its audit rows (or raise Unavailable); its answer rows, None at the end."""
         chunk = next(self._chunks, None)
         if chunk is None:
             return None
