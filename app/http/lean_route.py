@@ -12,6 +12,7 @@ its error messages) stay as they were.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -47,6 +48,12 @@ def _parse_json(body: bytes) -> Any:
         raise RequestValidationError([{**error, "ctx": {"error": e.msg}}], body=e.doc) from e
 
 
+def _plain_str(field: Any) -> bool:
+    """A parameter FastAPI validates as a bare `str` (no constraints, no alias)."""
+    info = field.field_info
+    return info.annotation is str and not info.metadata and field.alias == field.name
+
+
 class LeanRoute(APIRoute):
     """An APIRoute whose handler skips FastAPI's generic solver where the endpoint's parameters allow it."""
 
@@ -69,6 +76,9 @@ class LeanRoute(APIRoute):
         d = self.dependant
         call: Callable[..., Awaitable[Response]] = self.endpoint
         embed = self._embed_body_fields
+        plain_path = [f.name for f in d.path_params] if all(_plain_str(f) for f in d.path_params) else None
+        optional = all(not f.field_info.is_required() and not f.field_info.validate_default for f in d.query_params)
+        defaults = {f.name: f.field_info.default for f in d.query_params} if optional else None
 
         async def handler(request: Request) -> Response:
             body: Any = Undefined  # as FastAPI: no body is a missing body, not null
@@ -77,10 +87,18 @@ class LeanRoute(APIRoute):
                 if raw:
                     body = _parse_json(raw) if _is_json(request.headers.get("content-type")) else raw
             values: dict[str, Any] = {principal_name: await authenticate(request)}
-            path_values, errors = request_params_to_args(d.path_params, request.path_params)
-            query_values, query_errors = request_params_to_args(d.query_params, request.query_params)
-            values.update(path_values, **query_values)
-            errors += query_errors
+            errors: list[Any] = []
+            if plain_path:  # str path parameters: FastAPI's validation would return them as they are
+                values.update((name, request.path_params[name]) for name in plain_path)
+            else:
+                path_values, errors = request_params_to_args(d.path_params, request.path_params)
+                values.update(path_values)
+            if defaults is not None and not request.scope.get("query_string"):
+                values.update((name, copy.copy(v)) for name, v in defaults.items())
+            else:
+                query_values, query_errors = request_params_to_args(d.query_params, request.query_params)
+                values.update(query_values)
+                errors += query_errors
             if d.body_params:
                 body_values, body_errors = await request_body_to_args(d.body_params, body, embed)
                 values.update(body_values)

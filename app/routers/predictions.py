@@ -7,8 +7,7 @@ database round trip on a warm path is the audit insert.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -37,14 +36,20 @@ async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedMod
     return await run_in_threadpool(state.models.load, tenant_id, ref)
 
 
-@contextmanager
-def counted_rejections(state: ServiceState, reason: str) -> Iterator[None]:
+class counted_rejections:
     """Count a domain error raised inside as a rejected prediction request (and let it through)."""
-    try:
-        yield
-    except DomainError:
-        state.metrics.prediction_errors.labels(reason).inc()
-        raise
+
+    __slots__ = ("counter",)
+
+    def __init__(self, state: ServiceState, reason: str) -> None:
+        self.counter = state.metrics.rejection(reason)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if kind is not None and issubclass(kind, DomainError):
+            self.counter.inc()
 
 
 @router.post(
@@ -68,7 +73,7 @@ async def predict(
     with counted_rejections(state, "invalid_record"):
         results = predictions.decide_records(model, body.records, explain=explain)
     await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
-    state.metrics.predictions.labels("json").inc(len(results))
+    state.metrics.decided("json").inc(len(results))
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
     return Response(json_bytes(payload), media_type="application/json")
 
@@ -123,7 +128,7 @@ async def _answer_rows(state: ServiceState, batch: predictions.CsvBatch, first: 
         yield batch.header()
         text = first
         while text is not None:
-            state.metrics.predictions.labels("csv").inc(text.count("\n"))
+            state.metrics.decided("csv").inc(text.count("\n"))
             yield text
             text = await run_in_threadpool(batch.next_chunk)
     finally:

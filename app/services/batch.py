@@ -210,10 +210,18 @@ def _number_texts(col: np.ndarray) -> list[str]:
     if whole.all() and np.abs(col).max(initial=0) < 2**53:
         return list(map(str, col.astype(np.int64).tolist()))
     values = col.tolist()
+    if len(set(values[:1000])) < 500:  # values repeat (codes, rounded measurements): render each once
+        cache: dict[float, str] = {}
+        texts = [cache[v] if v in cache else cache.setdefault(v, _number_text(v)) for v in values]
+        return texts
     texts = list(map(repr, values))
     for i in np.flatnonzero(whole).tolist():
         texts[i] = str(int(values[i]))
     return texts
+
+
+def _number_text(v: float) -> str:
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
 @dataclass
@@ -232,23 +240,22 @@ class Scorer:
         """The answer's first line."""
         return ",".join(output_header(self.model)) + "\n"
 
-    def decide(self, chunk: Chunk) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """Rule ids and audit rows of a chunk."""
+    def decide(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, list[Any]]]:
+        """Rule ids and the audit rows (column-wise) of a chunk."""
         ids = self.model.rule_list.apply(chunk.columns)
-        now = utcnow()
-        rows = [
-            {
-                "created_at": now,
-                "tenant_id": self.tenant_id,
-                "api_key_id": self.key_id,
-                "model_version_id": self.model.version_id,
-                "input_digest": d,
-                "output": self.outputs[rid],
-                "rule_id": rid,
-            }
-            for d, rid in zip(digests(chunk), ids.tolist(), strict=True)
-        ]
-        return ids, rows
+        rule_ids = ids.tolist()
+        n = len(rule_ids)
+        outputs = self.outputs
+        columns = {
+            "created_at": [utcnow()] * n,
+            "tenant_id": [self.tenant_id] * n,
+            "api_key_id": [self.key_id] * n,
+            "model_version_id": [self.model.version_id] * n,
+            "input_digest": digests(chunk),
+            "output": [outputs[r] for r in rule_ids],
+            "rule_id": rule_ids,
+        }
+        return ids, columns
 
     def text(self, chunk: Chunk, ids: np.ndarray) -> str:
         """The chunk's answer rows."""
