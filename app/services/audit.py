@@ -15,7 +15,7 @@ import functools
 import logging
 import queue
 import threading
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Connection, Dialect, Engine, insert, select
 from sqlalchemy.orm import Session
@@ -83,7 +83,7 @@ def insert_columns(conn: Connection, columns: dict[str, list[Any]]) -> None:
 @functools.cache
 def _statement(dialect: Dialect, names: tuple[str, ...]) -> tuple[SQLCompiler, list[Any]]:
     """The INSERT of these columns compiled for the dialect, and each column's bind processor (built once)."""
-    compiled = cast(SQLCompiler, insert(AuditRecord).compile(dialect=dialect, column_keys=list(names)))
+    compiled = insert(AuditRecord).compile(dialect=dialect, column_keys=list(names))
     columns = AuditRecord.__table__.c
     return compiled, [columns[n].type.dialect_impl(dialect).bind_processor(dialect) for n in names]
 
