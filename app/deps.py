@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 
@@ -74,13 +73,9 @@ async def _principal(request: Request, api_key: str | None) -> Principal:
             "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"
         )
     state = service_state(request)
-    cache_key = keys.hash_key(key)
-    principal: Principal | None = state.auth_cache.get(cache_key)
+    principal = await state.auth_cache.get(keys.hash_key(key), lambda: lookup_key(state.db, key))
     if principal is None:
-        principal = await run_in_threadpool(lookup_key, state.db, key)
-        if principal is None:
-            raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
-        state.auth_cache.put(cache_key, principal)
+        raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
     return principal
 
 

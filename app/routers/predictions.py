@@ -29,11 +29,8 @@ router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRo
 
 
 async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedModel:
-    """Cached fast path inline; a miss goes to the thread pool."""
-    served = state.models.cached(tenant_id, ref)
-    if served is not None:
-        return served
-    return await run_in_threadpool(state.models.load, tenant_id, ref)
+    """The served model: from the caches, a miss loaded in a thread (never on the event loop)."""
+    return await state.models.get(tenant_id, ref)
 
 
 class counted_rejections:
