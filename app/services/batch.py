@@ -64,8 +64,9 @@ class CheckedFile:
         self.spill.close()
 
 
-def line_chunks(fh: IO[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """Whole lines in pieces of about `chunk_bytes`, never cut inside a quoted field (even quotes before a cut)."""
+def line_chunks(fh: IO[bytes], chunk_bytes: int | None = None) -> Iterator[bytes]:
+    """Whole lines in pieces of about `chunk_bytes` (CHUNK_BYTES), never cut inside a quoted field."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     buf = b""
     eof = False
     while True:
