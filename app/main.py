@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
+from app.openapi import install_openapi, operation_id
 from app.routers import audit, datasets, models, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
@@ -148,9 +149,11 @@ def create_app(
         docs_url=None,  # /docs and /redoc are served from local assets by app.web
         redoc_url=None,
         openapi_tags=OPENAPI_TAGS,
+        generate_unique_id_function=operation_id,
     )
     app.state.service = state
     install_error_handlers(app)
+    install_openapi(app)
     for router in ROUTERS:
         app.include_router(router)
     install_web(app)

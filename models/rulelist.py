@@ -327,7 +327,7 @@ class RuleList:
         if doc.get("format") != FORMAT:
             _Doc.fail("format", f"must be {FORMAT!r}")
         version = doc.get("version")
-        if version != VERSION:
+        if type(version) is not int or version != VERSION:  # `true == 1` in Python: not a version
             _Doc.fail("version", f"unsupported version {version!r} (this code reads {VERSION})")
         target = doc.get("target", "target")
         if not isinstance(target, str):

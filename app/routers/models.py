@@ -20,7 +20,13 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 def summary(mv: ModelVersion, name: str) -> ModelVersionSummary:
     """Version row (with its model's name) -> summary."""
     return ModelVersionSummary(
-        id=mv.id, name=name, version=mv.version, metrics=mv.metrics, job_id=mv.job_id, created_at=mv.created_at
+        id=mv.id,
+        name=name,
+        version=mv.version,
+        n_rules=len(mv.rule_list.get("rules") or []),
+        metrics=mv.metrics,
+        job_id=mv.job_id,
+        created_at=mv.created_at,
     )
 
 
