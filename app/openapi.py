@@ -87,12 +87,14 @@ def _implied_statuses(op: dict[str, Any]) -> list[int]:
 
 
 def _is_error_body(response: dict[str, Any]) -> bool:
-    """Whether a documented response carries no body schema, the validation-error one or the Error one."""
-    content = response.get("content")
-    if not content:
-        return True
-    schema = content.get("application/json", {}).get("schema", {})
-    return schema.get("$ref", "").rsplit("/", 1)[-1] in ("HTTPValidationError", "Error")
+    """Whether a documented response carries no body schema, or the validation-error or Error one.
+
+    (Under any media type: FastAPI files an error model under the route's own response class, e.g.
+    `text/plain` for an export, although every error is JSON.)
+    """
+    content = response.get("content") or {}
+    refs = {media.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1] for media in content.values()}
+    return not content or refs <= {"HTTPValidationError", "Error"}
 
 
 def _complete_operation(op: dict[str, Any]) -> None:
