@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,10 @@ def test_json_csv_and_cli_number_and_name_records_alike(sqlite_api, doc, tmp_pat
     j = sqlite_api.client.post(
         f"/v1/models/{v['id']}/predict", json={"records": RECORDS}, params={"explain": False}, headers=sqlite_api.h()
     ).json()["predictions"]
-    r = sqlite_api.client.post(
-        f"/v1/models/{v['id']}/predict.csv", files={"file": ("r.csv", _csv(RECORDS), "text/csv")}, headers=sqlite_api.h()
-    )
+    files = {"file": ("r.csv", _csv(RECORDS), "text/csv")}
+    r = sqlite_api.client.post(f"/v1/models/{v['id']}/predict.csv", files=files, headers=sqlite_api.h())
     service_csv = r.text
-    (tmp_path / "model.json").write_text(__import__("json").dumps(doc))
+    (tmp_path / "model.json").write_text(json.dumps(doc))
     (tmp_path / "data.csv").write_bytes(_csv(RECORDS))
     assert cli_main(["predict", str(tmp_path / "model.json"), str(tmp_path / "data.csv")]) == 0
     cli_csv = capsys.readouterr().out
@@ -201,7 +201,7 @@ NASTY_DOC: dict[str, Any] = {
     "format": "neurules.rulelist",
     "version": 1,
     "target": "y",
-    "classes": ["it's no", "yes \\ \"sure\""],
+    "classes": ["it's no", 'yes \\ "sure"'],
     "features": [
         {"name": 'age "years"', "type": "numeric", "fill_value": 50.0, "min": 0.0, "max": 99.0},
         {"name": "home town", "type": "categorical", "categories": ["O'Hara", "back\\slash", "two\nlines", None]},
@@ -273,7 +273,7 @@ def test_sql_export_runs_on_postgresql_in_a_schema(pg_database) -> None:
             got = [row[-1] for row in c.exec_driver_sql(rl.to_sql("Sales.people", output="rule_id"))]
             numeric = 'CREATE TABLE "Sales".nums ("age ""years""" DOUBLE PRECISION, "home town" TEXT)'
             c.execute(text(numeric))
-            c.execute(text('INSERT INTO "Sales".nums VALUES (70, \'O\'\'Hara\'), (NULL, \'\')'))
+            c.execute(text("INSERT INTO \"Sales\".nums VALUES (70, 'O''Hara'), (NULL, '')"))
             nums = [row[-1] for row in c.exec_driver_sql(rl.to_sql("Sales.nums", output="rule_id"))]
             c.execute(text('DROP SCHEMA "Sales" CASCADE'))
     finally:
