@@ -93,7 +93,7 @@ def read_version(ref: str, session: DbSession, principal: CurrentTenant) -> Mode
                 "text/plain": {
                     "schema": {"type": "string"},
                     "example": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)"
-                    "\nelse risk = low  (p=0.80, support 150)\n"
+                    "\nelse risk = low  (p=0.80, support 150)\n",
                 }
             },
         },
