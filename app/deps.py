@@ -49,17 +49,22 @@ _api_key_header = APIKeyHeader(
 
 
 def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization")
-    if auth and auth[:7].lower() == "bearer ":
+    auth = request.headers.get("authorization", "").strip()
+    if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
     return None
+
+
+def presented_key(api_key: str | None, request: Request) -> str | None:
+    """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any)."""
+    return (api_key or "").strip() or _bearer(request)
 
 
 async def current_principal(
     request: Request, api_key: Annotated[str | None, Security(_api_key_header)] = None
 ) -> Principal:
     """Authenticate the API key (X-API-Key or Bearer; one security dependency, cheap on the hot path)."""
-    key = api_key or _bearer(request)
+    key = presented_key(api_key, request)
     if not key:
         raise Unauthenticated(
             "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"

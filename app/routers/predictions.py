@@ -74,11 +74,19 @@ async def predict(
 
 @router.post(
     "/{ref}/predict.csv",
-    openapi_extra=multipart_body("CSV with a header naming the model's fields"),
+    openapi_extra=multipart_body(
+        "CSV with a header naming the model's fields (read like a dataset upload: `;` files with decimal "
+        "commas, `.csv.gz`)"
+    ),
     responses={
         200: {
-            "description": "CSV: row, prediction, probability, rule_id, p_<class>...",
-            "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}},
+            "description": "CSV: index (from 0), prediction, probability, rule_id, p_<class>...",
+            "content": {
+                "text/csv": {
+                    "schema": {"type": "string"},
+                    "example": "index,prediction,probability,rule_id,p_0,p_1\n0,1,0.83,2,0.17,0.83\n",
+                }
+            },
         },
         **responses(401, 404, 413, 415, 422, 503),
     },
