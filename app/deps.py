@@ -48,10 +48,15 @@ _api_key_header = APIKeyHeader(
 
 
 def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization")
-    if auth and auth[:7].lower() == "bearer ":
+    auth = request.headers.get("authorization", "").strip()
+    if auth[:7].lower() == "bearer ":
         return auth[7:].strip() or None
     return None
+
+
+def presented_key(api_key: str | None, request: Request) -> str | None:
+    """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any)."""
+    return (api_key or "").strip() or _bearer(request)
 
 
 async def authenticate(request: Request) -> Principal:
@@ -67,7 +72,7 @@ async def current_principal(
 
 
 async def _principal(request: Request, api_key: str | None) -> Principal:
-    key = api_key or _bearer(request)
+    key = presented_key(api_key, request)
     if not key:
         raise Unauthenticated(
             "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"

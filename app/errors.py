@@ -15,6 +15,9 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.http.bodies import AllowedMethods, is_unreadable_body, unreadable_body_message
+from app.http.validation import plain_message
+from app.schemas.errors import Error
 from app.services.errors import (
     Conflict,
     DomainError,
@@ -81,8 +84,24 @@ def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reason = (e.get("ctx") or {}).get("error", "")
             out.append({"field": "body", "message": f"invalid JSON{where}" + (f": {reason}" if reason else "")})
         else:
-            out.append({"field": _loc(e.get("loc", ())), "message": e.get("msg", "invalid")})
+            out.append({"field": _loc(e.get("loc", ())), "message": plain_message(e)})
     return out
+
+
+def _body_detail(message: str) -> dict[str, Any]:
+    field, _, text = message.partition(": ")
+    return {"field": field, "message": text}
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the request's path answers, from the OpenAPI document (built once per app)."""
+    app = request.app
+    table = getattr(app.state, "allowed_methods", None)
+    if table is None:
+        paths = app.openapi().get("paths", {})
+        table = AllowedMethods({t: [m for m in ops if m != "parameters"] for t, ops in paths.items()})
+        app.state.allowed_methods = table
+    return table.of(request.url.path)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -102,13 +121,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if is_unreadable_body(exc.status_code, exc.detail):
+            message = unreadable_body_message(exc.__cause__)
+            return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status_code, "http_error"
         )
-        return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=getattr(exc, "headers", None)
-        )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(request))
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
 
     @app.exception_handler(DataError)
     async def _data_error(request: Request, exc: DataError) -> JSONResponse:
@@ -132,35 +155,18 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
 
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "array", "items": {"type": "object"}},
-            },
-            "required": ["code", "message"],
-        }
-    },
+ERROR_TEXT = {
+    400: "Bad request: a multipart body that cannot be parsed",
+    401: "Missing or unknown API key",
+    404: "Not found (or owned by another tenant)",
+    409: "Conflict with the resource's state",
+    413: "Payload over the configured limit",
+    415: "Unsupported content type or encoding",
+    422: "Invalid input; the message names the field / row / record",
+    503: "A dependency (database, broker, audit store) is unavailable; nothing was done",
 }
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries for the given error statuses, all in the shared error shape."""
-    text = {
-        400: "Bad request",
-        401: "Missing or unknown API key",
-        404: "Not found (or owned by another tenant)",
-        409: "Conflict with the resource's state",
-        413: "Payload over the configured limit",
-        415: "Unsupported content type",
-        422: "Invalid input; the message names the field / row / record",
-        503: "Database or broker unavailable",
-    }
-    return {
-        c: {"description": text.get(c, "Error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
-        for c in codes
-    }
+    """OpenAPI `responses=` entries for the given error statuses, each the shared `Error` schema (`$ref`)."""
+    return {c: {"description": ERROR_TEXT.get(c, "Error"), "model": Error} for c in codes}

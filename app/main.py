@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
+from app.openapi import install_openapi, operation_id
 from app.routers import audit, datasets, models, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
@@ -34,23 +35,37 @@ Learn crisp, human-readable rule lists from CSV data (NeuRules) and serve predic
 
 Authenticate every `/v1` call with a tenant API key (`X-API-Key: <key>` or
 `Authorization: Bearer <key>`); keys are created with `neurules-admin create-key TENANT`.
-Errors share one shape: `{"error": {"code", "message", "details": [{"field", "message"}]}}`.
+Errors share one shape, the `Error` schema: `{"error": {"code", "message", "details": [{"field", "message"}]}}`;
+`message` names the field in plain words (`parameters.options.lr: must be a number`).
 
 Typical flow: `POST /v1/datasets` (CSV) -> `POST /v1/jobs` -> poll `GET /v1/jobs/{id}` ->
 `PUT /v1/registered-models/{name}/aliases/production` -> `POST /v1/models/{name}@production/predict`.
+
+CSV uploads (datasets and `predict.csv`): UTF-8 with a header line, separated by `,`, `;`, tab or `|`; in a
+file not separated by commas, decimal commas (`3,5`) are numbers. A gzip-compressed file (`.csv.gz`, or the
+body sent with `Content-Encoding: gzip`) is decompressed; the size limit applies to the decompressed bytes.
+
+Decisions are numbered and named alike everywhere: `index` (from 0, the record's position as in
+`records[i]`; in a CSV, data row i), `prediction`, `probability` (of the predicted class), `rule_id` (1..k,
+0 for the default rule) and the class probabilities (`probabilities` in JSON, `p_<class>` columns in CSV,
+as `neurules predict` writes them).
+
+Operation ids are `<resource>_<action>` (`datasets_create`, `jobs_get`, `models_predict_csv`).
 
 Error codes (a failed request never leaves rows behind):
 
 | status | code | when |
 | --- | --- | --- |
 | 400 | `malformed_multipart` | a multipart body that cannot be parsed |
-| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one |
+| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored) |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
+| 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
-| 413 | `payload_too_large`, `csv_too_many_rows` | body, file, record count or rows over the configured limits |
-| 415 | `unsupported_media_type` | upload not multipart/form-data, or the file part is not CSV |
-| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
-| 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows`, `invalid_input` | job parameters (message names the field) |
+| 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
+| 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |
+| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
+| 422 | `invalid_input` | a parameter or body field (message names it); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8) |
+| 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
 | 503 | `broker_unavailable`, `audit_unavailable`, `service_unavailable` | a dependency is down; nothing was created / answered |
@@ -148,9 +163,11 @@ def create_app(
         docs_url=None,  # /docs and /redoc are served from local assets by app.web
         redoc_url=None,
         openapi_tags=OPENAPI_TAGS,
+        generate_unique_id_function=operation_id,
     )
     app.state.service = state
     install_error_handlers(app)
+    install_openapi(app)
     for router in ROUTERS:
         app.include_router(router)
     install_web(app)

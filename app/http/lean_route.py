@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
-from fastapi.exceptions import RequestValidationError
+from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic_core import PydanticUndefined as Undefined
 from starlette.requests import Request
@@ -46,6 +46,8 @@ def _parse_json(body: bytes) -> Any:
     except json.JSONDecodeError as e:
         error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "input": {}}
         raise RequestValidationError([{**error, "ctx": {"error": e.msg}}], body=e.doc) from e
+    except Exception as e:  # as FastAPI: too deep, too many digits, not UTF-8 (the cause says which)
+        raise HTTPException(status_code=400, detail="There was an error parsing the body") from e
 
 
 def _plain_str(field: Any) -> bool:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import IO, Any
 
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message
 
+from app.services.compression import gunzip, looks_gzipped
 from app.services.datasets import Upload
 from app.services.errors import Invalid, Malformed, TooLarge, Unsupported
 
@@ -25,6 +29,7 @@ ACCEPTED_TYPES = frozenset(
         "text/comma-separated-values",
     }
 )
+GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x-gunzip"})
 MULTIPART_OVERHEAD = 64 * 1024
 
 
@@ -48,8 +53,31 @@ def _check_headers(request: Request, limit: int) -> None:
         raise TooLarge(f"upload is {int(length)} bytes; the limit is {limit} bytes")
 
 
+async def _decoded(request: Request, limit: int) -> Request:
+    """The request with its body gunzipped when it came with `Content-Encoding: gzip`."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return request
+    if encoding != "gzip":
+        raise Unsupported(f"Content-Encoding {encoding!r} is not supported; send the body as is or gzip-compressed")
+    body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body")
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, receive)
+
+
+def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
+    """A `.gz` name, a gzip content type or encoding on the part, or gzip's magic bytes."""
+    named = (file.filename or "").lower().endswith(".gz")
+    encoded = file.headers.get("content-encoding", "").strip().lower() == "gzip"
+    return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
+
+
 async def _form(request: Request, limit: int) -> FormData:
     _check_headers(request, limit)
+    request = await _decoded(request, limit)
     try:
         return await request.form(max_files=1, max_fields=10)
     except StarletteHTTPException:  # the body went over the size limit while it arrived
@@ -58,7 +86,7 @@ async def _form(request: Request, limit: int) -> FormData:
         raise Malformed(f"malformed multipart body: {e}", code="malformed_multipart") from None
 
 
-def _file_part(form: FormData) -> UploadFile:
+def _file_part(form: FormData) -> tuple[UploadFile, str]:
     file = form.get("file")
     if not isinstance(file, UploadFile):
         raise Invalid(
@@ -66,34 +94,50 @@ def _file_part(form: FormData) -> UploadFile:
             details=[{"field": "file", "message": "required"}],
         )
     part_type = (file.content_type or "application/octet-stream").split(";")[0].strip().lower()
-    if part_type not in ACCEPTED_TYPES:
+    if part_type not in ACCEPTED_TYPES | GZIP_TYPES:
         raise Unsupported(f"file: content type {part_type!r} is not a CSV; use text/csv")
-    return file
+    return file, part_type
 
 
-@asynccontextmanager
-async def upload_file(request: Request, limit: int) -> AsyncIterator[UploadFile]:
-    """The file part of a multipart body (at most `limit` bytes), spooled to disk as it arrived; closed on exit."""
+async def read_upload(request: Request, limit: int) -> Upload:
+    """The file part of a multipart body (at most `limit` bytes, decompressed), its file name and `name` field.
+
+    A gzip-compressed file (`.csv.gz`, a gzip part type or `Content-Encoding`, or the whole body sent with
+    `Content-Encoding: gzip`) is decompressed; the limit applies to the decompressed size.
+    """
     form = await _form(request, limit)
     try:
-        file = _file_part(form)
-        if file.size is not None and file.size > limit:
+        file, part_type = _file_part(form)
+        data = await file.read(limit + 1)
+        if len(data) > limit:
             raise TooLarge(f"file is over the upload limit of {limit} bytes")
-        await file.seek(0)
-        yield file
+        if _gzipped(file, part_type, data):
+            data = await run_in_threadpool(gunzip, data, limit)
+        name = form.get("name")
+        return Upload(data, file.filename or "upload.csv", name if isinstance(name, str) and name else None)
     finally:
         await form.close()
 
 
-async def read_upload(request: Request, limit: int) -> Upload:
-    """The file part of a multipart body (at most `limit` bytes), its file name and the optional `name` field."""
+@asynccontextmanager
+async def upload_stream(request: Request, limit: int) -> AsyncIterator[IO[bytes]]:
+    """The file part as a binary file to read in pieces (closed on exit); the same checks as `read_upload`.
+
+    A plain CSV is read where the multipart parser spooled it (to disk past 1 MiB), so memory does not
+    grow with it; a gzip-compressed one is decompressed in memory (at most `limit` bytes), as `read_upload` does.
+    """
     form = await _form(request, limit)
     try:
-        file = _file_part(form)
-        data = await file.read(limit + 1)
-        if len(data) > limit:
+        file, part_type = _file_part(form)
+        if file.size is not None and file.size > limit:
             raise TooLarge(f"file is over the upload limit of {limit} bytes")
-        name = form.get("name")
-        return Upload(data, file.filename or "upload.csv", name if isinstance(name, str) and name else None)
+        await file.seek(0)
+        head = await file.read(2)
+        await file.seek(0)
+        if _gzipped(file, part_type, head):
+            data = await file.read(limit + 1)
+            yield io.BytesIO(await run_in_threadpool(gunzip, data, limit))
+        else:
+            yield file.file
     finally:
         await form.close()

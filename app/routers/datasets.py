@@ -21,7 +21,11 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
     "",
     status_code=201,
     response_model=DatasetPublic,
-    openapi_extra=multipart_body("the CSV (UTF-8, header line)", with_name=True),
+    openapi_extra=multipart_body(
+        "the CSV: UTF-8, a header line, separated by `,` (or `;`, tab, `|`; with `;` decimal commas are read as "
+        "numbers); may be gzip-compressed (`.csv.gz`)",
+        with_name=True,
+    ),
     responses=responses(401, 413, 415, 422),
     summary="Upload a CSV (multipart field 'file'); it is validated and profiled",
 )

@@ -50,13 +50,16 @@ def list_jobs(
         limit=limit,
         offset=offset,
     )
-    return JobList(items=[JobPublic.from_row(j) for j in page.items], total=page.total, limit=limit, offset=offset)
+    kept = jobs.rules_kept(session, page.items)
+    items = [JobPublic.from_row(j, kept.get(j.id)) for j in page.items]
+    return JobList(items=items, total=page.total, limit=limit, offset=offset)
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=responses(401, 404))
 def read_job(job_id: str, session: DbSession, principal: CurrentTenant) -> JobPublic:
     """A job's state, progress, timestamps, result and error."""
-    return JobPublic.from_row(jobs.get_job(session, principal.tenant_id, job_id))
+    job = jobs.get_job(session, principal.tenant_id, job_id)
+    return JobPublic.from_row(job, jobs.rules_kept(session, [job]).get(job.id))
 
 
 @router.post(
@@ -68,4 +71,5 @@ def read_job(job_id: str, session: DbSession, principal: CurrentTenant) -> JobPu
 )
 def cancel_job(job_id: str, session: DbSession, principal: CurrentTenant) -> JobPublic:
     """Request cooperative cancellation."""
-    return JobPublic.from_row(jobs.cancel_job(session, principal.tenant_id, job_id))
+    job = jobs.cancel_job(session, principal.tenant_id, job_id)
+    return JobPublic.from_row(job, jobs.rules_kept(session, [job]).get(job.id))

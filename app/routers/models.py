@@ -11,7 +11,7 @@ from app.deps import CurrentTenant, DbSession
 from app.errors import responses
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
 from app.services import registry, versions
-from app.services.versions import EXPORT_MEDIA_TYPES, ExportFormat, NamedVersion
+from app.services.versions import ExportFormat, NamedVersion
 from app.tables import ModelVersion
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -20,7 +20,13 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 def summary(mv: ModelVersion, name: str) -> ModelVersionSummary:
     """Version row (with its model's name) -> summary."""
     return ModelVersionSummary(
-        id=mv.id, name=name, version=mv.version, metrics=mv.metrics, job_id=mv.job_id, created_at=mv.created_at
+        id=mv.id,
+        name=name,
+        version=mv.version,
+        n_rules=len(mv.rule_list.get("rules") or []),
+        metrics=mv.metrics,
+        job_id=mv.job_id,
+        created_at=mv.created_at,
     )
 
 
@@ -81,11 +87,13 @@ def read_version(ref: str, session: DbSession, principal: CurrentTenant) -> Mode
     response_class=PlainTextResponse,
     responses={
         200: {
-            "description": "text (if / else if / else), SQL CASE, Python or the JSON document",
+            "description": "text/plain for every format: if / else if / else text, a SQL CASE expression, "
+            "a Python function or the JSON document",
             "content": {
                 "text/plain": {
+                    "schema": {"type": "string"},
                     "example": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)"
-                    "\nelse risk = low  (p=0.80, support 150)\n"
+                    "\nelse risk = low  (p=0.80, support 150)\n",
                 }
             },
         },
@@ -98,8 +106,11 @@ def export_version(
     session: DbSession,
     principal: CurrentTenant,
     format: Annotated[ExportFormat, Query()] = "text",
-    table: Annotated[str, Query(max_length=200, description="table name for SQL")] = "records",
+    table: Annotated[
+        str,
+        Query(max_length=200, description="table for SQL: name, schema.name or catalog.schema.name (parts quoted)"),
+    ] = "records",
 ) -> PlainTextResponse:
     """Export a version."""
     mv = registry.resolve(session, principal.tenant_id, ref)
-    return PlainTextResponse(versions.export(mv, format, table), media_type=EXPORT_MEDIA_TYPES[format])
+    return PlainTextResponse(versions.export(mv, format, table))

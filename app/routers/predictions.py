@@ -18,7 +18,7 @@ from app.deps import AppState, CurrentTenant, service_state
 from app.errors import responses
 from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
-from app.http.uploads import multipart_body, upload_file
+from app.http.uploads import multipart_body, upload_stream
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import predictions
 from app.services.errors import DomainError
@@ -77,11 +77,19 @@ async def predict(
 
 @router.post(
     "/{ref}/predict.csv",
-    openapi_extra=multipart_body("CSV with a header naming the model's fields"),
+    openapi_extra=multipart_body(
+        "CSV with a header naming the model's fields (read like a dataset upload: `;` files with decimal "
+        "commas, `.csv.gz`)"
+    ),
     responses={
         200: {
-            "description": "CSV: row, prediction, probability, rule_id, p_<class>...",
-            "content": {"text/csv": {"example": "row,prediction,probability,rule_id,p_0,p_1\n1,1,0.83,2,0.17,0.83\n"}},
+            "description": "CSV: index (from 0), prediction, probability, rule_id, p_<class>...",
+            "content": {
+                "text/csv": {
+                    "schema": {"type": "string"},
+                    "example": "index,prediction,probability,rule_id,p_0,p_1\n0,1,0.83,2,0.17,0.83\n",
+                }
+            },
         },
         **responses(401, 404, 413, 415, 422, 503),
     },
@@ -96,14 +104,14 @@ async def predict_csv(
 ) -> Response:
     """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
     model = await load_model(state, principal.tenant_id, ref)
-    async with upload_file(request, state.settings.max_upload_bytes) as upload:
+    async with upload_stream(request, state.settings.max_upload_bytes) as upload:
         with counted_rejections(state, "invalid_csv"):
             batch = await run_in_threadpool(
                 predictions.CsvBatch.check,
                 state.db.engine,
                 principal,
                 model,
-                upload.file,
+                upload,
                 max_rows=state.settings.max_batch_rows,
                 ignore_extra=ignore_extra,
             )

@@ -3,33 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.training import TrainingParameters
 from app.services.job_states import JobState
 
 if TYPE_CHECKING:
     from app.tables import Job
-
-Scalar = int | Annotated[float, Field(allow_inf_nan=False)] | str | bool | None
-
-
-class TrainingParameters(BaseModel):
-    """Hyper-parameters of one training run (anything else goes to `options`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_rules: int = Field(10, ge=1, description="number of rules in the list (the default rule comes on top)")
-    epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
-        "auto", description="training epochs, or 'auto' (enough for a fixed number of optimiser steps)"
-    )
-    random_state: int = Field(0, ge=0, le=2**63 - 1, description="seed for the split and the learner")
-    test_size: float = Field(0.2, gt=0.0, lt=0.9, description="held-out fraction for the reported metrics")
-    features: list[str] | None = Field(None, description="input columns (default: every column but the target)")
-    options: dict[str, Scalar] = Field(
-        default_factory=dict, description="further NeuRulesClassifier keyword arguments, e.g. lr, batch_size"
-    )
 
 
 class JobCreate(BaseModel):
@@ -37,13 +19,14 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {
                     "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
                     "target": "target",
                     "model_name": "heart-disease",
-                    "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0},
+                    "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0, "options": {"lr": 0.02}},
                 }
             ]
         },
@@ -92,6 +75,7 @@ class JobPublic(BaseModel):
                     "attempts": 1,
                     "device": "cpu",
                     "model_version_id": None,
+                    "n_rules_kept": None,
                     "created_at": "2026-11-25T10:00:00Z",
                     "started_at": "2026-11-25T10:00:01Z",
                     "finished_at": None,
@@ -112,13 +96,18 @@ class JobPublic(BaseModel):
     attempts: int
     device: str | None
     model_version_id: str | None
+    n_rules_kept: int | None = Field(
+        None,
+        description="rules the trained list kept, besides the default rule (at most `parameters.n_rules`); "
+        "null until the job succeeded",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
 
     @classmethod
-    def from_row(cls, job: Job) -> JobPublic:
-        """The response for a job row."""
+    def from_row(cls, job: Job, n_rules_kept: int | None = None) -> JobPublic:
+        """The response for a job row (with the rule count of the version it produced, when known)."""
         return cls(
             id=job.id,
             dataset_id=job.dataset_id,
@@ -132,6 +121,7 @@ class JobPublic(BaseModel):
             attempts=job.attempts,
             device=job.device,
             model_version_id=job.model_version_id,
+            n_rules_kept=n_rules_kept,
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
@@ -145,3 +135,6 @@ class JobList(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+__all__ = ["JobCreate", "JobList", "JobProgress", "JobPublic", "TrainingParameters"]

@@ -12,6 +12,7 @@ class PredictionCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={"examples": [{"records": [{"age": 67, "smoker": "yes"}, {"age": 41, "smoker": None}]}]},
     )
 
@@ -53,8 +54,9 @@ class Explanation(BaseModel):
 class PredictionPublic(BaseModel):
     """The decision for one record."""
 
-    index: int = Field(description="position of the record in the request")
+    index: int = Field(description="position of the record in the request, from 0 (as in `records[i]`)")
     prediction: int | str | bool
+    probability: float = Field(description="probability of the predicted class")
     probabilities: dict[str, float] = Field(description="class -> probability (sums to 1)")
     rule_id: int = Field(description="deciding rule: 1..k, 0 for the default rule")
     explanation: Explanation | None = None
@@ -81,6 +83,7 @@ class PredictionList(BaseModel):
                         {
                             "index": 0,
                             "prediction": "high",
+                            "probability": 0.9111,
                             "probabilities": {"low": 0.0889, "high": 0.9111},
                             "rule_id": 1,
                             "explanation": {

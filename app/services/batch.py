@@ -30,6 +30,7 @@ from app.services import csvdata, serving
 from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.serving import ServedModel
 from app.tables import utcnow
+from models.rulelist import DECISION_COLUMNS, json_label, label_key
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
 READ_BYTES = 1024 * 1024
@@ -39,7 +40,7 @@ READ_BYTES = 1024 * 1024
 class Chunk:
     """Typed columns of consecutive data rows; `exact` when typed record by record (lists, None = missing)."""
 
-    first_row: int  # 1-based data row number of the chunk's first row
+    first_index: int  # index (from 0, as in the answer) of the chunk's first row
     n_rows: int
     columns: dict[str, Any]
     exact: bool
@@ -107,14 +108,16 @@ def check_file(model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra
     first_line = rest.partition(b"\n")[0] if b'"' not in rest[:4096] else rest
     sample = csvdata.parse_csv(header_line + first_line, max_rows=max_rows)  # the header's checks, as ever
     serving.check_header(model, sample.header, ignore_extra=ignore_extra)
-    delimiter = csvdata.sniff_delimiter(header_line.decode("utf-8-sig"))
+    delimiter = csvdata.sniff_delimiter(header_line.decode("utf-8-sig", errors="replace"))
+    if delimiter != ",":  # decimal commas are decided per column over the whole file: read it in one piece
+        rest += b"".join(pieces)
     spill = tempfile.TemporaryFile(prefix="neurules-batch-")  # noqa: SIM115 -- closed by CheckedFile.close
     checked = CheckedFile(spill, 0, 0)
     line = 2
     try:
         for data in _chain([rest], pieces):
             if data.strip():
-                chunk = type_chunk(model, header_line, data, line, checked.n_rows + 1, delimiter, ignore_extra)
+                chunk = type_chunk(model, header_line, data, line, checked.n_rows, delimiter, ignore_extra)
                 checked.n_rows += chunk.n_rows
                 if checked.n_rows > max_rows:
                     raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
@@ -133,18 +136,20 @@ def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
 
 
 def type_chunk(
-    model: ServedModel, header_line: bytes, data: bytes, line: int, first_row: int, delimiter: str, ignore_extra: bool
+    model: ServedModel, header_line: bytes, data: bytes, line: int, first_index: int, delimiter: str, ignore_extra: bool
 ) -> Chunk:
     """Typed columns of one chunk (its first line is file line `line`): numpy's parser when it can, else exact."""
-    fast = _numeric_chunk(model, header_line, data, delimiter, first_row)
+    fast = _numeric_chunk(model, header_line, data, delimiter, first_index)
     if fast is not None:
         return fast
     table = csvdata.parse_csv(header_line + data, line_offset=line - 2)
     cols = serving.table_columns(model, table, ignore_extra=ignore_extra, line_offset=line - 2)
-    return Chunk(first_row, table.n_rows, cols, exact=True)
+    return Chunk(first_index, table.n_rows, cols, exact=True)
 
 
-def _numeric_chunk(model: ServedModel, header_line: bytes, data: bytes, delimiter: str, first_row: int) -> Chunk | None:
+def _numeric_chunk(
+    model: ServedModel, header_line: bytes, data: bytes, delimiter: str, first_index: int
+) -> Chunk | None:
     """All features numeric, every cell a plain finite number, no quotes, no blank line: numpy types it."""
     if model.categorical or b'"' in data or b"\n\n" in data or b"\n\r\n" in data or data.startswith((b"\n", b"\r")):
         return None
@@ -159,23 +164,23 @@ def _numeric_chunk(model: ServedModel, header_line: bytes, data: bytes, delimite
         return None
     index = {h.strip(): j for j, h in enumerate(header)}
     cols = {f.name: np.ascontiguousarray(table[:, index[f.name]]) for f in model.rule_list.features}
-    return Chunk(first_row, n_lines, cols, exact=False)
+    return Chunk(first_index, n_lines, cols, exact=False)
 
 
 def output_header(model: ServedModel) -> list[str]:
-    """The columns of the answer."""
-    return ["row", "prediction", "probability", "rule_id"] + [f"p_{k}" for k in model.class_keys]
+    """The columns of the answer (as `models.rulelist.decision_table` names them)."""
+    return [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in model.rule_list.classes)]
 
 
 def _rule_suffixes(model: ServedModel) -> list[str]:
-    """Per rule id, the answer's CSV cells after the row number (as csv.writer renders them)."""
+    """Per rule id, the answer's CSV cells after the index (as `decision_table` and csv.writer render them)."""
     rl = model.rule_list
     out = []
     for j in range(len(rl.rules) + 1):
         p = rl.rule(j).probabilities
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerow(
-            [serving.label(rl.prediction_of(j)), round(max(p), 6), j, *(round(x, 6) for x in p)]
+            [json_label(rl.prediction_of(j)), round(max(p), 6), j, *(round(x, 6) for x in p)]
         )
         out.append(buf.getvalue())
     return out
@@ -186,8 +191,8 @@ def _outputs(model: ServedModel) -> list[dict[str, Any]]:
     rl = model.rule_list
     return [
         {
-            "prediction": serving.label(rl.prediction_of(j)),
-            "probabilities": dict(zip(model.class_keys, rl.rule(j).probabilities, strict=True)),
+            "prediction": json_label(rl.prediction_of(j)),
+            "probabilities": dict(zip(model.class_keys, (round(x, 6) for x in rl.rule(j).probabilities), strict=True)),
         }
         for j in range(len(rl.rules) + 1)
     ]
@@ -261,7 +266,7 @@ class Scorer:
     def text(self, chunk: Chunk, ids: np.ndarray) -> str:
         """The chunk's answer rows."""
         suffix = self.suffixes
-        return "".join(f"{i},{suffix[r]}" for i, r in enumerate(ids.tolist(), start=chunk.first_row))
+        return "".join(f"{i},{suffix[r]}" for i, r in enumerate(ids.tolist(), start=chunk.first_index))
 
 
 __all__ = ["CSVError", "CheckedFile", "Chunk", "Scorer", "check_file", "digests", "line_chunks", "type_chunk"]

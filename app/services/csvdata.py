@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
 
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
@@ -78,14 +79,11 @@ def decode(data: bytes, line_offset: int = 0) -> str:
 
 
 def sniff_delimiter(text: str) -> str:
-    """Comma, unless the header line has none and has semicolons or tabs."""
+    """The separator the header line uses most: `,`, `;`, tab or `|` (comma on a tie or when it has none)."""
     first = text.split("\n", 1)[0]
-    if "," in first:
-        return ","
-    for d in (";", "\t", "|"):
-        if d in first:
-            return d
-    return ","
+    counts = {d: first.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > counts[","] else ","
 
 
 def _is_number(s: str) -> bool:
@@ -96,16 +94,20 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
-    """Parse a CSV strictly: header required, unique non-empty names, every row the same width.
+def _check_nul(header: list[str], row: list[str], line: int) -> None:
+    """Refuse a NUL character, naming its line and column (no database can store it in text)."""
+    for j, cell in enumerate(row):
+        if "\x00" in cell:
+            column = f"column {j + 1} ({header[j]!r})" if j < len(header) else f"column {j + 1}"
+            raise CSVError(
+                "csv_nul_byte",
+                f"line {line}, {column}: contains a NUL character (byte 0); remove it (is the file a text CSV? "
+                "save it as UTF-8 text)",
+            )
 
-    `line_offset`: data lines that came before `data`'s first data line (a chunk of a larger file), for messages.
-    """
-    if not data.strip():
-        raise CSVError("csv_empty", "the file is empty")
-    text = decode(data, line_offset)
-    delimiter = sniff_delimiter(text)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+
+def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
+    """The header line, checked: named, unique columns, not data."""
     try:
         header = next(reader)
     except StopIteration:
@@ -113,6 +115,8 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line 1: {e}") from None
     header = [h.strip() for h in header]
+    if has_nul:
+        _check_nul(header, header, 1)
     if len(header) > max_columns:
         raise CSVError("csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed")
     empty = [i + 1 for i, h in enumerate(header) if h == ""]
@@ -132,6 +136,13 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
             dups.append(h)
     if dups:
         raise CSVError("csv_duplicate_columns", f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
+    return header
+
+
+def _read_rows(
+    reader: Any, header: list[str], max_rows: int, has_nul: bool, line_offset: int = 0
+) -> tuple[list[list[str | None]], int]:
+    """Cells per column (None for missing tokens) and the number of data rows."""
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     n = 0
@@ -139,6 +150,8 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
         for row in reader:
             if not row:
                 continue  # blank line
+            if has_nul:
+                _check_nul(header, row, reader.line_num + line_offset)
             if len(row) != width:
                 raise CSVError(
                     "csv_ragged_rows",
@@ -152,9 +165,30 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
+    return cols, n
+
+
+def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
+    """Parse a CSV strictly: header required, unique non-empty names, every row the same width, no NUL.
+
+    Separated by `,`, `;`, tab or `|` (the header line's most frequent); in a file not separated by
+    commas, decimal commas are read as numbers (`decimal_comma`). `line_offset`: lines of a larger
+    file before `data`'s second line (a chunk after the header), for the messages.
+    """
+    if not data.strip():
+        raise CSVError("csv_empty", "the file is empty")
+    text = decode(data, line_offset)
+    delimiter = sniff_delimiter(text)
+    has_nul = "\x00" in text
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header = _read_header(reader, max_columns, has_nul)
+    cols, n = _read_rows(reader, header, max_rows, has_nul, line_offset)
     if n == 0:
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
-    return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n)
+    columns = dict(zip(header, cols, strict=True))
+    if delimiter != ",":
+        columns = decimal_comma.normalise(columns)
+    return Table(header=header, columns=columns, n_rows=n)
 
 
 def to_float(cell: str) -> float | None:

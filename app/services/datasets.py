@@ -34,6 +34,12 @@ class TableLimits:
     max_columns: int
 
 
+def _stem(filename: str) -> str:
+    """`heart.csv` and `heart.csv.gz` -> `heart`."""
+    path = PurePath(filename)
+    return (PurePath(path.stem) if path.suffix.lower() == ".gz" else path).stem
+
+
 def get_dataset(session: Session, tenant_id: str, dataset_id: str) -> Dataset:
     """The tenant's dataset; NotFound otherwise."""
     ds = session.get(Dataset, dataset_id)
@@ -50,7 +56,7 @@ def create_dataset(db: Database, tenant_id: str, upload: Upload, limits: TableLi
         ds = Dataset(
             id=new_id("ds"),
             tenant_id=tenant_id,
-            name=(upload.name or PurePath(upload.filename).stem or "dataset")[:200],
+            name=(upload.name or _stem(upload.filename) or "dataset")[:200],
             filename=upload.filename[:300],
             sha256=csvdata.sha256(upload.data),
             size_bytes=len(upload.data),

@@ -92,7 +92,7 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
             raise _bad("parameters.features", "duplicate column names")
     elif len(cols) < 2:
         raise _bad("target", "the dataset has no column besides the target")
-    problem = check_options(p.n_rules, p.epochs, p.random_state, dict(p.options))
+    problem = check_options(p.n_rules, p.epochs, p.random_state, p.model_dump()["options"])
     if problem:
         raise _bad("parameters.options", problem)
 

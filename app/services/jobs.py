@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.services.errors import Conflict, NotFound
 from app.services.job_states import FINAL_JOB_STATES, JobState
 from app.services.paging import Page, page_of_scalars
-from app.tables import Job, utcnow
+from app.tables import Job, ModelVersion, utcnow
 
 ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
@@ -260,3 +261,17 @@ def list_jobs(
 def count_by_state(session: Session) -> dict[JobState, int]:
     """Job counts per state over all tenants (for the metrics gauge)."""
     return {JobState(k): int(v) for k, v in session.execute(select(Job.state, func.count()).group_by(Job.state)).all()}
+
+
+def rules_kept(session: Session, jobs: Sequence[Job]) -> dict[str, int]:
+    """How many rules the version each succeeded job produced kept (job id -> count; others absent)."""
+    job_of = {j.model_version_id: j.id for j in jobs if j.model_version_id}
+    if not job_of:
+        return {}
+    rows = session.execute(select(ModelVersion.id, ModelVersion.metrics).where(ModelVersion.id.in_(list(job_of))))
+    out = {}
+    for version_id, metrics in rows:
+        n = (metrics or {}).get("n_rules")
+        if isinstance(n, int):
+            out[job_of[version_id]] = n
+    return out

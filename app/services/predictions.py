@@ -34,7 +34,7 @@ def audit_rows(caller: Principal, model: ServedModel, records: list[Any], result
 def decide_csv(
     engine: Engine, caller: Principal, model: ServedModel, data: bytes, *, max_rows: int, ignore_extra: bool
 ) -> str:
-    """CSV in, CSV out (row, prediction, probability, rule_id, p_<class>...), audited before it is returned.
+    """CSV in, CSV out (index, prediction, probability, rule_id, p_<class>...), audited before it is returned.
 
     The whole answer at once (for callers holding the file in memory); the endpoint streams with `CsvBatch`.
     """

@@ -11,19 +11,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.services import registry
-from app.services.errors import Conflict
+from app.services.errors import Conflict, Invalid
 from app.services.paging import Page, count
 from app.tables import ModelAlias, ModelVersion, RegisteredModel
 from models.rulelist import RuleList
 
 IMPORT_ATTEMPTS = 3
 ExportFormat = Literal["text", "sql", "python", "json"]
-EXPORT_MEDIA_TYPES: dict[ExportFormat, str] = {
-    "text": "text/plain",
-    "sql": "application/sql",
-    "python": "text/x-python",
-    "json": "application/json",
-}
 
 
 @dataclass(frozen=True)
@@ -88,7 +82,10 @@ def export(mv: ModelVersion, fmt: ExportFormat, table: str) -> str:
         return json.dumps(mv.rule_list, indent=2)
     rl = RuleList.from_dict(mv.rule_list)
     if fmt == "sql":
-        return rl.to_sql(table)
+        try:
+            return rl.to_sql(table)
+        except ValueError as e:  # a table name SQL cannot hold, or a NUL in a category
+            raise Invalid.field("table" if str(e).startswith("table") else "format", str(e)) from None
     if fmt == "python":
         return rl.to_python()
     return rl.to_text() + "\n"

@@ -48,6 +48,9 @@ def _cases(key: str, other_key: str) -> list[tuple[str, dict[str, Any]]]:
         ("text/plain", {"content": b'{"records": [1]}', "headers": {"X-API-Key": key, "content-type": "text/plain"}}),
         ("no content type", {"content": b'{"records": [1]}', "headers": {"X-API-Key": key}}),
         ("+json type", {"content": b'{"records": [1]}', "headers": {**json_h, "content-type": "application/x+json"}}),
+        ("deep", {"content": b'{"records": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "headers": json_h}),
+        ("long int", {"content": b'{"records": [{"age": ' + b"9" * 5000 + b"}]}", "headers": json_h}),
+        ("not UTF-8", {"content": b'{"records": [{"smoker": "\xff"}]}', "headers": json_h}),
         (
             "charset",
             {"content": b'{"records": [1]}', "headers": {**json_h, "content-type": "application/json; charset=utf-8"}},

@@ -330,7 +330,7 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
     page.locator(".auth-container input").fill(console.key)
     page.locator(".auth-container button.authorize").click()
     page.locator(".auth-container button.btn-done").click()
-    op = page.locator("#operations-datasets-list_datasets_v1_datasets_get")
+    op = page.locator("#operations-datasets-datasets_list")
     op.locator(".opblock-summary").click()
     op.get_by_role("button", name="Try it out").click()
     op.get_by_role("button", name="Execute").click()
