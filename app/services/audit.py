@@ -15,7 +15,8 @@ import functools
 import logging
 import queue
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
 from sqlalchemy import Connection, Dialect, Engine, insert, select
 from sqlalchemy.orm import Session
@@ -49,15 +50,37 @@ def audit_rows(
     ]
 
 
-def write_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
+def write_rows(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
     """Insert audit rows in one transaction (synchronous)."""
     with engine.begin() as conn:
         insert_rows(conn, rows)
 
 
-def insert_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+class ColumnRows(Sequence[dict[str, Any]]):
+    """Audit rows held column-wise (a large batch): inserted as columns, read as row dicts where needed."""
+
+    def __init__(self, columns: dict[str, list[Any]]) -> None:
+        self.columns = columns
+        self._n = len(next(iter(columns.values()), []))
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        return {name: values[i] for name, values in self.columns.items()}
+
+
+def insert_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """INSERT audit rows (all with the same keys) in the caller's transaction, as one executemany."""
-    if rows:
+    if isinstance(rows, ColumnRows):
+        insert_columns(conn, rows.columns)
+    elif rows:
         insert_columns(conn, {name: [r[name] for r in rows] for name in rows[0]})
 
 
@@ -205,20 +228,12 @@ def _settle(futures: list[asyncio.Future[None]], err: BaseException | None) -> N
             )
 
 
-def write_rows_or_unavailable(engine: Engine, rows: list[dict[str, Any]]) -> None:
+def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
     """`write_rows`, with any failure reported as Unavailable (no decision leaves without its audit rows)."""
-    write_columns_or_unavailable(engine, {name: [r[name] for r in rows] for name in rows[0]} if rows else {})
-
-
-def write_columns_or_unavailable(engine: Engine, columns: dict[str, list[Any]]) -> None:
-    """Insert audit rows given column-wise in one transaction; any failure is Unavailable (503, never a 500)."""
-    if not columns:
-        return
     try:
-        with engine.begin() as conn:
-            insert_columns(conn, columns)
+        write_rows(engine, rows)
     except Exception as e:  # noqa: BLE001 -- whatever broke, the answer is 503, never a 500
-        log.error("audit write failed", extra={"rows": len(next(iter(columns.values()))), "error": repr(e)})
+        log.error("audit write failed", extra={"rows": len(rows), "error": repr(e)})
         raise Unavailable(
             "the audit log could not be written; the decisions were not returned", dependency="audit"
         ) from None

@@ -78,7 +78,7 @@ class CsvBatch:
         if chunk is None:
             return None
         ids, rows = self.scorer.decide(chunk)
-        audit.write_columns_or_unavailable(self.engine, rows)
+        audit.write_rows_or_unavailable(self.engine, audit.ColumnRows(rows))
         return self.scorer.text(chunk, ids)
 
     def chunks(self) -> Iterator[str]:
