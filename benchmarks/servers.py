@@ -90,9 +90,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _base_env() -> dict[str, str]:
+SERVICE_ROOT = ROOT  # the checkout whose service is measured (`--service-root` measures another, e.g. main's)
+
+
+def _base_env(root: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURULES_", "PROMETHEUS_"))}
-    env["PYTHONPATH"] = str(ROOT)  # this checkout's code, whatever the editable install points at
+    env["PYTHONPATH"] = str(root)  # that checkout's code, whatever the editable install points at
     return env
 
 
@@ -151,7 +154,7 @@ def start_service(
     """`neurules-admin serve --workers N` (or `program(port)`): embedded (SQLite) or, given a PostgreSQL URL,
     distributed."""
     tmp = tempfile.TemporaryDirectory(prefix="neurules-bench-")
-    env = {**_base_env(), "NEURULES_LOG_LEVEL": "WARNING", **extra_env}
+    env = {**_base_env(SERVICE_ROOT), "NEURULES_LOG_LEVEL": "WARNING", **extra_env}
     cleanups: list[Callable[[], None]] = [tmp.cleanup]
     mode = "embedded"
     if distributed_pg is not None:

@@ -33,6 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import servers
 from benchmarks.loadgen import LoadResult, run_load, wrk_available
 from benchmarks.servers import Server, running, start_floor, start_service
 from models.rulelist import Condition, Feature, RuleList
@@ -128,7 +129,7 @@ def measure_csv(server: Server, ref: str, path: Path, expected_ids: np.ndarray) 
             col = header.index("rule_id")
             for line in lines:
                 if line:
-                    mismatched += int(line.split(",")[col]) != expected_ids[rows]
+                    mismatched += int(int(line.split(",")[col]) != expected_ids[rows])
                     rows += 1
     elapsed = time.perf_counter() - t0
     after = server.memory_mib()
@@ -157,6 +158,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--service-root", type=Path, help="measure the service of another checkout (e.g. ../main)")
     return ap.parse_args()
 
 
@@ -174,6 +176,8 @@ def starters(args: argparse.Namespace) -> dict[str, Callable[[], Server]]:
 def main() -> None:
     """Run every configuration, print the table and the targets."""
     args = parse_args()
+    if args.service_root is not None:
+        servers.SERVICE_ROOT = args.service_root.resolve()
     names, X, y = heart_table()
     rl = ten_rule_list(names, X, y)
     record = bench_record(rl, names, X)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, overload
 
+from psycopg.types.json import Json, JsonDumper
 from sqlalchemy import Connection, Dialect, Engine, insert, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -95,12 +96,46 @@ def insert_columns(conn: Connection, columns: dict[str, list[Any]]) -> None:
     names = list(columns)
     compiled, converters = _statement(conn.dialect, tuple(names))
     converted = {n: _converted(columns[n], convert) for n, convert in zip(names, converters, strict=True)}
+    if conn.dialect.name == "postgresql" and len(columns[names[0]]) >= COPY_MIN_ROWS:
+        _copy(conn, converted)
+        return
     if compiled.positional:
         params: list[Any] = list(zip(*(converted[k] for k in compiled.positiontup or ()), strict=True))
     else:
         params = [dict(zip(names, values, strict=True)) for values in zip(*converted.values(), strict=True)]
     if params:
         conn.exec_driver_sql(compiled.string, params)
+
+
+COPY_MIN_ROWS = 1000  # from this many rows (a CSV batch's chunk) PostgreSQL gets them by COPY, ~10x faster
+
+
+def _copy(conn: Connection, converted: dict[str, list[Any]]) -> None:
+    """COPY the rows in the connection's transaction; a JSON value is rendered once per distinct object."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    columns = [_json_as_text(values) for values in converted.values()]
+    names = ", ".join(converted)  # the table's own column names
+    try:
+        with cursor.copy(f"COPY {AuditRecord.__tablename__} ({names}) FROM STDIN") as copy:
+            for row in zip(*columns, strict=True):
+                copy.write_row(row)
+    finally:
+        cursor.close()
+
+
+def _json_as_text(values: list[Any]) -> list[Any]:
+    """psycopg's `Json` wrappers (SQLAlchemy's bind values) as the text psycopg would send, once per object."""
+    if not values or not isinstance(values[0], Json):
+        return values
+    dumper = JsonDumper(Json)  # psycopg's own rendering (its dumps, or the one set globally)
+    done: dict[int, str] = {}
+    out = []
+    for v in values:
+        key = id(v)
+        if key not in done:
+            done[key] = bytes(dumper.dump(v) or b"null").decode()
+        out.append(done[key])
+    return out
 
 
 @functools.cache

@@ -242,3 +242,36 @@ def test_fast_digests_match_the_record_digest() -> None:
     chunk = batch.Chunk(1, len(values), {"x": values, "y": values[::-1].copy()}, exact=False)
     expected = [serving.digest({"x": x, "y": y}) for x, y in zip(values.tolist(), values[::-1].tolist(), strict=True)]
     assert batch.digests(chunk) == expected
+
+
+def test_audit_rows_written_in_bulk_read_back_as_sqlalchemy_writes_them(api, monkeypatch) -> None:
+    """insert_columns (executemany on SQLite, COPY on PostgreSQL) stores what SQLAlchemy's insert stores."""
+    from sqlalchemy import insert, select
+
+    from app.services import audit
+    from app.tables import AuditRecord, utcnow
+
+    monkeypatch.setattr(audit, "COPY_MIN_ROWS", 100)
+    engine = api.app.state.service.db.engine
+    now = utcnow()
+    outputs = [{"prediction": p, "probabilities": {"a": 0.25, "b": 0.75}} for p in ("x", 1, True)]
+    rows = [
+        {
+            "created_at": now,
+            "tenant_id": api.tenant_a,
+            "api_key_id": "key_1",
+            "model_version_id": "mv_1",
+            "input_digest": f"{i % 300:064x}",
+            "output": outputs[i % 3],
+            "rule_id": i % 3,
+        }
+        for i in range(600)
+    ]
+    with engine.begin() as c:
+        c.execute(insert(AuditRecord), rows[:300])  # SQLAlchemy's own way
+    audit.write_rows(engine, audit.ColumnRows({k: [r[k] for r in rows[300:]] for k in rows[0]}))  # the bulk way
+    fields = ("created_at", "tenant_id", "api_key_id", "model_version_id", "input_digest", "output", "rule_id")
+    with engine.connect() as c:
+        got = [tuple(r) for r in c.execute(select(*(getattr(AuditRecord, f) for f in fields)).order_by(AuditRecord.id))]
+    assert len(got) == 600 and got[:300] == got[300:]
+    assert got[0][0] == now and got[1][5] == outputs[1]
