@@ -216,10 +216,9 @@ def _number_texts(col: np.ndarray) -> list[str]:
     if whole.all() and np.abs(col).max(initial=0) < 2**53:
         return list(map(str, col.astype(np.int64).tolist()))
     values = col.tolist()
-    if len(set(values[:1000])) < 500:  # values repeat (codes, rounded measurements): render each once
-        cache: dict[float, str] = {}
-        texts = [cache[v] if v in cache else cache.setdefault(v, _number_text(v)) for v in values]
-        return texts
+    distinct = set(values)
+    if len(distinct) * 2 < len(values):  # values repeat (codes, rounded measurements): render each once
+        return list(map({v: _number_text(v) for v in distinct}.__getitem__, values))
     texts = list(map(repr, values))
     for i in np.flatnonzero(whole).tolist():
         texts[i] = str(int(values[i]))
