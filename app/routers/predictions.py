@@ -1,8 +1,10 @@
 """Predictions: JSON records and CSV batch; every decision writes an append-only audit row.
 
-The request path is validation + numpy rule evaluation (models.rulelist) + JSON: the parsed rule
-list is cached per immutable version, API keys and aliases for a few seconds, and the only
-database round trip on a warm path is the audit insert.
+The request path is validation + rule evaluation (models.rulelist) + JSON + the audit row: the
+parsed rule list is cached per immutable version, API keys and aliases within their bounds
+(renewed in the background), and the only database round trip on a warm path is the audit
+insert, shared by the requests of one loop tick. The CSV batch streams chunk by chunk, each
+chunk's audit rows committed before its rows are sent (docs/architecture.md).
 """
 
 from __future__ import annotations
