@@ -75,7 +75,18 @@ def run_wrk(url: str, body: bytes, headers: dict[str, str], concurrency: int, se
         fh.write(_lua_script(body, headers))
         script = fh.name
     try:
-        cmd = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "--latency", "--timeout", "10s", "-s", script, url]
+        cmd = [
+            "wrk",
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{max(1, round(seconds))}s",
+            "--latency",
+            "--timeout",
+            "10s",
+            "-s",
+            script,
+            url,
+        ]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     finally:
         Path(script).unlink(missing_ok=True)

@@ -10,9 +10,11 @@ service embedded (SQLite) with 1 and 2 processes, and the service distributed (a
 the PostgreSQL at --pg, a queue of its own on the Redis at --redis) with 2 processes. Each gets the
 same heart record as one-record `POST /v1/models/{id}/predict` with the full explanation at every
 --concurrency for --seconds after a --warmup; the table shows req/s, p50, p99, errors, the
-server's CPU (cores busy, CPU per request) and the ratios to the floor. Then a --csv-rows heart-like
-file goes through `POST /v1/models/{id}/predict.csv` end to end (upload, parse, validate, predict,
-audit, streamed response, every rule id checked) with the server's peak RSS.
+server's CPU (cores busy, CPU per request) and the ratios to the floor. The floor runs first and
+last; ratios use its best figures of the two (a busier machine during one of them shows there).
+Then a --csv-rows heart-like file goes through `POST /v1/models/{id}/predict.csv` end to end
+(upload, parse, validate, predict, audit, streamed response, every rule id checked) with the
+server's peak RSS.
 """
 
 from __future__ import annotations
@@ -192,7 +194,8 @@ def main() -> None:
         if args.csv_rows:
             idx = write_batch_file(csv_path, names, X, args.csv_rows)
             expected = rl.apply({n: X[:, i] for i, n in enumerate(names)})[idx]
-        for name in args.only:
+        order = list(args.only) + (["floor"] if "floor" in args.only and len(args.only) > 1 else [])
+        for name in order:  # the floor first and last: a change of the machine's load shows as two floors
             with running(starters(args)[name]) as server:
                 ref = "floor" if name == "floor" else import_model(server, rl.to_dict())
                 for c in args.concurrency:
@@ -209,6 +212,21 @@ def main() -> None:
     report(args, cells, batches, load_before, load_after, explained["rule_id"], len(explained["not_fired"]))
     if args.json:
         Path(args.json).write_text(json.dumps({"cells": cells, "csv": batches}, indent=2))
+
+
+def best_floor(cells: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per concurrency, the floor's best figures over its runs (highest req/s, lowest p99): the stricter ratios."""
+    out: dict[int, dict[str, Any]] = {}
+    for c in cells:
+        if c["config"] != "floor":
+            continue
+        best = out.get(c["concurrency"])
+        if best is None:
+            out[c["concurrency"]] = dict(c)
+        else:
+            best["rps"] = max(best["rps"], c["rps"])
+            best["p99_ms"] = min(best["p99_ms"], c["p99_ms"])
+    return out
 
 
 def _ratio(cell: dict[str, Any], floor: dict[int, dict[str, Any]], key: str) -> str:
@@ -233,7 +251,7 @@ def report(
         f"one heart record per request with the full explanation (10-rule list; decided by rule {rule_id}, "
         f"{not_fired} rules not fired); load average {' '.join(load_before)} before, {' '.join(load_after)} after"
     )
-    floor = {c["concurrency"]: c for c in cells if c["config"] == "floor"}
+    floor = best_floor(cells)
     head = (
         f"| {'server':<34} | c | req/s | p50 ms | p99 ms | errors | server CPU cores | CPU us/req "
         "| req/s vs floor | p99 vs floor |"
