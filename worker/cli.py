@@ -62,7 +62,7 @@ def effective_config(settings: Settings) -> dict[str, Any]:
     """The settings as JSON, with the values derived from them."""
     d = settings.model_dump(mode="json")
     d.update(
-        database_url=settings.resolved_database_url,
+        database_url=_hide_password(settings.resolved_database_url),
         migration_database_url=_hide_password(settings.resolved_migration_database_url),
         app_role=settings.app_role,
         broker_url=settings.resolved_broker_url,
