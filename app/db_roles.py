@@ -78,7 +78,7 @@ def check_app_role(conn: Connection, role: str) -> None:
 def grant_app_role(conn: Connection, role: str) -> list[str]:
     """Check the app role and give it exactly its rights on the tables that exist; the statements run."""
     check_app_role(conn, role)
-    stmts = grant_statements(role, set(inspect(conn).get_table_names(schema="public")))
+    stmts = [_grant_connect(conn, role), *grant_statements(role, set(inspect(conn).get_table_names(schema="public")))]
     for stmt in stmts:
         conn.execute(text(stmt))
     if conn.execute(text("SELECT has_schema_privilege(:r, 'public', 'CREATE')"), {"r": role}).scalar_one():
@@ -87,6 +87,12 @@ def grant_app_role(conn: Connection, role: str) -> list[str]:
             "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
         )
     return stmts
+
+
+def _grant_connect(conn: Connection, role: str) -> str:
+    """GRANT CONNECT on this database (in case PUBLIC's was revoked), quoted by the server."""
+    sql = "SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), CAST(:r AS text))"
+    return str(conn.execute(text(sql), {"r": role}).scalar_one())
 
 
 def create_app_role(conn: Connection, role: str, password: str | None) -> bool:
