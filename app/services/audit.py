@@ -19,7 +19,7 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
@@ -29,22 +29,13 @@ from sqlalchemy.orm import Session
 from app.services import serving
 from app.services.audit_chain import START, Link, link_rows
 from app.services.errors import Unavailable
+from app.services.monitoring import records_missing_filled
 from app.tables import AuditChainHead, AuditRecord, utcnow
-from models.rulelist import Feature, category_key
+from models.rulelist import Feature
 
 log = logging.getLogger("neurules.audit")
 
 MAX_BATCH_ROWS = 5000
-
-
-def records_missing_filled(features: Sequence[Feature], records: Iterable[Mapping[str, Any]]) -> list[bool]:
-    """Per record: was any numeric feature missing (so evaluated at its fill value)?"""
-    numeric = [f.name for f in features if f.type == "numeric"]
-    return [any(_missing(rec.get(name)) for name in numeric) for rec in records]
-
-
-def _missing(value: Any) -> bool:
-    return category_key(value) is None or (isinstance(value, str) and not value.strip())
 
 
 def audit_rows(

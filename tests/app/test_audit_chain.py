@@ -156,10 +156,12 @@ def test_hash_survives_a_json_round_trip_and_naive_utc() -> None:
     assert audit_chain.canonical_body(stored) == audit_chain.canonical_body(r)
 
 
-def test_records_missing_filled(doc) -> None:
-    feats = RuleList.from_dict(doc).features
+def test_audit_rows_record_missing_filled(doc) -> None:
+    rl = RuleList.from_dict(doc)
     recs = [REC_HIGH, REC_FILLED, REC_CAT_MISSING, {**REC_HIGH, "income": float("nan")}]
-    assert audit.records_missing_filled(feats, recs) == [False, True, False, True]
+    results = [{"prediction": "low", "probabilities": {"low": 1.0, "high": 0.0}, "rule_id": 0}] * 4
+    got = audit.audit_rows("tn_a", "key_1", "mv_1", rl.features, recs, results)
+    assert [r["missing_filled"] for r in got] == [False, True, False, True]
 
 
 # --- the service: writer, endpoint, tampering ------------------------------------------------------
