@@ -124,7 +124,7 @@ def test_two_server_processes_under_the_app_role(roles: Roles, tmp_path) -> None
             return n
 
         with ThreadPoolExecutor(8) as pool:
-            decisions = sum(pool.map(burst, range(160)))
+            decisions = sum(pool.map(burst, range(96)))
         report = httpx.get(f"{url}/v1/audit/verify", headers=h).json()
         assert report["intact"] and report["rows_checked"] == decisions, report
         out = subprocess.run(
