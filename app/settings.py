@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 MAX_UPLOAD_CEILING = 2 * 1024**3  # 2 GiB: above this a CSV belongs in a blob store, not a request
 
@@ -29,7 +30,8 @@ class Settings(BaseSettings):
 
     mode: Literal["embedded", "distributed"] = "embedded"
     data_dir: Path = Path("./var")
-    database_url: str | None = None
+    database_url: str | None = None  # the service's (app role's) connection
+    migration_database_url: str | None = None  # the owner's, for migrations; default: database_url
     broker_url: str | None = None
     queue: str = "neurules-training"
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
@@ -83,6 +85,7 @@ class Settings(BaseSettings):
         db, broker = self.database_url, self.broker_url
         if db is not None and not db.startswith(("sqlite", "postgresql")):
             raise ValueError("NEURULES_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        self._check_migration_url()
         if self.mode == "distributed":
             if not db or not broker:
                 raise ValueError("distributed mode needs NEURULES_DATABASE_URL and NEURULES_BROKER_URL")
@@ -100,6 +103,36 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to a SQLite file under data_dir."""
         return self.database_url or f"sqlite:///{(self.data_dir / 'neurules.sqlite3').as_posix()}"
+
+    def _check_migration_url(self) -> None:
+        """The migration URL names the same database as the service's, on PostgreSQL (SQLite has no roles)."""
+        mig, db = self.migration_database_url, self.resolved_database_url
+        if mig is None:
+            return
+        if not mig.startswith("postgresql") or self.is_sqlite:
+            raise ValueError(
+                "NEURULES_MIGRATION_DATABASE_URL is for PostgreSQL with NEURULES_DATABASE_URL on the same database "
+                "(SQLite has no roles: leave it unset)"
+            )
+        if _url_part(mig, "database", "MIGRATION_DATABASE_URL") != _url_part(db, "database", "DATABASE_URL"):
+            raise ValueError(
+                "NEURULES_MIGRATION_DATABASE_URL must name the same database as NEURULES_DATABASE_URL "
+                "(only the role differs)"
+            )
+
+    @property
+    def resolved_migration_database_url(self) -> str:
+        """The URL migrations run with (the tables' owner), defaulting to the service's own."""
+        return self.migration_database_url or self.resolved_database_url
+
+    @property
+    def app_role(self) -> str | None:
+        """The service's role when it differs from the migration role (PostgreSQL): migrations grant it its rights."""
+        if self.migration_database_url is None:
+            return None
+        app = _url_part(self.resolved_database_url, "username", "DATABASE_URL")
+        owner = _url_part(self.migration_database_url, "username", "MIGRATION_DATABASE_URL")
+        return app if app and app != owner else None
 
     @property
     def resolved_broker_url(self) -> str:
@@ -129,6 +162,15 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         """Whether the database is SQLite."""
         return self.resolved_database_url.startswith("sqlite")
+
+
+def _url_part(url: str, part: str, variable: str) -> str | None:
+    """One part (username, database) of a database URL; ValueError naming the variable when it does not parse."""
+    try:
+        value: str | None = getattr(make_url(url), part)
+    except Exception:  # noqa: BLE001 -- sqlalchemy raises several kinds for a malformed URL
+        raise ValueError(f"NEURULES_{variable} is not a valid database URL") from None
+    return value
 
 
 @lru_cache(maxsize=1)

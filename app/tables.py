@@ -219,7 +219,12 @@ class Job(Base):
 
 
 class AuditRecord(Base):
-    """Append-only record of one prediction decision (UPDATE/DELETE refused by triggers)."""
+    """Append-only record of one prediction decision (UPDATE/DELETE refused by triggers).
+
+    Each tenant's rows form a hash chain (docs/audit.md): `seq` counts the tenant's rows from 1,
+    `prev_hash` is the previous row's `row_hash` and `row_hash` is the SHA-256 of the row's canonical
+    content (`app.services.audit_chain`).
+    """
 
     __tablename__ = "audit_log"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
@@ -230,5 +235,27 @@ class AuditRecord(Base):
     input_digest: Mapped[str] = mapped_column(String(64))
     output: Mapped[dict[str, Any]] = mapped_column(JSON)
     rule_id: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    row_hash: Mapped[str] = mapped_column(String(64))
+    # NULL: not recorded (a row written before migration 0002)
+    missing_filled: Mapped[bool | None] = mapped_column(Boolean, default=None)
 
-    __table_args__ = (Index("ix_audit_log_tenant_created", "tenant_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_audit_log_tenant_created", "tenant_id", "created_at"),
+        Index("ux_audit_log_tenant_seq", "tenant_id", "seq", unique=True),
+    )
+
+
+class AuditChainHead(Base):
+    """The last link of a tenant's audit chain, updated in the transaction that appends rows.
+
+    Locked FOR UPDATE by each batch that appends to the tenant's chain (so several server processes
+    extend it one after another), and what a truncated tail is detected against.
+    """
+
+    __tablename__ = "audit_chain_heads"
+    tenant_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    row_hash: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
