@@ -17,7 +17,7 @@ from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
 from app.openapi import install_openapi, operation_id
-from app.routers import audit, datasets, models, ops, predictions, registry
+from app.routers import audit, comparisons, datasets, evaluations, models, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
@@ -90,6 +90,8 @@ ROUTERS = (
     datasets.router,
     jobs_router.router,
     models.router,
+    evaluations.router,
+    comparisons.router,
     registry.router,
     audit.router,
     ops.router,
@@ -98,7 +100,9 @@ OPENAPI_TAGS = [
     {"name": "datasets", "description": "CSV uploads, validated and profiled"},
     {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
     {"name": "models", "description": "immutable model versions and their exports"},
-    {"name": "registered models", "description": "named models and movable aliases"},
+    {"name": "evaluations", "description": "a version scored on a labelled dataset (stored, immutable)"},
+    {"name": "comparisons", "description": "two versions side by side: rules, and predictions on a dataset"},
+    {"name": "registered models", "description": "named models, movable aliases and their events"},
     {"name": "predictions", "description": "decisions with explanations; every one audited"},
     {"name": "audit", "description": "the tenant's append-only log of decisions"},
     {"name": "ops", "description": "health, readiness, metrics"},
