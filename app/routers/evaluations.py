@@ -58,10 +58,11 @@ def public(row: Evaluation, mv: VersionRef) -> EvaluationPublic:
 
 @router.post(
     "/v1/models/{ref}/evaluations",
+    operation_id="models_evaluations_create",  # the GET on the same path is models_evaluations_list
     status_code=201,
     response_model=EvaluationPublic,
     responses={
-        202: {"description": "a large dataset: queued for the training workers; poll the evaluation"},
+        202: {"model": EvaluationPublic, "description": "a large dataset: queued for the training workers; poll it"},
         **responses(401, 404, 422, 503),
     },
     summary="Score a version on a labelled dataset: metrics, confusion matrix, calibration, per-rule accuracy",
@@ -86,6 +87,7 @@ def create_evaluation(
 
 @router.get(
     "/v1/models/{ref}/evaluations",
+    operation_id="models_evaluations_list",
     response_model=EvaluationList,
     responses=responses(401, 404, 422),
     summary="A version's evaluations, newest first (summaries)",
