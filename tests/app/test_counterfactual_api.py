@@ -55,12 +55,7 @@ def test_explain_modes(api, doc) -> None:
         json={"records": [rec], "explain": "counterfactual"},
         headers=api.h(),
     )
-    assert r.status_code == 200 and set(r.json()["predictions"][0]) == {
-        "index",
-        "prediction",
-        "probabilities",
-        "rule_id",
-    }
+    assert r.status_code == 200 and not {"explanation", "counterfactual"} & set(r.json()["predictions"][0])
     r = api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [rec], "explain": "yes"}, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "explain"
 
