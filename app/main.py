@@ -17,7 +17,7 @@ from app.db import Database
 from app.errors import install_error_handlers
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
 from app.openapi import install_openapi, operation_id
-from app.routers import audit, comparisons, datasets, evaluations, models, ops, predictions, registry
+from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
@@ -93,6 +93,7 @@ ROUTERS = (
     models.router,
     evaluations.router,
     comparisons.router,
+    monitoring.router,
     registry.router,
     audit.router,
     ops.router,
@@ -103,6 +104,7 @@ OPENAPI_TAGS = [
     {"name": "models", "description": "immutable model versions and their exports"},
     {"name": "evaluations", "description": "a version scored on a labelled dataset (stored, immutable)"},
     {"name": "comparisons", "description": "two versions side by side: rules, and predictions on a dataset"},
+    {"name": "monitoring", "description": "live decisions per rule and version from the audit trail, drift"},
     {"name": "registered models", "description": "named models, movable aliases and their events"},
     {"name": "predictions", "description": "decisions with explanations; every one audited"},
     {"name": "audit", "description": "the tenant's append-only log of decisions"},
