@@ -37,6 +37,7 @@ EXPECTED_IDS = {
     ("get", "/v1/models/{ref}/evaluations"): "models_evaluations_list",
     ("get", "/v1/evaluations/{evaluation_id}"): "evaluations_get",
     ("get", "/v1/models/{ref}/compare"): "models_compare",
+    ("get", "/v1/models/{ref}/monitoring"): "models_monitoring",
     ("get", "/v1/jobs/{job_id}/history"): "jobs_history",
     ("get", "/v1/registered-models/{name}/events"): "registered_models_events",
     ("get", "/v1/datasets/{dataset_id}/preview"): "datasets_preview",
