@@ -1,8 +1,9 @@
 """PostgreSQL roles: the service's least-privilege app role and its grants (SQLite has no roles).
 
 Migrations run as the owner of the tables; the service connects as an app role that owns nothing,
-may not run DDL or TRUNCATE, may only INSERT and SELECT the audit log (SELECT, INSERT, UPDATE its
-chain heads, which the writer moves) and has full DML on every other table. `grant_app_role` sets
+may not run DDL or TRUNCATE, may only INSERT and SELECT the audit log, the registry events and the
+training history (SELECT, INSERT, UPDATE the audit chain heads, which the writer moves) and has full DML
+on every other table. `grant_app_role` sets
 exactly these rights (revoking anything else first), so running it after every migration keeps
 them right as tables are added.
 """
@@ -12,9 +13,14 @@ from __future__ import annotations
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import make_url
 
-from app.tables import AuditChainHead, AuditRecord, Base
+from app.tables import AuditChainHead, AuditRecord, Base, JobProgressPoint, RegistryEvent
 
-APPEND_ONLY = {AuditRecord.__tablename__: "SELECT, INSERT", AuditChainHead.__tablename__: "SELECT, INSERT, UPDATE"}
+APPEND_ONLY = {
+    AuditRecord.__tablename__: "SELECT, INSERT",
+    AuditChainHead.__tablename__: "SELECT, INSERT, UPDATE",
+    RegistryEvent.__tablename__: "SELECT, INSERT",  # who moved which alias: kept as written
+    JobProgressPoint.__tablename__: "SELECT, INSERT",  # the training history: appended, never changed
+}
 READ_ONLY = {"alembic_version": "SELECT"}
 FULL_DML = "SELECT, INSERT, UPDATE, DELETE"
 

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
     model_cache_size: int = Field(64, ge=1)
 
+    evaluation_sync_max_rows: int = Field(50_000, ge=0)  # larger datasets are evaluated on the training workers
+    drift_alert_psi: float = Field(0.2, gt=0)  # monitoring alerts when a version's rule-share PSI reaches this
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     access_log: bool = True
     migrate_on_start: bool = True

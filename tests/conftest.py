@@ -77,10 +77,11 @@ def doc() -> dict[str, Any]:
 
 
 class FakeQueue:
-    """Records job ids instead of sending them to a broker; can be told to fail."""
+    """Records job and evaluation ids instead of sending them to a broker; can be told to fail."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.evaluations: list[str] = []
         self.fail = False
 
     def send(self, job_id: str) -> None:
@@ -88,6 +89,12 @@ class FakeQueue:
         if self.fail:
             raise ConnectionError("broker down")
         self.sent.append(job_id)
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Record (or refuse) one evaluation id."""
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.evaluations.append(evaluation_id)
 
 
 def skip_unless_ci(reason: str) -> None:

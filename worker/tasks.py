@@ -23,6 +23,7 @@ from app.services.job_states import JobState
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
+from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
 from worker.training import TrainingInputError, TrainOutcome, package_versions, train_rule_list
 
 log = logging.getLogger("neurules.worker")
@@ -268,18 +269,23 @@ class _LazyDatabase:
 
 
 def register_tasks(app: Celery, settings: Settings, db: Database | None = None) -> None:
-    """Register the training and reaper tasks on a Celery app."""
+    """Register the training, evaluation and reaper tasks on a Celery app."""
     holder = _LazyDatabase(settings, db)
 
     def train(self: Any, job_id: str) -> str:
         """Train one job (idempotent: a job that is not queued is skipped)."""
         return run_job(holder.get(), settings, job_id, worker=self.request.hostname)
 
+    def evaluate(self: Any, evaluation_id: str) -> str:
+        """Score one background evaluation (idempotent: a finished or live-held one is skipped)."""
+        return run_evaluation(holder.get(), settings, evaluation_id, worker=self.request.hostname)
+
     def reap() -> list[str]:
         """Requeue or fail running jobs whose worker stopped sending heartbeats."""
         return [f"{a.job_id}:{a.action}" for a in reap_and_requeue(holder.get(), settings, app)]
 
     app.task(name=TRAIN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(train)
+    app.task(name=EVALUATE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(evaluate)
     app.task(name=REAP_TASK, ignore_result=True)(reap)
 
 
@@ -299,4 +305,5 @@ def reap_and_requeue(
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
             app.send_task(TRAIN_TASK, args=[a.job_id], queue=settings.queue)
+    reap_evaluations(db, settings, app)  # background evaluations run on the same workers
     return actions

@@ -46,6 +46,12 @@ def counted_rejections(state: ServiceState, reason: str) -> Iterator[None]:
         raise
 
 
+def count_decisions(state: ServiceState, model: ServedModel, rule_ids: list[int]) -> None:
+    """Count returned decisions per model, version and rule (Prometheus)."""
+    labels = (model.tenant_id, model.name, model.version)
+    state.metrics.count_decisions(model.version_id, labels, len(model.rule_list.rules), rule_ids)
+
+
 @router.post(
     "/{ref}/predict",
     response_model=PredictionList,
@@ -57,17 +63,22 @@ async def predict(
     body: PredictionCreate,
     principal: CurrentTenant,
     request: Request,
-    explain: Annotated[bool, Query(description="include the explanation per record")] = True,
+    explain: Annotated[bool, Query(description="false: no explanation, whatever the body's `explain` says")] = True,
 ) -> Response:
     """Validate records against the model's fields, evaluate the rule list, audit, answer."""
     state = service_state(request)  # not a dependency: one less to solve on the hot path
     with counted_rejections(state, "too_many_records"):
         predictions.check_record_count(len(body.records), state.settings.max_records_per_request)
     model = await load_model(state, principal.tenant_id, ref)
+    mode = body.explain if explain else "none"
     with counted_rejections(state, "invalid_record"):
-        results = predictions.decide_records(model, body.records, explain=explain)
+        if mode == "counterfactual":  # a search per record: off the event loop
+            results = await run_in_threadpool(predictions.decide_records, model, body.records, explain=mode)
+        else:
+            results = predictions.decide_records(model, body.records, explain=mode)
     await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
     state.metrics.predictions.labels("json").inc(len(results))
+    count_decisions(state, model, [r["rule_id"] for r in results])
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
     return Response(json.dumps(payload, separators=(",", ":"), default=str), media_type="application/json")
 
@@ -103,7 +114,7 @@ async def predict_csv(
     model = await load_model(state, principal.tenant_id, ref)
     upload = await read_upload(request, state.settings.max_upload_bytes)
     with counted_rejections(state, "invalid_csv"):
-        text = await run_in_threadpool(
+        decided = await run_in_threadpool(
             predictions.decide_csv,
             state.db.engine,
             principal,
@@ -112,9 +123,10 @@ async def predict_csv(
             max_rows=state.settings.max_batch_rows,
             ignore_extra=ignore_extra,
         )
-    state.metrics.predictions.labels("csv").inc(text.count("\n") - 1)
+    state.metrics.predictions.labels("csv").inc(len(decided.rule_ids))
+    count_decisions(state, model, decided.rule_ids)
     return Response(
-        text,
+        decided.text,
         media_type="text/csv",
         headers={"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'},
     )

@@ -11,19 +11,24 @@ from typing import Any, Literal, Protocol
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.services import job_history
 from app.services.errors import Conflict, NotFound
 from app.services.job_states import FINAL_JOB_STATES, JobState
 from app.services.paging import Page, page_of_scalars
-from app.tables import Job, ModelVersion, utcnow
+from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
 
 ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
 
 class JobQueue(Protocol):
-    """Sends a training job id to the workers (messages carry ids only)."""
+    """Sends work to the training workers: a job id to train, an evaluation id to score (ids only)."""
 
     def send(self, job_id: str) -> None:
-        """Enqueue one job id."""
+        """Enqueue one training job id."""
+        ...
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Enqueue one background evaluation id."""
         ...
 
 
@@ -63,7 +68,7 @@ def heartbeat(session: Session, job_id: str, worker: str) -> bool:
 
 
 def write_progress(session: Session, job_id: str, worker: str, progress: dict[str, Any]) -> None:
-    """Record epoch / loss / validation score (and a heartbeat)."""
+    """Record epoch / loss / validation score (and a heartbeat), and append the point to the history."""
     session.execute(
         update(Job)
         .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
@@ -76,6 +81,7 @@ def write_progress(session: Session, job_id: str, worker: str, progress: dict[st
         )
         .execution_options(synchronize_session=False)
     )
+    job_history.append_point(session, job_id, worker, progress)
 
 
 def _num(v: Any) -> float | None:
@@ -227,6 +233,11 @@ def _resend_queued(session: Session, now: datetime, after_s: float) -> list[Reap
     for job in waiting:
         job.heartbeat_at = now
     return [ReapAction(job.id, "resent") for job in waiting]
+
+
+def history(session: Session, tenant_id: str, job_id: str) -> list[JobProgressPoint]:
+    """Every progress point of one of the tenant's jobs, oldest first; NotFound otherwise."""
+    return job_history.points(session, get_job(session, tenant_id, job_id).id)
 
 
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:

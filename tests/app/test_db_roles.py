@@ -60,6 +60,10 @@ FORBIDDEN = [
     ("CREATE TABLE scratch (x int)", "permission denied for schema public"),
     ("UPDATE alembic_version SET version_num = '0001'", "permission denied for table alembic_version"),
     ("SELECT setval('audit_log_id_seq', 1)", "permission denied for sequence audit_log_id_seq"),
+    ("UPDATE registry_events SET to_version = 1", "permission denied for table registry_events"),
+    ("DELETE FROM registry_events", "permission denied for table registry_events"),
+    ("UPDATE job_progress_points SET loss = 0", "permission denied for table job_progress_points"),
+    ("DELETE FROM job_progress_points", "permission denied for table job_progress_points"),
 ]
 
 
@@ -75,7 +79,11 @@ def test_app_role_rights(roles: Roles) -> None:
         roles.app_url,
         "INSERT INTO tenants (id, name, created_at) VALUES ('tn_rights', 'rights', now())",
         "UPDATE tenants SET name = 'rights2' WHERE id = 'tn_rights'",
-        "DELETE FROM tenants WHERE id = 'tn_rights'",
+        "INSERT INTO registered_models VALUES ('rm_rights', 'tn_rights', 'm', now())",
+        "INSERT INTO registry_events (tenant_id, registered_model_id, at, action) "
+        "VALUES ('tn_rights', 'rm_rights', now(), 'version_created')",
+        "SELECT count(*) FROM registry_events",
+        "DELETE FROM tenants WHERE id = 'tn_rights'",  # its events go with it (the owner's cascade)
         "INSERT INTO audit_chain_heads VALUES ('tn_rights', 0, repeat('0', 64), now())",
         "UPDATE audit_chain_heads SET seq = 0 WHERE tenant_id = 'tn_rights'",
         "SELECT count(*) FROM audit_log",
@@ -135,6 +143,11 @@ def test_service_under_the_app_role_and_owner_tampering_found(roles: Roles, tmp_
         assert r.status_code == 200, r.text
         report = client.get("/v1/audit/verify", headers=h).json()
         assert report["intact"] and report["rows_checked"] == 3, report
+        # the governance tables under the app role: an alias move, its event, monitoring over the audit
+        assert client.put("/v1/registered-models/risk/aliases/prod", json={"version": 1}, headers=h).status_code == 200
+        events = client.get("/v1/registered-models/risk/events", headers=h).json()["items"]
+        assert [e["action"] for e in events] == ["alias_set", "version_created"]
+        assert client.get("/v1/models/risk@prod/monitoring", headers=h).json()["total"] == 3
         ids = [i["id"] for i in client.get("/v1/audit", headers=h).json()["items"]][::-1]
 
     lifted = "ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_change"
