@@ -259,3 +259,17 @@ class AuditChainHead(Base):
     seq: Mapped[int] = mapped_column(BigInteger)
     row_hash: Mapped[str] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WorkerHeartbeat(Base):
+    """A live training worker: written every few seconds by each worker, deleted when it stops cleanly."""
+
+    __tablename__ = "worker_heartbeats"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)  # Celery hostname / pid
+    queue: Mapped[str] = mapped_column(String(200))
+    hostname: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_worker_heartbeats_queue_seen", "queue", "seen_at"),)

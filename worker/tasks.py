@@ -23,6 +23,7 @@ from app.services.job_states import JobState
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
+from worker.liveness import heartbeat_step
 from worker.training import TrainingInputError, TrainOutcome, package_versions, train_rule_list
 
 log = logging.getLogger("neurules.worker")
@@ -268,8 +269,9 @@ class _LazyDatabase:
 
 
 def register_tasks(app: Celery, settings: Settings, db: Database | None = None) -> None:
-    """Register the training and reaper tasks on a Celery app."""
+    """Register the training and reaper tasks, and every worker's heartbeat row, on a Celery app."""
     holder = _LazyDatabase(settings, db)
+    app.steps["worker"].add(heartbeat_step(holder.get, settings))
 
     def train(self: Any, job_id: str) -> str:
         """Train one job (idempotent: a job that is not queued is skipped)."""
