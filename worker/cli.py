@@ -67,6 +67,7 @@ def effective_config(settings: Settings) -> dict[str, Any]:
         app_role=settings.app_role,
         broker_url=settings.resolved_broker_url,
         embedded_worker=settings.run_embedded_worker,
+        ready_min_workers=settings.required_workers,
         pid=os.getpid(),
     )
     return d

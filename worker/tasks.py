@@ -305,7 +305,7 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
                 "database unavailable; job handed back to the broker",
                 extra={"job_id": job_id, "retry_in_s": countdown, "error": repr(e)[:300]},
             )
-            raise self.retry(countdown=countdown, max_retries=None) from None
+            raise self.retry(countdown=countdown) from None
 
     def reap() -> list[str]:
         """Requeue or fail running jobs whose worker stopped sending heartbeats; re-send lost messages."""
@@ -313,9 +313,17 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
         return [f"{a.job_id}:{a.action}" for a in actions]
 
     # shared=False: each app gets its own closures (a shared task would be the first app's, settings and all)
-    app.task(name=TRAIN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, shared=False)(
-        train
-    )
+    # max_retries=None: a job waits out a database outage of any length (`self.retry(max_retries=None)` would
+    # mean the task's default, 3)
+    app.task(
+        name=TRAIN_TASK,
+        bind=True,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        ignore_result=True,
+        shared=False,
+        max_retries=None,
+    )(train)
     app.task(name=REAP_TASK, ignore_result=True, shared=False)(reap)
 
 

@@ -68,8 +68,30 @@ def test_a_worker_without_database_hands_the_message_back_with_backoff(sqlite_ap
         finally:
             task.pop_request()
     assert [c["countdown"] for c in calls] == [1.0, 8.0, 30.0]
-    assert all(c["max_retries"] is None for c in calls)
+    assert task.max_retries is None and all(c.get("max_retries") is None for c in calls)  # no limit
     assert job_row(sqlite_api, jid).state == "queued"  # nothing claimed; the retried message will claim it
+
+
+def test_the_message_goes_back_however_long_the_outage_lasts(sqlite_api: Api) -> None:
+    """Celery's own retry, many tries in: still a Retry (a new message after 30 s), never MaxRetriesExceeded."""
+    from celery.exceptions import Retry
+
+    jid = make_job(sqlite_api)
+    down = Database(sqlite_api.settings.resolved_database_url)
+    swap(down, refusing())
+    app = Celery("t", set_as_current=False)
+    app.conf.broker_url = "memory://"
+    register_tasks(app, sqlite_api.settings, db=down)
+    task = app.tasks[TRAIN_TASK]
+    task.push_request(
+        id=uuid.uuid4().hex, args=[jid], kwargs={}, retries=50, called_directly=False, hostname="w@h", delivery_info={}
+    )
+    try:
+        with pytest.raises(Retry) as caught:
+            task.run(jid)
+    finally:
+        task.pop_request()
+    assert caught.value.when == 30.0
 
 
 def test_other_task_errors_are_not_retried(sqlite_api: Api, monkeypatch: Any) -> None:
