@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -59,8 +60,14 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the cleanup, so no server outlives the run
+
+
 def main() -> None:
     """Parse arguments, run, print the table."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # set even where a shell left SIGINT ignored
+        signal.signal(sig, _exit_on_signal)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--outage-s", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=3)

@@ -128,11 +128,12 @@ class Cluster:
         return "\n".join(f"--- {p.log_path.name}\n{p.tail()}" for p in self.procs)
 
     def close(self) -> None:
-        """Stop every process and both servers."""
-        for p in reversed(self.procs):
-            p.stop()
-        self.redis.destroy()
-        self.pg.destroy()
+        """Stop every process and both servers (each one even if stopping another failed)."""
+        for stop in [*(p.stop for p in reversed(self.procs)), self.redis.destroy, self.pg.destroy]:
+            try:
+                stop()
+            except Exception as e:  # go on with the others, and say what stayed behind
+                print(f"cleanup: {stop}: {e!r}", file=sys.stderr)
 
 
 def heart_records(n: int = 50) -> list[dict[str, Any]]:

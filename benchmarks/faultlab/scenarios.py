@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from benchmarks.faultlab.cluster import Cluster, submit_jobs, wait_jobs
 from benchmarks.faultlab.load import PredictLoad, Tally
@@ -36,6 +40,7 @@ class FaultRow:
     jobs_done_s: float  # from the dependency's return until every job queued before the fault finished
     audit_rows: int  # audit rows written while the load ran
     states: dict[str, str]
+    reaper: Counter[str]  # what the reaper did meanwhile: jobs re-sent (message lost) or requeued (worker lost)
 
 
 Submit = Callable[[], list[str]]  # queues the fault's jobs; their ids
@@ -111,10 +116,24 @@ def _until_serving(cluster: Cluster, load: PredictLoad, since: float, timeout: f
     return float("inf")
 
 
+def reaper_actions(log: Path, offset: int) -> Counter[str]:
+    """The reaper's actions logged by the API process after byte `offset` of its log."""
+    with open(log, "rb") as fh:
+        fh.seek(offset)
+        lines = fh.read().decode(errors="replace").splitlines()
+    out: Counter[str] = Counter()
+    for line in lines:
+        if '"reaped stale job"' in line:
+            with contextlib.suppress(ValueError):
+                out[json.loads(line).get("action", "?")] += 1
+    return out
+
+
 def run_fault(cluster: Cluster, fault: Fault, plan: Plan, dataset_id: str, ref: str, records: list) -> FaultRow:
     """Start the load, queue jobs and inject the fault, restore after the outage, measure the recovery."""
     with cluster.client() as c:
         audit_before = cluster.audit_rows()
+        log_offset = cluster.api.log_path.stat().st_size
         load = PredictLoad(cluster.url, cluster.key, ref, records, plan.clients).start()
         time.sleep(plan.settle_s)
         jobs = fault.inject(cluster, lambda: submit_jobs(c, dataset_id, plan.jobs, plan.epochs))
@@ -136,23 +155,25 @@ def run_fault(cluster: Cluster, fault: Fault, plan: Plan, dataset_id: str, ref: 
         jobs_done_s=jobs_done_s,
         audit_rows=cluster.audit_rows() - audit_before,
         states=states,
+        reaper=reaper_actions(cluster.api.log_path, log_offset),
     )
 
 
 HEADER = (
     "| fault | outage s | requests | 200 | 503 | other 5xx | conn. errors | conn. dropped | jobs | lost/stuck "
-    "| s to serve | s to jobs done | audit rows | decisions 200 |"
+    "| reaper re-sent / requeued | s to serve | s to jobs done | audit rows | decisions 200 |"
 )
 
 
 def table(rows: list[FaultRow]) -> str:
     """The results as one Markdown table."""
-    lines = [HEADER, "|" + "---|" * 14]
+    lines = [HEADER, "|" + "---|" * 15]
     for r in rows:
         t = r.load
         lines.append(
             f"| {r.fault} | {r.outage_s:.0f} | {sum(t.statuses.values())} | {t.statuses[200]} | {t.statuses[503]} "
             f"| {t.other_5xx()} | {sum(t.transport_errors.values())} | {t.dropped} | {r.jobs} | {r.jobs_not_done} "
-            f"| {r.ready_s:.1f} | {r.jobs_done_s:.1f} | {r.audit_rows} | {t.decisions_2xx} |"
+            f"| {r.reaper['resent']} / {r.reaper['requeued']} | {r.ready_s:.1f} | {r.jobs_done_s:.1f} "
+            f"| {r.audit_rows} | {t.decisions_2xx} |"
         )
     return "\n".join(lines)

@@ -72,9 +72,10 @@ class Proc:
                 self.p.wait(20)
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 15 s."""
+        """SIGTERM (and SIGCONT, should it be paused), then SIGKILL after 20 s."""
         try:
-            self.kill(signal.SIGTERM)
+            self.kill(signal.SIGTERM, wait=False)
+            self.kill(signal.SIGCONT)
         except subprocess.TimeoutExpired:
             self.kill(signal.SIGKILL)
 
