@@ -51,7 +51,9 @@ def scan_redis(app: Celery, queue: str, task_name: str, unacked_fresh_s: float =
         keys = [queue, *(f"{queue}{ch.sep}{p}" for p in ch.priority_steps if p)]
         waiting = [m for k in keys for m in client.lrange(k, 0, -1)]
         tags = client.zrangebyscore(ch.unacked_index_key, time.time() - unacked_fresh_s, "+inf")
-        held = [json.loads(v)[0] for v in client.hmget(ch.unacked_key, tags) if v] if tags else []
+        # the unacked hash is shared by every queue of this Redis database: [message, exchange, routing key]
+        entries = [json.loads(v) for v in client.hmget(ch.unacked_key, tags) if v] if tags else []
+        held = [e[0] for e in entries if len(e) == 3 and e[2] == queue]
     return _ids(waiting, task_name) | _ids(held, task_name)
 
 

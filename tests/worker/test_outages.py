@@ -250,13 +250,13 @@ def test_scan_of_redis_sees_waiting_and_recently_delivered_messages(tmp_path: Pa
     )
     app = _celery(settings)
     r = redis.Redis.from_url(REDIS_URL)
+    tag = f"tag-{uuid.uuid4().hex}"
     try:
         app.send_task(TRAIN_TASK, args=["job_a"], queue=queue)
         app.send_task(TRAIN_TASK, args=["job_b"], queue=queue, priority=9)  # another list
         assert scan_redis(app, queue, TRAIN_TASK) == {"job_a", "job_b"}
         # a worker takes job_a: popped from the list into the unacked hash
         raw = r.rpop(queue)
-        tag = f"tag-{uuid.uuid4().hex}"
         r.hset("unacked", tag, json.dumps([json.loads(raw), "", queue]))
         r.zadd("unacked_index", {tag: time.time()})
         assert scan_redis(app, queue, TRAIN_TASK) == {"job_a", "job_b"}
