@@ -14,7 +14,7 @@ from typing import Protocol
 from fastapi import FastAPI
 
 from app.db import Database
-from app.errors import install_error_handlers
+from app.errors import install_error_handlers, responses
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
 from app.openapi import install_openapi, operation_id
 from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
@@ -69,7 +69,7 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
-| 503 | `broker_unavailable`, `audit_unavailable`, `service_unavailable` | a dependency is down; nothing was created / answered |
+| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable` | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
 """  # noqa: E501
 
 
@@ -176,7 +176,8 @@ def create_app(
     install_error_handlers(app)
     install_openapi(app)
     for router in ROUTERS:
-        app.include_router(router)
+        # every /v1 operation needs the database (an uncached API key is looked up there): each can answer 503
+        app.include_router(router, responses=responses(503) if router is not ops.router else None)
     install_web(app)
     app.add_middleware(
         RequestMetricsMiddleware,

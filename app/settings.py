@@ -56,7 +56,9 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = Field(5.0, gt=0)
     stale_after_s: float = Field(120.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0)
-    resend_queued_after_s: float = Field(900.0, gt=0)  # re-send a queued job's id when it waited this long
+    resend_queued_after_s: float = Field(900.0, gt=0)  # brokers that cannot be scanned: re-send after this wait
+    lost_message_grace_s: float = Field(10.0, gt=0)  # a queued job whose message is not in the broker this long
+    ready_min_workers: int | None = Field(None, ge=0, le=10_000)  # default: 1 with an embedded worker, else 0
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 
@@ -151,6 +153,22 @@ class Settings(BaseSettings):
     def run_embedded_worker(self) -> bool:
         """Whether the API process runs a Celery worker thread."""
         return self.embedded_worker if self.embedded_worker is not None else self.mode == "embedded"
+
+    @property
+    def required_workers(self) -> int:
+        """Live training workers /readyz needs: the embedded one in embedded mode; none by default when distributed.
+
+        A distributed API serves predictions without any training worker, so a fleet scaled to zero must not
+        take the API out of its load balancer; set NEURULES_READY_MIN_WORKERS where training must be available.
+        """
+        if self.ready_min_workers is not None:
+            return self.ready_min_workers
+        return 1 if self.run_embedded_worker else 0
+
+    @property
+    def worker_alive_s(self) -> float:
+        """A worker whose heartbeat row is older than this (three missed beats) no longer counts as live."""
+        return 3 * self.heartbeat_interval_s
 
     @property
     def resolved_train_threads(self) -> int | None:

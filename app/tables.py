@@ -322,3 +322,17 @@ class RegistryEvent(Base):
     job_id: Mapped[str | None] = mapped_column(String(40), default=None)
 
     __table_args__ = (Index("ix_registry_events_model", "registered_model_id", "id"),)
+
+
+class WorkerHeartbeat(Base):
+    """A live training worker: written every few seconds by each worker, deleted when it stops cleanly."""
+
+    __tablename__ = "worker_heartbeats"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)  # Celery hostname / pid
+    queue: Mapped[str] = mapped_column(String(200))
+    hostname: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_worker_heartbeats_queue_seen", "queue", "seen_at"),)

@@ -49,11 +49,12 @@ def reap(settings: Settings) -> list[dict[str, Any]]:
     """One reaper sweep; what it did to which job."""
     from app.db import Database
     from worker.celery_app import make_celery
-    from worker.tasks import reap_and_requeue
+    from worker.tasks import broker_scan_for, reap_and_requeue
 
     db = Database(settings.resolved_database_url)
+    app = make_celery(settings)
     try:
-        return [a.__dict__ for a in reap_and_requeue(db, settings, make_celery(settings))]
+        return [a.__dict__ for a in reap_and_requeue(db, settings, app, scan=broker_scan_for(app, settings))]
     finally:
         db.dispose()
 
@@ -67,6 +68,7 @@ def effective_config(settings: Settings) -> dict[str, Any]:
         app_role=settings.app_role,
         broker_url=settings.resolved_broker_url,
         embedded_worker=settings.run_embedded_worker,
+        ready_min_workers=settings.required_workers,
         pid=os.getpid(),
     )
     return d

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.services import serving
@@ -184,10 +185,19 @@ class AuditWriter:
                     loop.call_soon_threadsafe(_settle, fut, err)
 
     def _write(self, rows: list[dict[str, Any]]) -> None:
-        if self._conn is None:
-            self._conn = self.engine.connect()
-        with self._conn.begin():
-            append_rows(self._conn, rows)
+        for attempt in range(2):
+            if self._conn is None:
+                self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
+            trans = self._conn.begin()
+            try:
+                append_rows(self._conn, rows)
+            except DBAPIError as e:
+                self._drop_connection()
+                if attempt == 0 and e.connection_invalidated:
+                    continue  # the kept connection died while idle (the database restarted); nothing was written
+                raise
+            trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
+            return
 
     def _drop_connection(self) -> None:
         if self._conn is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -183,13 +183,22 @@ def reap(
     now: datetime | None = None,
     dead_worker_prefix: str | None = None,
     resend_queued_after_s: float | None = None,
+    pending_job_ids: Collection[str] | None = None,
+    lost_grace_s: float = 10.0,
 ) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
-    requeue them while attempts are left, else fail them. Queued jobs whose last enqueue
-    (`heartbeat_at` of a queued job) is older than `resend_queued_after_s` are marked "resent":
-    their message may be lost, and a duplicate is harmless because only a queued job is claimed."""
+    requeue them while attempts are left, else fail them.
+
+    Queued jobs whose message is gone are marked "resent" (the caller sends them again; a duplicate is
+    harmless because only a queued job is claimed, once): with `pending_job_ids` (the jobs the broker
+    holds a message for), those enqueued over `lost_grace_s` ago that have none; without it, those
+    whose last enqueue (`heartbeat_at` of a queued job) is older than `resend_queued_after_s`."""
     now = now or utcnow()
-    out = _resend_queued(session, now, resend_queued_after_s) if resend_queued_after_s else []
+    out: list[ReapAction] = []
+    if pending_job_ids is not None:
+        out = _resend_queued(session, now, lost_grace_s, skip=pending_job_ids)
+    elif resend_queued_after_s:
+        out = _resend_queued(session, now, resend_queued_after_s)
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
     if dead_worker_prefix:
@@ -218,8 +227,8 @@ def reap(
     return out
 
 
-def _resend_queued(session: Session, now: datetime, after_s: float) -> list[ReapAction]:
-    """Queued jobs enqueued longer than `after_s` ago: stamp a new enqueue time, report "resent"."""
+def _resend_queued(session: Session, now: datetime, after_s: float, skip: Collection[str] = ()) -> list[ReapAction]:
+    """Queued jobs enqueued longer than `after_s` ago and not in `skip`: stamp a new enqueue time, report "resent"."""
     cutoff = now - timedelta(seconds=after_s)
     waiting = session.scalars(
         select(Job)
@@ -230,9 +239,10 @@ def _resend_queued(session: Session, now: datetime, after_s: float) -> list[Reap
         )
         .with_for_update(skip_locked=True)
     ).all()
-    for job in waiting:
+    lost = [job for job in waiting if job.id not in skip]
+    for job in lost:
         job.heartbeat_at = now
-    return [ReapAction(job.id, "resent") for job in waiting]
+    return [ReapAction(job.id, "resent") for job in lost]
 
 
 def history(session: Session, tenant_id: str, job_id: str) -> list[JobProgressPoint]:
