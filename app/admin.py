@@ -1,4 +1,4 @@
-"""Administration on a database URL (migrations, tenants, keys): what `neurules-admin` and the tests call."""
+"""Administration on a database URL (migrations, roles, tenants, keys, audit checks) for `neurules-admin` and tests."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
+from app import db_roles
 from app.db import Database, make_engine
-from app.services import tenants
+from app.services import audit_verify, tenants
+from app.services.audit_verify import ChainReport
 
 T = TypeVar("T")
 
@@ -23,8 +25,9 @@ def _migrations_dir() -> Path:
 MIGRATIONS = _migrations_dir()
 
 
-def migrate(url: str) -> None:
-    """Apply every Alembic migration to the database at `url`."""
+def migrate(url: str, app_role: str | None = None) -> list[str]:
+    """Apply every Alembic migration to the database at `url` (as the owner); then, on PostgreSQL, give
+    `app_role` exactly its rights in the same transaction. The grant statements run."""
     from alembic import command
     from alembic.config import Config
 
@@ -36,8 +39,35 @@ def migrate(url: str) -> None:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+            if app_role is not None and conn.dialect.name == "postgresql":
+                return db_roles.grant_app_role(conn, app_role)
     finally:
         engine.dispose()
+    return []
+
+
+def create_app_role(owner_url: str, role: str, password: str | None) -> bool:
+    """Create (or re-password) the service's login role on PostgreSQL and grant it its rights; True if created."""
+    engine = make_engine(owner_url)
+    try:
+        with engine.begin() as conn:
+            created = db_roles.create_app_role(conn, role, password)
+            db_roles.grant_app_role(conn, role)
+    finally:
+        engine.dispose()
+    return created
+
+
+def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:
+    """Check the audit chains (every tenant's, or one tenant's by name or id): one report per tenant."""
+    db = Database(url)
+    try:
+        with db.session() as s:
+            if tenant is None:
+                return list(audit_verify.verify_all(s))
+            return [audit_verify.verify_tenant(s, audit_verify.resolve_tenant(s, tenant))]
+    finally:
+        db.dispose()
 
 
 def _run(url: str, action: Callable[[Session], T]) -> T:

@@ -1,20 +1,26 @@
 """The edge where failures become HTTP: one error shape for every 4xx/5xx, `{"error": {"code", "message", "details"}}`.
 
 Services raise `app.services.errors.DomainError` kinds; this module alone decides their status codes,
-and also shapes FastAPI's validation errors, Starlette's HTTP errors and values the database refused.
+and also shapes FastAPI's validation errors, Starlette's HTTP errors and the database's errors: values it
+refused (422) and outages (503 `database_unavailable` with `Retry-After`). Database errors are answered
+here, by handlers Starlette's ExceptionMiddleware runs, so uvicorn keeps the keep-alive connection: an
+exception that reaches the catch-all (Starlette's ServerErrorMiddleware) is re-raised after its 500 and
+the connection is dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db import is_unavailable_error
 from app.http.bodies import AllowedMethods, is_unreadable_body, unreadable_body_message
 from app.http.validation import plain_message
 from app.schemas.errors import Error
@@ -44,6 +50,20 @@ STATUS_OF: dict[type[DomainError], int] = {
     Unavailable: 503,
 }
 HEADERS_401 = {"WWW-Authenticate": "Bearer"}
+RETRY_AFTER_S = 5  # what a 503 tells clients to wait: the database's pool pre-ping and reconnect take about this
+DATABASE_UNAVAILABLE = "the database is unavailable; nothing was done, try again shortly"
+
+
+def _driver_errors() -> tuple[type[Exception], ...]:
+    """Exceptions the database drivers raise themselves (normally SQLAlchemy wraps them)."""
+    out: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import psycopg
+
+        out.append(psycopg.Error)
+    except ImportError:  # a SQLite-only install
+        pass
+    return tuple(out)
 
 
 def status_of(exc: DomainError) -> int:
@@ -57,7 +77,7 @@ def status_of(exc: DomainError) -> int:
 def domain_error_response(exc: DomainError) -> JSONResponse:
     """The response for a domain error: its status, the error shape, `WWW-Authenticate` on 401."""
     status = status_of(exc)
-    headers = HEADERS_401 if status == 401 else None
+    headers = HEADERS_401 if status == 401 else {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
     return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
 
 
@@ -149,6 +169,19 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        # an outage answers 503 naming the database; any other database error is a bug: 500, but answered
+        # here (not by the catch-all below) so the client's keep-alive connection survives it too
+        if is_unavailable_error(exc):
+            log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+            return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
+        log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+
+    kinds: tuple[type[Exception], ...] = (SQLAlchemyError, *_driver_errors())
+    for kind in kinds:
+        app.add_exception_handler(kind, _database_error)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -163,10 +196,22 @@ ERROR_TEXT = {
     413: "Payload over the configured limit",
     415: "Unsupported content type or encoding",
     422: "Invalid input; the message names the field / row / record",
-    503: "A dependency (database, broker, audit store) is unavailable; nothing was done",
+    503: "A dependency is unavailable (`database_unavailable`, `broker_unavailable`, `audit_unavailable`); "
+    "nothing was done: retry after `Retry-After` seconds",
 }
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries for the given error statuses, each the shared `Error` schema (`$ref`)."""
-    return {c: {"description": ERROR_TEXT.get(c, "Error"), "model": Error} for c in codes}
+    """OpenAPI `responses=` entries for the given error statuses, each the shared `Error` schema (`$ref`).
+
+    A 503 also documents its `Retry-After` header.
+    """
+    out: dict[int | str, dict[str, Any]] = {
+        c: {"description": ERROR_TEXT.get(c, "Error"), "model": Error} for c in codes
+    }
+    if 503 in out:
+        out[503]["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
+    return out
+
+
+RETRY_AFTER_HEADER = {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}

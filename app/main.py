@@ -14,10 +14,10 @@ from typing import Protocol
 from fastapi import FastAPI
 
 from app.db import Database
-from app.errors import install_error_handlers
+from app.errors import install_error_handlers, responses
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
 from app.openapi import install_openapi, operation_id
-from app.routers import audit, datasets, models, ops, predictions, registry
+from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
 from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
@@ -66,9 +66,10 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
 | 422 | `invalid_input` | a parameter or body field (message names it); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8) |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
+| 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
-| 503 | `broker_unavailable`, `audit_unavailable`, `service_unavailable` | a dependency is down; nothing was created / answered |
+| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable` | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
 """  # noqa: E501
 
 
@@ -90,6 +91,9 @@ ROUTERS = (
     datasets.router,
     jobs_router.router,
     models.router,
+    evaluations.router,
+    comparisons.router,
+    monitoring.router,
     registry.router,
     audit.router,
     ops.router,
@@ -98,7 +102,10 @@ OPENAPI_TAGS = [
     {"name": "datasets", "description": "CSV uploads, validated and profiled"},
     {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
     {"name": "models", "description": "immutable model versions and their exports"},
-    {"name": "registered models", "description": "named models and movable aliases"},
+    {"name": "evaluations", "description": "a version scored on a labelled dataset (stored, immutable)"},
+    {"name": "comparisons", "description": "two versions side by side: rules, and predictions on a dataset"},
+    {"name": "monitoring", "description": "live decisions per rule and version from the audit trail, drift"},
+    {"name": "registered models", "description": "named models, movable aliases and their events"},
     {"name": "predictions", "description": "decisions with explanations; every one audited"},
     {"name": "audit", "description": "the tenant's append-only log of decisions"},
     {"name": "ops", "description": "health, readiness, metrics"},
@@ -169,7 +176,8 @@ def create_app(
     install_error_handlers(app)
     install_openapi(app)
     for router in ROUTERS:
-        app.include_router(router)
+        # every /v1 operation needs the database (an uncached API key is looked up there): each can answer 503
+        app.include_router(router, responses=responses(503) if router is not ops.router else None)
     install_web(app)
     app.add_middleware(
         RequestMetricsMiddleware,

@@ -7,7 +7,8 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,6 +80,13 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.decisions = Counter(
+            "neurules_decisions_total",
+            "decisions returned, per tenant, model, version and deciding rule (0 = default rule)",
+            ["tenant", "model", "version", "rule"],
+            registry=self.registry,
+        )
+        self._decision_children: dict[str, list[Any]] = {}  # version id -> counter child per rule id
         self._children: dict[tuple[Any, ...], Any] = {}  # labelled children, looked up once (labels() costs ~10 us)
         self.jobs_collector = _JobsCollector(jobs_by_state) if jobs_by_state is not None else None
         if self.jobs_collector is not None:
@@ -105,6 +113,22 @@ class Metrics:
         """The latency histogram of one method, route template and status."""
         child: Histogram = self._child(self.latency, method, route, status)
         return child
+
+    def count_decisions(
+        self, version_id: str, labels: tuple[str, str, int], n_rules: int, rule_ids: Sequence[int]
+    ) -> None:
+        """Add decisions to `neurules_decisions_total`; `labels` = (tenant id, model name, version number).
+        The label children are made once per version (the request path only increments)."""
+        children = self._decision_children.get(version_id)
+        if children is None:
+            tenant, model, version = labels
+            children = [self.decisions.labels(tenant, model, str(version), str(j)) for j in range(n_rules + 1)]
+            self._decision_children[version_id] = children
+        if len(rule_ids) == 1:
+            children[rule_ids[0]].inc()
+            return
+        for rule_id, n in Tally(rule_ids).items():
+            children[rule_id].inc(n)
 
 
 class _JobsCollector(Collector):

@@ -16,6 +16,7 @@ from celery.signals import setup_logging
 
 from app.observability import configure_logging
 from app.settings import Settings, get_settings
+from worker.evaluations import EVALUATE_TASK
 from worker.tasks import REAP_TASK, TRAIN_TASK, register_tasks
 
 
@@ -53,7 +54,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "task_default_queue": settings.queue,
-        "task_routes": {TRAIN_TASK: {"queue": settings.queue}, REAP_TASK: {"queue": settings.queue}},
+        "task_routes": {task: {"queue": settings.queue} for task in (TRAIN_TASK, EVALUATE_TASK, REAP_TASK)},
         "task_serializer": "json",
         "accept_content": ["json"],
         "task_ignore_result": True,
@@ -80,7 +81,7 @@ def make_celery(settings: Settings) -> Celery:
 
 
 class CeleryQueue:
-    """JobQueue backed by Celery: sends the job id only."""
+    """JobQueue backed by Celery: sends the job or evaluation id only."""
 
     def __init__(self, app: Celery, queue: str) -> None:
         self.app, self.queue = app, queue
@@ -90,6 +91,16 @@ class CeleryQueue:
         self.app.send_task(
             TRAIN_TASK,
             args=[job_id],
+            queue=self.queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Enqueue one background evaluation id (fails fast when the broker is down)."""
+        self.app.send_task(
+            EVALUATE_TASK,
+            args=[evaluation_id],
             queue=self.queue,
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},

@@ -40,10 +40,16 @@ def start_embedded_worker(app: Celery, settings: Settings) -> RunningWorker:
         without_gossip=True,
         ready_callback=None,
     )
-    t = threading.Thread(target=worker.start, name="neurules-embedded-worker", daemon=True)
+    t = threading.Thread(target=_run, args=(app, worker), name="neurules-embedded-worker", daemon=True)
     t.start()
     log.info("embedded worker started", extra={"queue": settings.queue})
     return RunningWorker(worker, t)
+
+
+def _run(app: Celery, worker: WorkController) -> None:
+    """The worker thread: this app is its current app (the solo pool looks tasks up in the current app)."""
+    app.set_current()
+    worker.start()
 
 
 def stop_embedded_worker(worker: RunningWorker, timeout: float = 10.0) -> None:

@@ -10,16 +10,19 @@ from celery import Celery
 from app.db import Database
 from app.settings import Settings
 from worker.embedded import EMBEDDED_HOST, RunningWorker, start_embedded_worker, stop_embedded_worker
-from worker.tasks import reap_and_requeue
+from worker.tasks import broker_scan_for, reap_and_requeue
 
 log = logging.getLogger("neurules.app")
 
 
 class Reaper:
-    """A daemon thread that sweeps stale jobs every `reaper_interval_s` (see `worker.tasks.reap_and_requeue`)."""
+    """A daemon thread that sweeps every `reaper_interval_s` (see `worker.tasks.reap_and_requeue`): stale jobs are
+    requeued, and queued jobs whose message the broker no longer holds are sent again (so within one interval
+    of the broker's return)."""
 
     def __init__(self, db: Database, settings: Settings, celery_app: Celery) -> None:
         self.db, self.settings, self.celery_app = db, settings, celery_app
+        self.scan = broker_scan_for(celery_app, settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -31,7 +34,7 @@ class Reaper:
     def _run(self) -> None:
         while True:
             try:
-                reap_and_requeue(self.db, self.settings, self.celery_app)
+                reap_and_requeue(self.db, self.settings, self.celery_app, scan=self.scan)
             except Exception:
                 log.warning("reaper sweep failed", exc_info=True)
             if self._stop.wait(self.settings.reaper_interval_s):

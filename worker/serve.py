@@ -72,7 +72,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
         sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if run_migrations and settings.migrate_on_start:
-        migrate(settings.resolved_database_url)
+        migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
     logging.getLogger("neurules.cli").info(
         f"serving on http://{host}:{port} (docs at /docs; {workers} process(es); {settings.mode} mode)",
         extra={

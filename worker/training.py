@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from app.services.csvdata import parse_csv, profile, to_float
+from app.services.evaluation import evaluate_split
+from models.rulelist import RuleList
 
 
 class TrainingInputError(ValueError):
@@ -192,6 +194,8 @@ def train_rule_list(
         "test_size": parameters.get("test_size", 0.2),
         "n_rules": len(doc["rules"]),
         "rows_without_target_dropped": prep.n_dropped,
+        # per-rule held-out accuracy and the evaluation blocks, read off the same split (null: no held-out rows)
+        "holdout_evaluation": evaluate_split(RuleList.from_dict(doc), X_te, y_te) if len(te) else None,
     }
     params = clf.get_params() if hasattr(clf, "get_params") else kwargs
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}

@@ -1,4 +1,4 @@
-"""The tenant's append-only audit log of prediction decisions (read-only)."""
+"""The tenant's append-only audit log of prediction decisions (read-only) and the check of its hash chain."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from app.deps import CurrentTenant, DbSession
 from app.errors import responses
-from app.schemas.audit import AuditList, AuditPublic
-from app.services import audit
+from app.schemas.audit import AuditList, AuditPublic, AuditVerification
+from app.services import audit, audit_verify
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -38,3 +38,14 @@ def list_audit(
         limit=limit,
     )
     return AuditList(items=[AuditPublic.model_validate(r) for r in rows], limit=limit, before_id=before_id)
+
+
+@router.get(
+    "/verify",
+    response_model=AuditVerification,
+    responses=responses(401),
+    summary="Check the tenant's audit hash chain: intact, or the first broken link",
+)
+def verify_audit(session: DbSession, principal: CurrentTenant) -> AuditVerification:
+    """Recompute every row's hash in chain order and compare the tail with the chain head (streamed in pages)."""
+    return AuditVerification.model_validate(audit_verify.verify_tenant(session, principal.tenant_id))

@@ -10,8 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.http.uploads import multipart_body, read_upload
-from app.schemas.datasets import DatasetList, DatasetPublic
-from app.services import datasets
+from app.schemas.datasets import DatasetList, DatasetPreview, DatasetPublic
+from app.services import dataset_preview, datasets
 from app.services.datasets import TableLimits
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -55,6 +55,23 @@ def list_datasets(
 def read_dataset(dataset_id: str, session: DbSession, principal: CurrentTenant) -> DatasetPublic:
     """One dataset's profile."""
     return DatasetPublic.model_validate(datasets.get_dataset(session, principal.tenant_id, dataset_id))
+
+
+@router.get(
+    "/{dataset_id}/preview",
+    response_model=DatasetPreview,
+    responses=responses(401, 404, 422),
+    summary="The first rows of a dataset, as the file has them",
+)
+def preview_dataset(
+    dataset_id: str,
+    session: DbSession,
+    principal: CurrentTenant,
+    limit: Annotated[int, Query(ge=1, le=dataset_preview.MAX_PREVIEW_ROWS)] = 20,
+) -> DatasetPreview:
+    """Header and first rows (cells as strings, missing as null)."""
+    p = dataset_preview.preview(session, principal.tenant_id, dataset_id, limit)
+    return DatasetPreview(columns=p.columns, rows=p.rows)
 
 
 @router.delete("/{dataset_id}", status_code=204, responses=responses(401, 404, 409))

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
-from app.schemas.jobs import JobCreate, JobList, JobPublic
-from app.services import jobs
+from app.schemas.jobs import JobCreate, JobHistory, JobHistoryPoint, JobList, JobPublic
+from app.services import job_history, jobs
 from app.services.job_states import JobState
 from app.services.job_submission import JobLimits, submit_job
 
@@ -60,6 +60,21 @@ def read_job(job_id: str, session: DbSession, principal: CurrentTenant) -> JobPu
     """A job's state, progress, timestamps, result and error."""
     job = jobs.get_job(session, principal.tenant_id, job_id)
     return JobPublic.from_row(job, jobs.rules_kept(session, [job]).get(job.id))
+
+
+@router.get(
+    "/{job_id}/history",
+    response_model=JobHistory,
+    responses=responses(401, 404),
+    summary="Every progress point of a job: the loss and validation curves",
+)
+def read_history(job_id: str, session: DbSession, principal: CurrentTenant) -> JobHistory:
+    """The job's progress points, oldest first."""
+    rows = jobs.history(session, principal.tenant_id, job_id)
+    points = [
+        JobHistoryPoint(epoch=p.epoch, loss=p.loss, val_score=p.val_score, attempt=p.attempt, at=p.at) for p in rows
+    ]
+    return JobHistory(job_id=job_id, val_score_name=job_history.VAL_SCORE_NAME, points=points)
 
 
 @router.post(

@@ -52,7 +52,9 @@ def public(v: NamedVersion) -> ModelVersionPublic:
 )
 def import_model(body: ModelCreate, session: DbSession, principal: CurrentTenant) -> ModelVersionPublic:
     """Store a rule list trained elsewhere as the next version of a named model."""
-    mv = versions.import_version(session, principal.tenant_id, body.name, body.rule_list, body.metrics)
+    mv = versions.import_version(
+        session, principal.tenant_id, body.name, body.rule_list, body.metrics, api_key_id=principal.key_id
+    )
     return public(versions.describe(session, mv))
 
 

@@ -23,21 +23,48 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+READYZ_RULE = """Each dependency on its own, plus the live training workers.
+
+- `checks.database`: `SELECT 1` answers; `checks.broker`: the job broker accepts a connection;
+  `checks.embedded_worker` (embedded mode): the in-process worker thread runs;
+- `checks.workers` and `workers.live`: training workers whose heartbeat row is younger than three
+  heartbeat intervals (`NEURULES_HEARTBEAT_INTERVAL_S`, default 5 s).
+
+**Ready (200)** when the database and the broker answer, the embedded worker (if any) runs and at least
+`workers.required` workers are live; otherwise **503** with `status: unavailable` and the failing check.
+`workers.required` is `NEURULES_READY_MIN_WORKERS`, by default 1 in embedded mode (the worker thread is
+part of this process) and 0 in distributed mode: an API process serves predictions without any training
+worker, so a worker fleet scaled to zero must not take it out of its load balancer. No live worker is
+then reported as `workers.live: 0` with a warning (jobs wait queued), not as unready.
+"""
+
+
 @router.get(
     "/readyz",
-    summary="Readiness: database and broker reachable",
+    summary="Readiness: database, broker and live training workers, each reported",
+    description=READYZ_RULE,
     responses={503: {"description": "a dependency is down; `checks` says which"}},
 )
 async def readyz(state: AppState) -> JSONResponse:
-    """200 when the database and the broker answer (and the embedded worker runs), else 503 naming the failing one."""
+    """200 when ready (see the rule in the description), else 503 naming the failing check."""
+    s = state.settings
     checks = {
         "database": await run_in_threadpool(readiness.run_check, partial(readiness.check_database, state.db)),
         "broker": await run_in_threadpool(readiness.run_check, state.broker_check),
     }
     if state.worker_check is not None:
         checks["embedded_worker"] = readiness.run_check(state.worker_check)
+    count = await run_in_threadpool(
+        partial(readiness.count_workers, within_s=s.worker_alive_s, required=s.required_workers), state.db, s.queue
+    )
+    checks["workers"] = readiness.workers_result(count)
     ok = readiness.is_ready(checks)
-    return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+    body = {
+        "status": "ok" if ok else "unavailable",
+        "checks": checks,
+        "workers": {"live": count.live, "required": count.required},
+    }
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

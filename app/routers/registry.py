@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.schemas.models import AliasPublic, AliasUpdate, RegisteredModelList, RegisteredModelPublic
-from app.services import aliases, registry
+from app.schemas.registry_events import RegistryEventList, RegistryEventPublic
+from app.services import aliases, registry, registry_events
 from app.tables import RegisteredModel
 
 router = APIRouter(prefix="/v1/registered-models", tags=["registered models"])
@@ -58,7 +59,14 @@ def put_alias(
 ) -> AliasPublic:
     """Point `name@alias` at a version of that model."""
     t = aliases.put_alias(
-        session, state.models, principal.tenant_id, name, alias, version=body.version, version_id=body.version_id
+        session,
+        state.models,
+        principal.tenant_id,
+        name,
+        alias,
+        version=body.version,
+        version_id=body.version_id,
+        api_key_id=principal.key_id,
     )
     return AliasPublic(name=t.name, alias=t.alias, version=t.version, version_id=t.version_id, updated_at=t.updated_at)
 
@@ -66,5 +74,25 @@ def put_alias(
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(401, 404))
 def delete_alias(name: str, alias: str, session: DbSession, principal: CurrentTenant, state: AppState) -> Response:
     """Remove an alias."""
-    aliases.delete_alias(session, state.models, principal.tenant_id, name, alias)
+    aliases.delete_alias(session, state.models, principal.tenant_id, name, alias, api_key_id=principal.key_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/{name}/events",
+    response_model=RegistryEventList,
+    responses=responses(401, 404),
+    summary="Who moved or deleted which alias and created which version, newest first",
+)
+def list_events(
+    name: str,
+    session: DbSession,
+    principal: CurrentTenant,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> RegistryEventList:
+    """A named model's registry events (written in the same transaction as each change)."""
+    rm = registry.get_model(session, principal.tenant_id, name)
+    page = registry_events.list_events(session, rm, limit=limit, offset=offset)
+    items = [RegistryEventPublic.from_row(e) for e in page.items]
+    return RegistryEventList(items=items, total=page.total, limit=limit, offset=offset)

@@ -137,4 +137,40 @@ class JobList(BaseModel):
     offset: int
 
 
-__all__ = ["JobCreate", "JobList", "JobProgress", "JobPublic", "TrainingParameters"]
+class JobHistoryPoint(BaseModel):
+    """One progress point the worker wrote."""
+
+    epoch: int
+    loss: float | None = Field(description="training loss of the epoch")
+    val_score: float | None = Field(
+        description="weighted F1 on the held-out split (the `parameters.test_size` share of rows the worker "
+        "passes to the learner as eval_set), of the rules evaluated crisply (zero temperature) at this epoch; "
+        "null on epochs where it was not measured, or without held-out rows"
+    )
+    attempt: int = Field(description="the job's attempt that wrote it (a lost worker's job restarts at epoch 0)")
+    at: datetime
+
+
+class JobHistory(BaseModel):
+    """Every progress point of a job, oldest first: the loss and validation curves."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "job_0a1b2c3d4e5f60718293a4b5",
+                    "val_score_name": "weighted F1 on the held-out split",
+                    "points": [
+                        {"epoch": 5, "loss": 0.61, "val_score": 0.74, "attempt": 1, "at": "2026-11-25T10:00:03Z"}
+                    ],
+                }
+            ]
+        }
+    )
+
+    job_id: str
+    val_score_name: str = Field(description="what `val_score` measures")
+    points: list[JobHistoryPoint]
+
+
+__all__ = ["JobCreate", "JobHistory", "JobHistoryPoint", "JobList", "JobProgress", "JobPublic", "TrainingParameters"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,12 @@ class PredictionCreate(BaseModel):
     )
 
     records: list[Any] = Field(min_length=1, description="one object per record")
+    explain: Literal["rules", "counterfactual", "none"] = Field(
+        "rules",
+        description="rules: the deciding rule and the earlier ones that failed; counterfactual: that, plus the "
+        "smallest change of the record that leads to another class; none: the decision only "
+        "(the query `explain=false` also means none)",
+    )
 
 
 class ConditionExplained(BaseModel):
@@ -51,6 +57,32 @@ class Explanation(BaseModel):
     not_fired: list[RuleNotFired]
 
 
+class FeatureChange(BaseModel):
+    """One feature value to change."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    feature: str
+    from_: Any = Field(alias="from", description="the record's value (null when missing)")
+    to: Any = Field(description="a number (numeric features) or a category (categorical ones)")
+
+
+class Counterfactual(BaseModel):
+    """The smallest change of the record, read off the rule list, that makes another class win; applying
+    `changes` and predicting again gives `prediction` by `rule_id`."""
+
+    found: bool
+    reason: str | None = Field(None, description="why no change can (found: false)")
+    changes: list[FeatureChange] | None = None
+    prediction: int | str | bool | None = None
+    probabilities: dict[str, float] | None = None
+    rule_id: int | None = Field(None, description="the rule that would then decide (0 = default rule)")
+    rule_text: str | None = None
+    n_changes: int | None = None
+    distance: float | None = Field(None, description="sum of |to - from| / (max - min), plus 1 per category changed")
+    exact: bool | None = Field(None, description="false when the search budget ran out (a smaller change may exist)")
+
+
 class PredictionPublic(BaseModel):
     """The decision for one record."""
 
@@ -60,6 +92,7 @@ class PredictionPublic(BaseModel):
     probabilities: dict[str, float] = Field(description="class -> probability (sums to 1)")
     rule_id: int = Field(description="deciding rule: 1..k, 0 for the default rule")
     explanation: Explanation | None = None
+    counterfactual: Counterfactual | None = Field(None, description='with `"explain": "counterfactual"` only')
 
 
 class ModelRef(BaseModel):

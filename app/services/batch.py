@@ -28,6 +28,7 @@ import numpy as np
 
 from app.services import csvdata, serving
 from app.services.csvdata import CSVError, CSVTooManyRows
+from app.services.monitoring import records_missing_filled
 from app.services.serving import ServedModel
 from app.tables import utcnow
 from models.rulelist import DECISION_COLUMNS, json_label, label_key
@@ -259,8 +260,17 @@ class Scorer:
             "input_digest": digests(chunk),
             "output": [outputs[r] for r in rule_ids],
             "rule_id": rule_ids,
+            "missing_filled": self._missing_filled(chunk),
         }
         return ids, columns
+
+    def _missing_filled(self, chunk: Chunk) -> list[bool]:
+        """Per row, whether a numeric feature was missing (a numpy-typed chunk has no missing value)."""
+        if not chunk.exact:
+            return [False] * chunk.n_rows
+        names = list(chunk.columns)
+        records = (dict(zip(names, row, strict=True)) for row in zip(*chunk.columns.values(), strict=True))
+        return records_missing_filled(self.model.rule_list.features, records)
 
     def text(self, chunk: Chunk, ids: np.ndarray) -> str:
         """The chunk's answer rows."""

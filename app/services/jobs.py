@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -11,19 +11,24 @@ from typing import Any, Literal, Protocol
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.services import job_history
 from app.services.errors import Conflict, NotFound
 from app.services.job_states import FINAL_JOB_STATES, JobState
 from app.services.paging import Page, page_of_scalars
-from app.tables import Job, ModelVersion, utcnow
+from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
 
 ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
 
 class JobQueue(Protocol):
-    """Sends a training job id to the workers (messages carry ids only)."""
+    """Sends work to the training workers: a job id to train, an evaluation id to score (ids only)."""
 
     def send(self, job_id: str) -> None:
-        """Enqueue one job id."""
+        """Enqueue one training job id."""
+        ...
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Enqueue one background evaluation id."""
         ...
 
 
@@ -63,7 +68,7 @@ def heartbeat(session: Session, job_id: str, worker: str) -> bool:
 
 
 def write_progress(session: Session, job_id: str, worker: str, progress: dict[str, Any]) -> None:
-    """Record epoch / loss / validation score (and a heartbeat)."""
+    """Record epoch / loss / validation score (and a heartbeat), and append the point to the history."""
     session.execute(
         update(Job)
         .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
@@ -76,6 +81,7 @@ def write_progress(session: Session, job_id: str, worker: str, progress: dict[st
         )
         .execution_options(synchronize_session=False)
     )
+    job_history.append_point(session, job_id, worker, progress)
 
 
 def _num(v: Any) -> float | None:
@@ -177,13 +183,22 @@ def reap(
     now: datetime | None = None,
     dead_worker_prefix: str | None = None,
     resend_queued_after_s: float | None = None,
+    pending_job_ids: Collection[str] | None = None,
+    lost_grace_s: float = 10.0,
 ) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
-    requeue them while attempts are left, else fail them. Queued jobs whose last enqueue
-    (`heartbeat_at` of a queued job) is older than `resend_queued_after_s` are marked "resent":
-    their message may be lost, and a duplicate is harmless because only a queued job is claimed."""
+    requeue them while attempts are left, else fail them.
+
+    Queued jobs whose message is gone are marked "resent" (the caller sends them again; a duplicate is
+    harmless because only a queued job is claimed, once): with `pending_job_ids` (the jobs the broker
+    holds a message for), those enqueued over `lost_grace_s` ago that have none; without it, those
+    whose last enqueue (`heartbeat_at` of a queued job) is older than `resend_queued_after_s`."""
     now = now or utcnow()
-    out = _resend_queued(session, now, resend_queued_after_s) if resend_queued_after_s else []
+    out: list[ReapAction] = []
+    if pending_job_ids is not None:
+        out = _resend_queued(session, now, lost_grace_s, skip=pending_job_ids)
+    elif resend_queued_after_s:
+        out = _resend_queued(session, now, resend_queued_after_s)
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
     if dead_worker_prefix:
@@ -212,8 +227,8 @@ def reap(
     return out
 
 
-def _resend_queued(session: Session, now: datetime, after_s: float) -> list[ReapAction]:
-    """Queued jobs enqueued longer than `after_s` ago: stamp a new enqueue time, report "resent"."""
+def _resend_queued(session: Session, now: datetime, after_s: float, skip: Collection[str] = ()) -> list[ReapAction]:
+    """Queued jobs enqueued longer than `after_s` ago and not in `skip`: stamp a new enqueue time, report "resent"."""
     cutoff = now - timedelta(seconds=after_s)
     waiting = session.scalars(
         select(Job)
@@ -224,9 +239,15 @@ def _resend_queued(session: Session, now: datetime, after_s: float) -> list[Reap
         )
         .with_for_update(skip_locked=True)
     ).all()
-    for job in waiting:
+    lost = [job for job in waiting if job.id not in skip]
+    for job in lost:
         job.heartbeat_at = now
-    return [ReapAction(job.id, "resent") for job in waiting]
+    return [ReapAction(job.id, "resent") for job in lost]
+
+
+def history(session: Session, tenant_id: str, job_id: str) -> list[JobProgressPoint]:
+    """Every progress point of one of the tenant's jobs, oldest first; NotFound otherwise."""
+    return job_history.points(session, get_job(session, tenant_id, job_id).id)
 
 
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import IO, Any, Literal
 
 from sqlalchemy import Engine
 
@@ -12,6 +12,9 @@ from app.services import audit, batch, serving
 from app.services.auth import Principal
 from app.services.errors import TooLarge
 from app.services.serving import ServedModel
+from models.counterfactual import counterfactual
+
+ExplainMode = Literal["rules", "counterfactual", "none"]
 
 
 def check_record_count(n: int, limit: int) -> None:
@@ -20,29 +23,49 @@ def check_record_count(n: int, limit: int) -> None:
         raise TooLarge(f"records: {n} records; at most {limit} per request (use the CSV batch endpoint for more)")
 
 
-def decide_records(model: ServedModel, records: list[Any], *, explain: bool) -> list[dict[str, Any]]:
-    """Validate records against the model's fields (RecordError naming each) and decide them."""
+def decide_records(model: ServedModel, records: list[Any], *, explain: ExplainMode) -> list[dict[str, Any]]:
+    """Validate records against the model's fields (RecordError naming each) and decide them; with
+    "counterfactual", each answer also carries the smallest change that leads to another class."""
     serving.validate_records(model, records)
-    return serving.predict_records(model, records, explain=explain)
+    results = serving.predict_records(model, records, explain=explain != "none")
+    if explain == "counterfactual":
+        for record, result in zip(records, results, strict=True):
+            result["counterfactual"] = counterfactual(model.rule_list, record)
+    return results
 
 
 def audit_rows(caller: Principal, model: ServedModel, records: list[Any], results: list[dict[str, Any]]) -> list[Any]:
     """The audit rows of one request's decisions."""
-    return audit.audit_rows(caller.tenant_id, caller.key_id, model.version_id, records, results)
+    return audit.audit_rows(
+        caller.tenant_id, caller.key_id, model.version_id, model.rule_list.features, records, results
+    )
+
+
+@dataclass(frozen=True)
+class CsvDecisions:
+    """The answer CSV of a batch and the deciding rule of each row."""
+
+    text: str
+    rule_ids: list[int]
 
 
 def decide_csv(
     engine: Engine, caller: Principal, model: ServedModel, data: bytes, *, max_rows: int, ignore_extra: bool
-) -> str:
+) -> CsvDecisions:
     """CSV in, CSV out (index, prediction, probability, rule_id, p_<class>...), audited before it is returned.
 
     The whole answer at once (for callers holding the file in memory); the endpoint streams with `CsvBatch`.
+    Blocking (parsing, evaluation, the audit inserts): run it off the event loop.
     """
-    batch = CsvBatch.check(engine, caller, model, io.BytesIO(data), max_rows=max_rows, ignore_extra=ignore_extra)
+    csv_batch = CsvBatch.check(engine, caller, model, io.BytesIO(data), max_rows=max_rows, ignore_extra=ignore_extra)
+    parts, rule_ids = [csv_batch.header()], []
     try:
-        return batch.header() + "".join(batch.chunks())
+        while (chunk := csv_batch.next_chunk()) is not None:
+            parts.append(chunk.text)
+            rule_ids += chunk.rule_ids
     finally:
-        batch.close()
+        csv_batch.close()
+    return CsvDecisions("".join(parts), rule_ids)
 
 
 class CsvBatch:
@@ -72,19 +95,14 @@ class CsvBatch:
         """The answer's header line."""
         return self.scorer.header()
 
-    def next_chunk(self) -> str | None:
+    def next_chunk(self) -> CsvDecisions | None:
         """Decide the next chunk, commit its audit rows (or raise Unavailable); its answer rows, None at the end."""
         chunk = next(self._chunks, None)
         if chunk is None:
             return None
         ids, rows = self.scorer.decide(chunk)
         audit.write_rows_or_unavailable(self.engine, audit.ColumnRows(rows))
-        return self.scorer.text(chunk, ids)
-
-    def chunks(self) -> Iterator[str]:
-        """Every remaining chunk's answer rows."""
-        while (text := self.next_chunk()) is not None:
-            yield text
+        return CsvDecisions(self.scorer.text(chunk, ids), ids.tolist())
 
     def close(self) -> None:
         """Drop the spilled columns."""

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.services import registry_events
 from app.services.errors import Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
@@ -168,8 +169,10 @@ def add_version(
     metrics: dict[str, Any],
     provenance: dict[str, Any],
     job_id: str | None = None,
+    api_key_id: str | None = None,
 ) -> ModelVersion:
-    """Validate a rule-list document and store it as the next immutable version of `name`."""
+    """Validate a rule-list document and store it as the next immutable version of `name` (with its
+    `version_created` event, by the API key or the job that made it)."""
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)
@@ -193,33 +196,49 @@ def add_version(
         job_id=job_id,
     )
     session.add(mv)
+    registry_events.record(
+        session, rm, "version_created", registry_events.Actor(api_key_id, job_id), to_version=mv.version
+    )
     session.flush()
     return mv
 
 
-def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelVersion) -> ModelAlias:
-    """Point `name@alias` at a version of the same model (create or move)."""
+def set_alias(
+    session: Session,
+    rm: RegisteredModel,
+    alias: str,
+    version: ModelVersion,
+    actor: registry_events.Actor = registry_events.SYSTEM,
+) -> ModelAlias:
+    """Point `name@alias` at a version of the same model (create or move), with its `alias_set` event."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
         raise Invalid(
             f"version {version.id!r} belongs to another model",
             details=[{"field": "version", "message": "version of another model"}],
         )
-    row = session.get(ModelAlias, (rm.id, alias))
+    row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
     if row is None:
         try:
             with session.begin_nested():  # a concurrent request may create the same alias first
                 row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
                 session.add(row)
+            registry_events.record(session, rm, "alias_set", actor, alias=alias, to_version=version.version)
             return row
         except IntegrityError:
             row = session.scalar(
-                select(ModelAlias).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+                select(ModelAlias)
+                .where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+                .with_for_update()
             )
             if row is None:
                 raise
+    before = session.scalar(select(ModelVersion.version).where(ModelVersion.id == row.version_id))
     row.version_id = version.id
     row.updated_at = utcnow()
+    registry_events.record(
+        session, rm, "alias_set", actor, alias=alias, from_version=before, to_version=version.version
+    )
     session.flush()
     return row
 

@@ -39,7 +39,12 @@ def describe(session: Session, mv: ModelVersion) -> NamedVersion:
 
 
 def import_version(
-    session: Session, tenant_id: str, name: str, document: dict[str, Any], metrics: dict[str, Any]
+    session: Session,
+    tenant_id: str,
+    name: str,
+    document: dict[str, Any],
+    metrics: dict[str, Any],
+    api_key_id: str | None = None,
 ) -> ModelVersion:
     """Store a rule list trained elsewhere as the next version of `name` (committed)."""
     for _ in range(IMPORT_ATTEMPTS):  # a concurrent import of the same name can take our version number: retry
@@ -51,6 +56,7 @@ def import_version(
                 document=document,
                 metrics=metrics,
                 provenance={"source": "import"},
+                api_key_id=api_key_id,
             )
             session.commit()
             return mv

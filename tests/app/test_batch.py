@@ -245,10 +245,11 @@ def test_fast_digests_match_the_record_digest() -> None:
 
 
 def test_audit_rows_written_in_bulk_read_back_as_sqlalchemy_writes_them(api, monkeypatch) -> None:
-    """insert_columns (executemany on SQLite, COPY on PostgreSQL) stores what SQLAlchemy's insert stores."""
+    """insert_rows (executemany on SQLite, COPY on PostgreSQL) stores what SQLAlchemy's insert stores."""
     from sqlalchemy import insert, select
 
     from app.services import audit
+    from app.services.audit_chain import START, link_rows
     from app.tables import AuditRecord, utcnow
 
     monkeypatch.setattr(audit, "COPY_MIN_ROWS", 100)
@@ -264,14 +265,19 @@ def test_audit_rows_written_in_bulk_read_back_as_sqlalchemy_writes_them(api, mon
             "input_digest": f"{i % 300:064x}",
             "output": outputs[i % 3],
             "rule_id": i % 3,
+            "missing_filled": i % 2 == 0,
         }
         for i in range(600)
     ]
+    link_rows(rows, START)  # seq, prev_hash, row_hash as the writer gives them
     with engine.begin() as c:
         c.execute(insert(AuditRecord), rows[:300])  # SQLAlchemy's own way
-    audit.write_rows(engine, audit.ColumnRows({k: [r[k] for r in rows[300:]] for k in rows[0]}))  # the bulk way
-    fields = ("created_at", "tenant_id", "api_key_id", "model_version_id", "input_digest", "output", "rule_id")
+        audit.insert_rows(c, audit.ColumnRows({k: [r[k] for r in rows[300:]] for k in rows[0]}))  # the bulk way
+    fields = [*rows[0]]
     with engine.connect() as c:
-        got = [tuple(r) for r in c.execute(select(*(getattr(AuditRecord, f) for f in fields)).order_by(AuditRecord.id))]
-    assert len(got) == 600 and got[:300] == got[300:]
-    assert got[0][0] == now and got[1][5] == outputs[1]
+        got = [
+            r._asdict() for r in c.execute(select(*(getattr(AuditRecord, f) for f in fields)).order_by(AuditRecord.id))
+        ]
+    assert got == rows  # every value as written, in both halves
+    same = ("created_at", "tenant_id", "api_key_id", "model_version_id", "input_digest", "output", "rule_id")
+    assert [[g[f] for f in same] for g in got[:300]] == [[g[f] for f in same] for g in got[300:]]

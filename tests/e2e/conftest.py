@@ -134,11 +134,17 @@ class Service:
 @pytest.fixture(scope="module")
 def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """uvicorn + a separate `celery worker` process on PostgreSQL + Redis (fresh database and queue)."""
+    yield from distributed_service(tmp_path_factory)
+
+
+def distributed_service(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Service]:
+    """The `distributed` service, with further NEURULES_* settings (`evaluation_sync_max_rows="0"`)."""
     if not (pg_available() and redis_available()):
         skip_unless_ci("PostgreSQL and Redis are needed (scripts/services.sh starts them)")
     tmp = tmp_path_factory.mktemp("distributed")
     db_url, drop = fresh_pg_database()
     env = clean_env(
+        **{f"NEURULES_{k.upper()}": v for k, v in settings.items()},
         NEURULES_MODE="distributed",
         NEURULES_DATABASE_URL=db_url,
         NEURULES_BROKER_URL="redis://127.0.0.1:6379/0",

@@ -303,14 +303,14 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
     answer = None
     for row in heart_rows(40):
         fill_record(tab, row)
-        page.get_by_role("button", name="Decide").click()
+        page.get_by_role("button", name="Decide", exact=True).click()
         expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()
         r = console.api.post("/v1/models/heart@1/predict", json={"records": [as_record(row)]})
         answer = r.json()["predictions"][0]
         expect(page.locator(".decision-value")).to_have_text(str(answer["prediction"]))
         if answer["explanation"]["not_fired"]:
             break
-        page.get_by_role("button", name="Decide").focus()
+        page.get_by_role("button", name="Decide", exact=True).focus()
     assert answer is not None and answer["explanation"]["not_fired"], "no record in 40 reached a later rule"
     ex = answer["explanation"]
     fired = "The default rule fired" if ex["is_default"] else f"Rule {ex['rule_id']} fired"
@@ -456,7 +456,7 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     # try a record: the counterfactual, applied, gives the class it promised
     page.goto(f"{console.url}/console/#/models/heart-gov/2/try")
     fill_record(tab, heart_rows(1)[0])
-    page.get_by_role("button", name="Decide").click()
+    page.get_by_role("button", name="Decide", exact=True).click()
     cf = page.locator(".counterfactual")
     expect(cf).to_be_visible()
     promised = cf.locator("strong").first.inner_text().split("=")[-1].strip()
@@ -502,7 +502,7 @@ def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Cons
         else:
             smoker.select_option(label="other value…")
             page.get_by_label("smoker: other value").fill(typed["smoker"])
-        page.get_by_role("button", name="Decide").click()
+        page.get_by_role("button", name="Decide", exact=True).click()
         answer = console.api.post("/v1/models/risk-cat@1/predict", json={"records": [record]}).json()["predictions"][0]
         expect(page.locator(".decision-value")).to_have_text(answer["prediction"])
         ex = answer["explanation"]

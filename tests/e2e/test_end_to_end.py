@@ -105,6 +105,11 @@ def check_flow(url: str, key: str) -> None:
         doc = mv["rule_list"]
         assert mv["name"] == "heart" and 1 <= len(doc["rules"]) <= 10
         assert mv["metrics"]["holdout"]["n_rows"] == 54 and mv["provenance"]["dataset_sha256"]
+        held_out = mv["metrics"]["holdout_evaluation"]
+        assert held_out["n_rows"] == 54 and sum(r["n"] for r in held_out["rules"]) == 54
+        points = client.get(f"/v1/jobs/{job['id']}/history").json()["points"]
+        epochs = [p["epoch"] for p in points]
+        assert epochs == sorted(epochs) and epochs[-1] == EPOCHS and len(epochs) >= 3, points
         assert mv["provenance"]["packages"]["torch"] != "absent"
 
         records = heart_records(20)
