@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.services import serving
-from app.services.audit_chain import START, Link, link_rows
+from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
 from app.tables import AuditChainHead, AuditRecord, utcnow
@@ -70,6 +70,9 @@ def audit_rows(
 
 def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Chain and insert rows in the caller's transaction: one head lock per tenant, then one INSERT."""
+    if isinstance(rows, ColumnRows) and len(set(rows.columns["tenant_id"])) == 1:
+        _append_columns(conn, rows)
+        return
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     chained = list(rows) if isinstance(rows, ColumnRows) else [dict(r) for r in rows]  # callers' dicts untouched
     for r in chained:
@@ -82,6 +85,17 @@ def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         moved.append({"t": tenant, "new_seq": seq, "new_hash": row_hash, "at": now})
     insert_rows(conn, chained)
     conn.execute(_MOVE_HEAD, moved)
+
+
+def _append_columns(conn: Connection, rows: ColumnRows) -> None:
+    """`append_rows` for one tenant's rows held column-wise (a CSV chunk): linked and inserted as columns."""
+    tenant = rows.columns["tenant_id"][0]
+    head = lock_heads(conn, [tenant]).get(tenant, START)
+    links = link_columns(rows.columns, len(rows), head)
+    insert_columns(conn, {**rows.columns, "seq": links.seq, "prev_hash": links.prev_hash, "row_hash": links.row_hash})
+    conn.execute(
+        _MOVE_HEAD, [{"t": tenant, "new_seq": links.head.seq, "new_hash": links.head.row_hash, "at": utcnow()}]
+    )
 
 
 # built once: the statement cache then skips compiling them on every batch (~0.2 ms each on a busy VM)

@@ -18,6 +18,7 @@ from app.services.errors import Invalid
 from app.services.serving import ServedModel
 
 HEADER = ["age", "income", "smoker"]
+REC_ROW = {"age": 70, "income": 5, "smoker": "yes"}
 
 
 def numeric_doc() -> dict[str, Any]:
@@ -281,3 +282,44 @@ def test_audit_rows_written_in_bulk_read_back_as_sqlalchemy_writes_them(api, mon
     assert got == rows  # every value as written, in both halves
     same = ("created_at", "tenant_id", "api_key_id", "model_version_id", "input_digest", "output", "rule_id")
     assert [[g[f] for f in same] for g in got[:300]] == [[g[f] for f in same] for g in got[300:]]
+
+
+def test_canonical_bodies_equal_canonical_body_row_by_row() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from app.services.audit_chain import BODY_COLUMNS, canonical_bodies, canonical_body
+
+    rng = random.Random(11)
+    t0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    outputs = [{"prediction": v, "probabilities": {"ä": 0.5, 'b"q': 0.5}} for v in ("ja", 0, False, None, "é")]
+    rows = [
+        {
+            "api_key_id": rng.choice(["key_1", "kéy"]),
+            "created_at": rng.choice([t0, t0 + timedelta(microseconds=1), datetime(2026, 5, 6)]),
+            "input_digest": f"{rng.getrandbits(256):064x}",
+            "missing_filled": rng.random() < 0.5,
+            "model_version_id": "mv_1",
+            "output": rng.choice(outputs),
+            "rule_id": rng.randint(0, 12),
+            "tenant_id": rng.choice(["tn_a", "tn_\u2603"]),
+        }
+        for _ in range(500)
+    ]
+    columns = {name: [r[name] for r in rows] for name in BODY_COLUMNS}
+    assert canonical_bodies(columns, len(rows)) == [canonical_body(r) for r in rows]
+
+
+def test_a_streamed_batch_leaves_an_intact_chain(api, doc: dict[str, Any], monkeypatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 4096)
+    v = api.import_model(doc)
+    api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
+    lines = ["age,income,smoker"] + [f"{20 + i % 60},{i % 50},{'yes' if i % 3 else ''}" for i in range(2500)]
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("b.csv", ("\n".join(lines) + "\n").encode(), "text/csv")},
+        headers=api.h(),
+    )
+    assert r.status_code == 200
+    api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
+    check = api.client.get("/v1/audit/verify", headers=api.h()).json()
+    assert check["intact"] and check["rows_checked"] == 2502, check
