@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.services.rule_texts import rule_text
 from models.rulelist import Feature, RuleList, category_key
 
 BucketCount = tuple[str, int, int, int]  # (version_id, bucket index, rule_id, decisions)
@@ -114,7 +115,7 @@ def _rules_block(rl: RuleList, counts: Mapping[int, int], total: int) -> list[di
         out.append(
             {
                 "rule_id": j,
-                "rule_text": ("else" if j == 0 else rl.rule(j).text()) if known else None,
+                "rule_text": rule_text(rl, j) if known else None,
                 "count": counts.get(j, 0),
                 "share": counts.get(j, 0) / total if total else 0.0,
                 "training_share": support / train_total if train_total else None,

@@ -12,6 +12,7 @@ and fails, naming the endpoint, where one is missing.
 from __future__ import annotations
 
 import csv
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = ROOT / "tests" / "artifacts" / "console"
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"  # test-only (README beside it)
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 FEATURES = [f"att_{i}" for i in range(1, 13)] + ["att_13_-1.0", "att_13_0.5", "att_13_1.0"]
 
 
@@ -59,6 +62,8 @@ class Tab:
     page: Any
     requests: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    server_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +107,12 @@ def tab(browser: Any, console: Console) -> Iterator[Tab]:
     t = Tab(context.new_page())
     t.page.on("request", lambda r: t.requests.append(r.url))
     t.page.on("pageerror", lambda e: t.errors.append(str(e)))
+    t.page.on("response", lambda r: t.server_errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    t.page.on("dialog", lambda d: (t.dialogs.append(d.message), d.dismiss()))
     yield t
     context.close()
+    assert not t.server_errors, f"the server answered 5xx: {t.server_errors}"
+    assert not t.dialogs, f"a script opened a dialog (injected markup ran?): {t.dialogs}"
     foreign = [u for u in t.requests if not same_origin(u, console.url)]
     assert not foreign, f"requests left the app's origin: {foreign}"
     assert not [u for u in t.requests if console.key in u], "the API key appeared in a URL"
@@ -123,10 +132,32 @@ UNLABELLED_CONTROLS = """() => [...document.querySelectorAll('input, select, tex
   .map((el) => el.outerHTML.slice(0, 120))"""
 
 
+def axe_violations(tab: Tab) -> list[str]:
+    """axe-core's WCAG 2.1 A/AA and best-practice violations on the page as it is now, one line per
+    rule and element. Injected through DevTools (`page.evaluate`), so the page's CSP stays as served."""
+    page = tab.page
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(AXE.read_text(encoding="utf-8") + "\n;undefined")
+    found = page.evaluate(
+        """async (tags) => {
+             const res = await axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
+             return res.violations.flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}): ${n.target.join(" ")}: ${n.failureSummary.replace(/\s+/g, " ")}`));
+           }""",
+        AXE_TAGS,
+    )
+    return list(found)
+
+
 def shot(tab: Tab, name: str) -> Path:
-    """Check every visible control of the console page has a label, then save a full-page screenshot."""
+    """On a console page: every visible control has a label and axe-core finds no violation; then save a
+    full-page screenshot."""
     if "/console/" in tab.page.url:
         assert tab.page.evaluate(UNLABELLED_CONTROLS) == [], f"{name}: controls without a label"
+        violations = axe_violations(tab)
+        if os.environ.get("AXE_REPORT_ONLY"):
+            print(f"AXE {name}: " + "\nAXE ".join(violations))
+        else:
+            assert not violations, f"{name}: accessibility violations:\n" + "\n".join(violations)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     tab.page.screenshot(path=str(path), full_page=True)
@@ -246,6 +277,7 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
     for i, rule in enumerate(doc["rules"]):
         chips = cards.nth(i).locator(".chip-feature")
         expect(chips).to_have_text([c["feature"] for c in rule["conditions"]])
+        expect(cards.nth(i).locator(".chip")).to_have_text(mv["condition_texts"][i])  # the server's text, verbatim
         expect(cards.nth(i)).to_contain_text(f"{sum(rule['class_counts'])} rows")
     expect(cards.last).to_contain_text(f"{sum(doc['default']['class_counts'])} rows")
     expect(page.get_by_role("heading", name="Metrics")).to_be_visible()
@@ -428,10 +460,17 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     )
     shot(tab, "12-evaluation")
 
-    # the version now shows each rule's held-out accuracy from that evaluation
+    # that evaluation scored the training file itself: the page says so, and the version's per-rule "held-out"
+    # accuracy comes from the rows training held out, not from it
+    expect(page.get_by_text("Not held out:")).to_be_visible()
     page.goto(f"{console.url}/console/#/models/heart-gov/2")
+    expect(page.get_by_text("scored the training file itself")).to_be_visible()
+    split = require(console, "GET", "/v1/models/heart-gov@2").json()["metrics"]["holdout_evaluation"]
+    cards = page.locator(".rule-list > li")
+    for i, r in enumerate(split["rules"]):  # list order, then the default rule: as the cards
+        if r["n"]:
+            expect(cards.nth(i)).to_contain_text(f"n={r['n']}")
     expect(page.locator(".rule-list").get_by_text("no held-out figure yet")).to_have_count(0)
-    expect(page.locator(".rule-list .meter-ok").first).to_be_visible()
     shot(tab, "13-version-held-out")
 
     # compare version 1 with version 2 on the file
@@ -464,11 +503,20 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     cf.get_by_role("button", name="Apply this change and decide again").click()
     expect(page.locator(".decision-value")).to_have_text(promised)
 
-    # monitoring: the decisions just made, rule shares against training, the drift score
+    # monitoring: the decisions just made, rule shares against training, the drift score; two decisions
+    # are far too few to judge drift, so there is no alert and the page says why
     mon = require(console, "GET", "/v1/models/heart-gov@latest/monitoring").json()
+    (block,) = mon["versions"]
+    assert block["drift_state"] == "insufficient_data" and block["alert"] is False
     page.goto(f"{console.url}/console/#/models/heart-gov/monitoring")
     expect(page.locator(".gauge").first).to_contain_text("PSI")
+    expect(page.locator(".gauge").first).to_contain_text(f"not judged: {block['total']} of the 100 decisions needed")
+    expect(page.get_by_text("Not enough decisions to judge drift:")).to_be_visible()
+    expect(page.get_by_text("Drift alert")).to_have_count(0)
     expect(page.locator("section:has(h2:text-is('Summary')) dd").first).to_have_text(f"{mon['total']:,}")
+    panels = page.locator(".panels > li")
+    expect(panels).to_have_count(len(block["rules"]))
+    expect(page.locator(".panels svg .training-line")).to_have_count(len(block["rules"]))
     assert mon["total"] >= 2
     shot(tab, "17-monitoring")
 

@@ -1,7 +1,7 @@
 // Small shared pieces of the pages: headings, notices, error boxes, tables, form fields, dialogs.
 
 import { ApiError } from "./api.js";
-import { fmt, h, nextId, pct } from "./dom.js";
+import { fmt, h, nextId, pct, scrollBox } from "./dom.js";
 
 /** A page title with an optional line of context and actions on the right. */
 export function pageHeader(title, subtitle, ...actions) {
@@ -42,9 +42,8 @@ export function errorBox(err, context) {
 /** A table from column definitions [{label, value(row) -> node|text, num}] and rows. */
 export function table(columns, rows, { caption, empty = "Nothing here yet.", cls = "" } = {}) {
   if (!rows.length) return h("p", { class: "muted empty", text: empty });
-  return h(
-    "div",
-    { class: "table-wrap" },
+  return scrollBox(
+    caption || "table",
     h(
       "table",
       { class: `data ${cls}` },
