@@ -280,6 +280,15 @@ export function heatTable({ caption, labels, matrix, rowTitle, colTitle, colLabe
   );
 }
 
+/** A duration in milliseconds for people: days, hours, minutes or seconds. */
+export function duration(ms) {
+  const s = ms / 1000;
+  if (s >= 2 * 86400) return `${fmt(s / 86400, 2)} days`;
+  if (s >= 3600) return `${fmt(s / 3600, 2)} h`;
+  if (s >= 60) return `${fmt(s / 60, 2)} min`;
+  return `${fmt(s, 2)} s`;
+}
+
 /** Runs of consecutive buckets that had decisions: [[i, j], ...] (inclusive indices). */
 export function runsWithDecisions(buckets) {
   const runs = [];
@@ -351,8 +360,7 @@ export function shareSmallMultiples({ title, since, until, buckets, rules, width
   const all = [...buckets.flatMap((b) => Object.values(b.shares)), ...rules.map((r) => r.training ?? 0), ...rules.map((r) => r.share)];
   const yMax = niceTicks(0, Math.min(1, Math.max(0.05, ...all) * 1.1), 2).pop() || 1;
   const used = buckets.filter((b) => b.total > 0);
-  const hours = (+until - +since) / buckets.length / 3_600_000;
-  const span = hours >= 48 ? `${fmt(hours / 24, 2)} days` : hours >= 1 ? `${fmt(hours, 2)} h` : `${fmt(hours * 60, 2)} min`;
+  const span = duration((+until - +since) / buckets.length);
   const headers = ["bucket start", "decisions", ...rules.map((r) => r.name)];
   const rows = [
     ["training share", "", ...rules.map((r) => (r.training === null || r.training === undefined ? "—" : pct(r.training)))],

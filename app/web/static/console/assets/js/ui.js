@@ -28,7 +28,8 @@ export function notice(kind, ...content) {
 export function errorBox(err, context) {
   const isApi = err instanceof ApiError;
   const message = isApi ? err.message : String(err && err.message ? err.message : err);
-  const details = isApi ? err.details.filter((d) => d && d.message) : [];
+  // a detail that only repeats the message (one field named in both) is left out
+  const details = isApi ? err.details.filter((d) => d && d.message && !message.includes(d.message)) : [];
   return h(
     "div",
     { class: "notice notice-error", role: "alert", "data-error-code": isApi ? err.code : "client_error" },
@@ -163,9 +164,13 @@ function trapTab(ev, container) {
   }
 }
 
-/** Disable a form's submit button while an async action runs; errors go into errorSlot. */
+/**
+ * Disable a form's submit button while an async action runs. A disabled button drops the keyboard focus, so
+ * when it had the focus it gets it back afterwards (if the focus has not moved elsewhere meanwhile).
+ */
 export async function busy(btn, action) {
   const label = btn.textContent;
+  const hadFocus = document.activeElement === btn;
   btn.disabled = true;
   btn.setAttribute("aria-busy", "true");
   try {
@@ -174,5 +179,7 @@ export async function busy(btn, action) {
     btn.disabled = false;
     btn.removeAttribute("aria-busy");
     btn.textContent = label;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && btn.isConnected) btn.focus();
   }
 }

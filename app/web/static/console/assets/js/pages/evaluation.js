@@ -7,13 +7,14 @@ import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
 import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 import { isTrainingFile } from "./version.js";
 
-function metricFacts(m) {
+function metricFacts(m, classes) {
+  const binaryOnly = (v) => (v === null && classes.length > 2 ? h("span", { class: "muted", text: "— (binary targets only)" }) : v);
   return facts([
     ["Accuracy", m.accuracy],
     ["Weighted F1", m.f1_weighted],
     ["Macro F1", m.f1_macro],
-    m.roc_auc !== undefined ? ["ROC AUC", m.roc_auc] : null,
-    m.brier !== undefined ? ["Brier score", m.brier] : null,
+    m.roc_auc !== undefined ? ["ROC AUC", binaryOnly(m.roc_auc)] : null,
+    m.brier !== undefined ? ["Brier score", binaryOnly(m.brier)] : null,
   ]);
 }
 
@@ -86,7 +87,7 @@ function body(ev, onTraining) {
   const m = ev.metrics;
   return [
     section("Summary", trainingFileNotice(onTraining), facts([["State", badge(ev.state)], ["Dataset", h("a", { href: `#/datasets/${seg(ev.dataset_id)}`, text: ev.dataset_id })], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
-    section("Metrics", metricFacts(m), perClass(m)),
+    section("Metrics", metricFacts(m, ev.classes || []), perClass(m)),
     section("Confusion matrix and calibration", h("div", { class: "chart-row" }, heatTable({ caption: "Confusion matrix (rows: true class, columns: predicted class; % of the row)", labels: ev.confusion_matrix.labels, matrix: ev.confusion_matrix.matrix, rowTitle: "true", colTitle: "predicted" }), ev.calibration ? reliabilityDiagram(ev.calibration) : null)),
     section("Rules on these rows", shareBars({ title: "Share of rows each rule decided: evaluation against training", items: ev.rules.map((r) => ({ label: r.rule_id === 0 ? "default" : `rule ${r.rule_id}`, title: r.rule_text, a: r.share, b: r.training_share })), aLabel: "evaluation", bLabel: "training" }), rulesTable(ev.rules)),
     section("Slices", slicesView(ev.slices)),

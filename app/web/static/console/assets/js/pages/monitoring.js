@@ -96,9 +96,12 @@ function summaryView(m) {
 /** #/models/<name>/monitoring?since=&until=&buckets= */
 export async function monitoringPage(ctx, name) {
   const q = ctx.query;
-  const until = q.get("until") ? new Date(q.get("until")) : new Date(Date.now() + 60_000);
-  const since = q.get("since") ? new Date(q.get("since")) : new Date(until.getTime() - 7 * 24 * 3600 * 1000);
+  const asked = (key) => (q.get(key) ? new Date(q.get(key)) : null);
+  const bad = ["since", "until"].filter((k) => asked(k) && Number.isNaN(asked(k).getTime()));
+  const until = !bad.length && asked("until") ? asked("until") : new Date(Date.now() + 60_000);
+  const since = !bad.length && asked("since") ? asked("since") : new Date(until.getTime() - 7 * 24 * 3600 * 1000);
   const buckets = q.get("buckets") || "24";
+  const badNote = bad.length ? notice("warning", `The address holds a time that is not a date (${bad.join(", ")}); showing the 7 days up to now.`) : null;
   const sinceIn = h("input", { type: "datetime-local", name: "since", value: localInput(since), required: true });
   const untilIn = h("input", { type: "datetime-local", name: "until", value: localInput(until), required: true });
   const bucketsIn = h("input", { type: "number", name: "buckets", min: 1, max: 200, value: buckets, required: true });
@@ -114,5 +117,5 @@ export async function monitoringPage(ctx, name) {
   } catch (err) {
     body = errorBox(err, "Could not load monitoring");
   }
-  return h("div", {}, pageHeader(`Monitoring ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }), " / decisions from the audit log")), section("Window", form), body);
+  return h("div", {}, pageHeader(`Monitoring ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }), " / decisions from the audit log")), badNote, section("Window", form), body);
 }
