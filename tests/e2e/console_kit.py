@@ -160,6 +160,7 @@ def shot(tab: Tab, name: str) -> Path:
         assert not violations, f"{name}: accessibility violations:\n" + "\n".join(violations)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
+    tab.page.evaluate("() => window.scrollTo(0, 0)")  # else the sticky top bar lands mid-page in a full-page shot
     tab.page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
