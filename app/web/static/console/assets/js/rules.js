@@ -39,10 +39,14 @@ export function classBars(classes, probabilities) {
   );
 }
 
+const FEW_ROWS = 10;
+
 function heldoutCell(entry) {
   if (!entry) return h("span", { class: "muted small", text: "no held-out figure yet" });
   if (entry.n === 0 || entry.accuracy === null) return h("span", { class: "muted small", text: `decided no held-out row (${entry.source})` });
-  return h("span", { title: `from the ${entry.source}` }, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}` }));
+  // an accuracy on a handful of rows is mostly chance: say so beside the bar
+  const few = entry.n < FEW_ROWS ? " · few rows, read with care" : "";
+  return h("span", { title: `from the ${entry.source}` }, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}${few}` }));
 }
 
 /**

@@ -7,7 +7,7 @@ import { ruleListView } from "../rules.js";
 import { badge, busy, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** Whether a dataset is the file the version was trained on (same SHA-256): null when that cannot be told. */
-export async function isTrainingFile(datasetId, mv) {
+async function isTrainingFile(datasetId, mv) {
   const trained = mv.provenance?.dataset_sha256;
   if (!trained) return null;
   try {
@@ -100,12 +100,16 @@ function provenanceView(mv) {
   ]);
 }
 
-function evaluationsTable(items) {
+function datasetLink(id, names) {
+  return names.has(id) ? h("a", { href: `#/datasets/${seg(id)}`, text: names.get(id) }) : h("span", { class: "muted", text: `${id} (deleted)` });
+}
+
+function evaluationsTable(items, names) {
   return table(
     [
       { label: "Evaluation", value: (e) => h("a", { href: `#/evaluations/${seg(e.id)}`, text: when(e.created_at) }) },
       { label: "State", value: (e) => badge(e.state) },
-      { label: "Dataset", value: (e) => h("a", { href: `#/datasets/${seg(e.dataset_id)}`, text: e.dataset_id }) },
+      { label: "Dataset", value: (e) => datasetLink(e.dataset_id, names) },
       { label: "Rows", value: (e) => fmt(e.n_rows), num: true },
       { label: "Accuracy", value: (e) => fmt(e.metrics?.accuracy), num: true },
       { label: "Weighted F1", value: (e) => fmt(e.metrics?.f1_weighted), num: true },
@@ -116,17 +120,17 @@ function evaluationsTable(items) {
   );
 }
 
-async function evaluationsView(ref) {
+async function evaluationsView(ref, datasets) {
   try {
-    return evaluationsTable((await get(`/v1/models/${ref}/evaluations${qs({ limit: 50 })}`)).items);
+    const names = new Map(datasets.map((d) => [d.id, d.name]));
+    return evaluationsTable((await get(`/v1/models/${ref}/evaluations${qs({ limit: 50 })}`)).items, names);
   } catch (err) {
     return errorBox(err, "Could not list evaluations");
   }
 }
 
 /** The "run an evaluation" form: dataset, target (defaults to the training target), optional slice column. */
-export async function evaluationForm(ref, doc) {
-  const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
+export async function evaluationForm(ref, doc, datasets) {
   if (!datasets.length) return notice("info", "Upload a labelled dataset first (Datasets page).");
   const ds = select(datasets.map((d) => [d.id, `${d.name} (${d.n_rows} rows, ${when(d.created_at)})`]), { name: "dataset_id" });
   const target = h("select", { name: "target" });
@@ -169,7 +173,8 @@ export async function versionPage(ctx, name, version) {
   const ref = seg(`${name}@${version}`);
   const mv = await get(`/v1/models/${ref}`);
   const doc = mv.rule_list;
-  const [heldout, evals, evalForm] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref), evaluationForm(ref, doc).catch((err) => errorBox(err, "Could not prepare the evaluation form"))]);
+  const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
+  const [heldout, evals, evalForm] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form"))]);
   const base = `#/models/${seg(name)}`;
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
