@@ -164,12 +164,8 @@ def digest(record: Any) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
-def label(c: Any) -> Any:
-    """A class label as a plain Python value (numpy scalars unwrapped)."""
+def _label(c: Any) -> Any:
     return c.item() if hasattr(c, "item") else c
-
-
-_label = label
 
 
 def json_key(name: str) -> str:
