@@ -275,34 +275,15 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
     holder = _LazyDatabase(settings, db)
     app.steps["worker"].add(heartbeat_step(holder.get, settings))
 
-    def hand_back(self: Any, error: Exception, what: str, ident: str) -> Exception:
-        """Database down: the message goes back to the broker, to be tried again after a delay."""
-        # not acknowledged as done: a copy goes back to the broker and is tried again after the delay
-        # (a duplicate is harmless: only a queued job or evaluation can be claimed, once)
-        countdown = retry_countdown(self.request.retries)
-        log.warning(
-            f"database unavailable; {what} handed back to the broker",
-            extra={f"{what}_id": ident, "retry_in_s": countdown, "error": repr(error)[:300]},
-        )
-        return self.retry(countdown=countdown)  # type: ignore[no-any-return]
-
     def train(self: Any, job_id: str) -> str:
         """Train one job (idempotent: a job that is not queued is skipped); database down: the message goes back."""
-        try:
-            return run_job(holder.get(), settings, job_id, worker=self.request.hostname)
-        except Exception as e:
-            if not is_unavailable_error(e):
-                raise
-            raise hand_back(self, e, "job", job_id) from None
+        run = partial(run_job, holder.get(), settings, job_id, worker=self.request.hostname)
+        return _run_or_hand_back(self, run, "job", job_id)
 
     def evaluate(self: Any, evaluation_id: str) -> str:
         """Score one background evaluation (idempotent: a finished or live-held one is skipped)."""
-        try:
-            return run_evaluation(holder.get(), settings, evaluation_id, worker=self.request.hostname)
-        except Exception as e:
-            if not is_unavailable_error(e):
-                raise
-            raise hand_back(self, e, "evaluation", evaluation_id) from None
+        run = partial(run_evaluation, holder.get(), settings, evaluation_id, worker=self.request.hostname)
+        return _run_or_hand_back(self, run, "evaluation", evaluation_id)
 
     def reap() -> list[str]:
         """Requeue or fail running jobs whose worker stopped sending heartbeats; re-send lost messages."""
@@ -323,6 +304,25 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
             max_retries=None,
         )(fn)
     app.task(name=REAP_TASK, ignore_result=True, shared=False)(reap)
+
+
+def _run_or_hand_back(task: Any, run: Callable[[], str], what: str, ident: str) -> str:
+    """`run()`; when the database is unavailable, the message goes back to the broker, tried again after a delay.
+
+    Not acknowledged as done: a copy goes back to the broker (a duplicate is harmless: only a queued job or
+    evaluation can be claimed, once).
+    """
+    try:
+        return run()
+    except Exception as e:
+        if not is_unavailable_error(e):
+            raise
+        countdown = retry_countdown(task.request.retries)
+        log.warning(
+            f"database unavailable; {what} handed back to the broker",
+            extra={f"{what}_id": ident, "retry_in_s": countdown, "error": repr(e)[:300]},
+        )
+        raise task.retry(countdown=countdown) from None
 
 
 def reap_and_requeue(
