@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.services import job_history
-from app.services.errors import Conflict, NotFound
+from app.services.errors import Conflict, NotFound, Unavailable
 from app.services.job_states import FINAL_JOB_STATES, JobState
 from app.services.lost_messages import Resend, stamp_lost
 from app.services.paging import Page, page_of_scalars
-from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
+from app.tables import Evaluation, Job, JobProgressPoint, ModelVersion, utcnow
+
+log = logging.getLogger("neurules.jobs")
 
 ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
@@ -31,6 +34,22 @@ class JobQueue(Protocol):
     def send_evaluation(self, evaluation_id: str) -> None:
         """Enqueue one background evaluation id."""
         ...
+
+
+def send_or_undo(session: Session, send: Callable[[str], None], row: Job | Evaluation, what: str) -> None:
+    """Send a committed queued row's id to the workers; when the broker refuses it, delete the row and raise
+    Unavailable (so a 503 leaves nothing behind)."""
+    try:
+        send(row.id)
+    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
+        log.error(f"could not enqueue {what}", extra={f"{what}_id": row.id, "error": repr(e)})
+        table = type(row)
+        session.execute(delete(table).where(table.id == row.id))
+        session.commit()
+        raise Unavailable(
+            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
+        ) from None
+    log.info(f"{what} queued", extra={f"{what}_id": row.id, "tenant_id": row.tenant_id})
 
 
 def _changed_one(result: Any) -> bool:
