@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.schemas.jobs import JobCreate
 from app.services import datasets
-from app.services.errors import Invalid
+from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
 from app.services.registry import NAME_RE
@@ -120,6 +121,10 @@ def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreat
         n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0,
     )
     session.add(job)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # the job's one reference: the dataset was deleted after it was read
+        session.rollback()
+        raise NotFound(f"dataset {body.dataset_id!r} not found") from None
     send_or_undo(session, queue.send, job, "job")
     return job
