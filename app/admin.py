@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +24,20 @@ def _migrations_dir() -> Path:
 
 
 MIGRATIONS = _migrations_dir()
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest migration's revision: the schema this code's tables are written for."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations under {MIGRATIONS}")
+    return head
 
 
 def migrate(url: str, app_role: str | None = None) -> list[str]:

@@ -148,6 +148,7 @@ def create_app(
     db: Database | None = None,
     broker_check: Check | None = None,
     worker_check: Check | None = None,
+    schema_head: str | None = None,
     background_services: Sequence[BackgroundService] = (),
     configure_logs: bool = True,
 ) -> FastAPI:
@@ -162,7 +163,15 @@ def create_app(
             return jobs.count_by_state(s)
 
     metrics = Metrics(jobs_by_state)
-    state = ServiceState(settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check)
+    state = ServiceState(
+        settings,
+        database,
+        queue,
+        metrics,
+        broker_check=broker_check,
+        worker_check=worker_check,
+        schema_head=schema_head,
+    )
     app = FastAPI(
         title="NeuRules service",
         version="1.0.0",

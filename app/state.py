@@ -24,6 +24,7 @@ class ServiceState:
     metrics: Metrics
     broker_check: Check | None = None  # raises when the broker is unreachable
     worker_check: Check | None = None  # raises when no training worker can take jobs
+    schema_head: str | None = None  # the migration the database must be at for /readyz (None: not checked)
     auth_cache: TTLCache = field(init=False)
     models: ModelStore = field(init=False)
     audit: AuditWriter = field(init=False)

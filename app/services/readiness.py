@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from app.db import Database
+from app.db import Database, schema_revision
 from app.services import workers
 
 Check = Callable[[], None]  # raises when what it checks is not ready
@@ -20,10 +20,18 @@ NOT_CONFIGURED = "not configured"
 WARNING = "warning: "
 
 
-def check_database(db: Database) -> None:
-    """Raise when the database does not answer `SELECT 1`."""
+class SchemaNotCurrent(Exception):
+    """The database answers, but its schema is not the one this code needs (not migrated, or behind)."""
+
+
+def check_database(db: Database, schema_head: str | None = None) -> None:
+    """Raise when the database does not answer `SELECT 1`, or (given `schema_head`) its schema is elsewhere."""
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+        found = schema_revision(conn) if schema_head is not None else None
+    if schema_head is not None and found != schema_head:
+        at = f"at revision {found}" if found else "not migrated"
+        raise SchemaNotCurrent(f"the schema is {at}; this service needs {schema_head}: run `neurules-admin migrate`")
 
 
 def run_check(check: Check | None) -> str:
@@ -57,7 +65,7 @@ def count_workers(db: Database, queue: str, *, within_s: float, required: int) -
 def workers_result(count: WorkerCount) -> str:
     """The `workers` check: an error below the required number, a warning at zero when none is required."""
     if count.live is None:
-        return "error: cannot count training workers while the database is unavailable"
+        return "error: cannot count training workers: the database cannot be read (see the database check)"
     if count.live < count.required:
         return f"error: {count.live} live training worker(s), at least {count.required} required"
     if count.live == 0:

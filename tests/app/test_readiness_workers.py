@@ -85,3 +85,23 @@ def test_the_worker_heartbeat_thread_writes_and_removes_its_row(sqlite_api: Api)
 def test_readyz_description_states_the_rule(sqlite_api: Api) -> None:
     op = sqlite_api.client.get("/openapi.json").json()["paths"]["/readyz"]["get"]
     assert "NEURULES_READY_MIN_WORKERS" in op["description"] and "workers.live: 0" in op["description"]
+
+
+def test_readyz_says_when_the_schema_is_not_migrated(tmp_path: Path) -> None:
+    """The service as `uvicorn worker.service:app` runs it, on a database nobody migrated: not ready, and
+    the database check says what to do (it said ok while every request failed on a missing table)."""
+    from fastapi.testclient import TestClient
+
+    from app.admin import head_revision, migrate
+    from app.settings import Settings
+    from worker.service import build_service
+
+    settings = Settings(data_dir=tmp_path, embedded_worker=False, access_log=False)
+    with TestClient(build_service(settings, configure_logs=False)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 503, r.text
+        database = r.json()["checks"]["database"]
+        assert "not migrated" in database and "neurules-admin migrate" in database and head_revision() in database
+        migrate(settings.resolved_database_url)
+        r = client.get("/readyz")
+        assert r.status_code == 200 and r.json()["checks"]["database"] == "ok", r.text
