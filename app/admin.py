@@ -13,6 +13,7 @@ from app import db_roles
 from app.db import Database, make_engine
 from app.services import audit_verify, tenants
 from app.services.audit_verify import ChainReport
+from app.services.readiness import ExpectedSchema
 
 T = TypeVar("T")
 
@@ -27,17 +28,19 @@ MIGRATIONS = _migrations_dir()
 
 
 @lru_cache(maxsize=1)
-def head_revision() -> str:
-    """The newest migration's revision: the schema this code's tables are written for."""
+def expected_schema() -> ExpectedSchema:
+    """The newest migration (the schema this code's tables are written for) and the revisions before it."""
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    script = ScriptDirectory.from_config(cfg)
+    head = script.get_current_head()
     if head is None:
         raise RuntimeError(f"no migrations under {MIGRATIONS}")
-    return head
+    older = frozenset(r.revision for r in script.walk_revisions() if r.revision != head)
+    return ExpectedSchema(head, older)
 
 
 def migrate(url: str, app_role: str | None = None) -> list[str]:

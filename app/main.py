@@ -22,7 +22,7 @@ from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue
-from app.services.readiness import Check
+from app.services.readiness import Check, ExpectedSchema
 from app.settings import Settings
 from app.state import ServiceState
 from app.web import install_web
@@ -148,7 +148,7 @@ def create_app(
     db: Database | None = None,
     broker_check: Check | None = None,
     worker_check: Check | None = None,
-    schema_head: str | None = None,
+    schema: ExpectedSchema | None = None,
     background_services: Sequence[BackgroundService] = (),
     configure_logs: bool = True,
 ) -> FastAPI:
@@ -170,7 +170,7 @@ def create_app(
         metrics,
         broker_check=broker_check,
         worker_check=worker_check,
-        schema_head=schema_head,
+        schema=schema,
     )
     app = FastAPI(
         title="NeuRules service",

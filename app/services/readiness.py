@@ -21,17 +21,36 @@ WARNING = "warning: "
 
 
 class SchemaNotCurrent(Exception):
-    """The database answers, but its schema is not the one this code needs (not migrated, or behind)."""
+    """The database answers, but its schema is older than this code needs (or was never migrated)."""
 
 
-def check_database(db: Database, schema_head: str | None = None) -> None:
-    """Raise when the database does not answer `SELECT 1`, or (given `schema_head`) its schema is elsewhere."""
+@dataclass(frozen=True)
+class ExpectedSchema:
+    """The migration this code needs (`head`) and the revisions before it (a database at one is behind).
+
+    A database at a revision this code does not know is newer (a rolling upgrade migrated it first): that
+    is ready, since migrations only add what older code ignores.
+    """
+
+    head: str
+    older: frozenset[str]
+
+    def problem(self, found: str | None) -> str | None:
+        """Why a database at revision `found` cannot serve this code (None: it can)."""
+        if found is None:
+            return "the schema is not migrated"
+        if found in self.older:
+            return f"the schema is at revision {found}, older than the {self.head} this service needs"
+        return None
+
+
+def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
+    """Raise when the database does not answer `SELECT 1`, or (given `schema`) its schema is behind the code."""
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
-        found = schema_revision(conn) if schema_head is not None else None
-    if schema_head is not None and found != schema_head:
-        at = f"at revision {found}" if found else "not migrated"
-        raise SchemaNotCurrent(f"the schema is {at}; this service needs {schema_head}: run `neurules-admin migrate`")
+        problem = schema.problem(schema_revision(conn)) if schema is not None else None
+    if problem is not None:
+        raise SchemaNotCurrent(f"{problem}: run `neurules-admin migrate`")
 
 
 def run_check(check: Check | None) -> str:
