@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Protocol
 
 from fastapi import FastAPI
@@ -141,6 +142,12 @@ def _lifespan(
     return lifespan
 
 
+def _jobs_by_state(database: Database) -> dict[JobState, int]:
+    """Job counts per state, for the metrics gauge."""
+    with database.sessionmaker() as s:
+        return jobs.count_by_state(s)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -156,21 +163,9 @@ def create_app(
     if configure_logs:
         configure_logging(settings.log_level)
     database = db or Database(settings.resolved_database_url)
-
-    def jobs_by_state() -> dict[JobState, int]:
-        """Job counts per state, for the metrics gauge."""
-        with database.sessionmaker() as s:
-            return jobs.count_by_state(s)
-
-    metrics = Metrics(jobs_by_state)
+    metrics = Metrics(partial(_jobs_by_state, database))
     state = ServiceState(
-        settings,
-        database,
-        queue,
-        metrics,
-        broker_check=broker_check,
-        worker_check=worker_check,
-        schema=schema,
+        settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check, schema=schema
     )
     app = FastAPI(
         title="NeuRules service",
