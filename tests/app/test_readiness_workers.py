@@ -114,8 +114,20 @@ def test_a_schema_behind_the_code_is_not_ready_one_ahead_is() -> None:
     from app.services.readiness import ExpectedSchema
 
     schema = expected_schema()  # from the files under migrations/
-    assert "0001" in schema.older and schema.head not in schema.older
+    assert schema is not None and "0001" in schema.older and schema.head not in schema.older
     assert schema.problem(schema.head) is None
     assert f"older than the {schema.head}" in (schema.problem("0001") or "")
     assert schema.problem(None) == "the schema is not migrated"
     assert ExpectedSchema("0004", frozenset({"0003"})).problem("0005") is None
+
+
+def test_without_the_migrations_beside_the_code_the_schema_is_not_checked(tmp_path: Path, monkeypatch) -> None:
+    """A wheel install ships no migrations/: the service still starts (the schema check is left out)."""
+    from app import admin
+
+    monkeypatch.setattr(admin, "MIGRATIONS", tmp_path / "nowhere")
+    admin.expected_schema.cache_clear()
+    try:
+        assert admin.expected_schema() is None
+    finally:
+        admin.expected_schema.cache_clear()
