@@ -15,41 +15,21 @@ from app.db import Database
 from app.services import evaluations as evaluation_service
 from app.settings import Settings
 from app.tables import Evaluation, utcnow
-from tests.app.governance_helpers import csv_bytes, evaluate, labelled_rows, upload
 from tests.conftest import make_api
-from tests.worker.test_evaluation_runner import RecordingApp
+from tests.worker import test_evaluation_runner as runner
+from tests.worker.test_evaluation_runner import RecordingApp, _queued, _row
 from tests.worker.test_outages import refusing, swap
 from worker.celery_app import make_celery
 from worker.evaluations import EVALUATE_TASK, run_evaluation
 from worker.tasks import TRAIN_TASK, broker_scan_for, reap_and_requeue
 
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
-def bg_api(request: pytest.FixtureRequest, tmp_path):
-    """The API with every evaluation sent to the background (sync threshold 0)."""
-    pg_url = request.getfixturevalue("pg_database") if request.param == "postgresql" else None
-    yield from make_api(tmp_path, request.param, pg_url, evaluation_sync_max_rows=0)
+bg_api = runner.bg_api  # the API on each backend with every evaluation sent to the background
 
 
 @pytest.fixture
 def sqlite_bg(tmp_path):
     """`bg_api` on SQLite only."""
     yield from make_api(tmp_path, "sqlite", evaluation_sync_max_rows=0)
-
-
-def _queued(api, doc) -> str:
-    v = api.import_model(doc)
-    ds = upload(api, csv_bytes(labelled_rows(60, seed=3)))
-    r = evaluate(api, v["id"], dataset_id=ds["id"])
-    assert r.status_code == 202, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
-
-
-def _row(api, ev_id: str) -> Evaluation:
-    with api.app.state.service.db.sessionmaker() as s:
-        row = s.get(Evaluation, ev_id)
-        assert row is not None
-        return row
 
 
 def _worker_db(api) -> tuple[Database, Settings]:
@@ -78,7 +58,7 @@ def test_a_database_blip_while_scoring_neither_fails_it_nor_stops_its_heartbeat(
     monkeypatch.setattr("worker.evaluations.evaluations.score_file", blipping_score)
     assert run_evaluation(db, settings, ev_id, worker="w") == "succeeded"
     row = _row(api, ev_id)
-    assert row.state == "succeeded" and row.error is None and row.n_rows == 60
+    assert row.state == "succeeded" and row.error is None and row.n_rows == 120
     assert row.heartbeat_at is not None and row.heartbeat_at > back[0]  # beats resumed after the blip
 
 
