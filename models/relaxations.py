@@ -77,7 +77,7 @@ class _DenseDenominator(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, a, b, w, eta, t):  # type: ignore[no-untyped-def,override]
+    def forward(ctx, x, a, b, w, eta, t):  # type: ignore[no-untyped-def]
         xe = x[None, :, None, :]
         e1 = (a[:, None] - xe).div_(t).clamp_(max=_CLIP).exp_()  # (M,B,k,F)
         e2 = (xe - b[:, None]).div_(t).clamp_(max=_CLIP).exp_()
@@ -89,7 +89,7 @@ class _DenseDenominator(torch.autograd.Function):
         return denom
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[no-untyped-def,override]
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
         e1, e2, pi, q, w = ctx.saved_tensors
         t = ctx.t
         gw = torch.einsum("mbr,mbrf->mrf", g, q)
@@ -109,4 +109,5 @@ def dense_denominator(
     t: float,
 ) -> torch.Tensor:
     """sum_f w / (soft_predicate(x; a, b, t) + eta): x (B,F), a/b/w (M,k,F), eta (M,k) -> (M,B,k)."""
-    return _DenseDenominator.apply(x, a, b, w, eta.detach(), float(t))
+    out: torch.Tensor = _DenseDenominator.apply(x, a, b, w, eta.detach(), float(t))  # type: ignore[no-untyped-call]
+    return out

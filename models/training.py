@@ -1,4 +1,10 @@
-"""Training loop: cross-entropy + lambda * support regulariser, Adam, temperature annealing."""
+"""Training stages: cross-entropy + lambda * support regulariser, Adam, temperature annealing.
+
+One `Stage` is a run of optimiser steps over a fixed set of rows with its temperature schedule.
+fit runs two or three of them (see `NeuRulesClassifier`): the paper's annealed training, then a
+fine-tuning of the pruned structure at the final temperatures with the network projected after
+every step onto the networks that are rule lists at zero temperature (`SoftRuleList.project_`).
+"""
 
 from __future__ import annotations
 
@@ -13,30 +19,37 @@ import torch.nn.functional as F
 from models.exceptions import TrainingCancelled
 from models.network import SoftRuleList
 
-__all__ = [
-    "TrainConfig",
-    "TrainingCancelled",
-    "schedule",
-    "support_regulariser",
-    "train",
-]
+__all__ = ["Objective", "Progress", "Stage", "TrainingCancelled", "schedule", "support_regulariser", "train_stage"]
+
+ProgressInfo = dict[str, Any]
 
 
-@dataclass
-class TrainConfig:
-    """Optimisation settings (see `NeuRulesClassifier` for their meaning)."""
+@dataclass(frozen=True)
+class Objective:
+    """The loss: cross-entropy + lambda_support * support regulariser(min_support, max_support)."""
+
+    min_support: float
+    max_support: float
+    lambda_support: float
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage: epochs over its rows, Adam settings and temperature schedule.
+
+    Temperatures are held at their start values until `anneal_start` (a fraction of the stage),
+    then move linearly to their end values; the consequent logits get no update during the first
+    `freeze_consequents` of the stage; `project` projects the network after every step.
+    """
 
     epochs: int
     batch_size: int
     lr: float
-    min_support: float
-    max_support: float
-    lambda_support: float
     t_pi: tuple[float, float]
     t_rl: tuple[float, float]
-    anneal_start: float = 0.5  # fraction of training after which both temperatures anneal
-    freeze_consequents: float = 0.5  # fraction of training with the consequent logits frozen
-    val_every: int = 5
+    anneal_start: float = 0.5
+    freeze_consequents: float = 0.5
+    project: bool = False
 
 
 def schedule(start: float, end: float, progress: float, anneal_start: float) -> float:
@@ -54,72 +67,112 @@ def support_regulariser(selector: torch.Tensor, min_support: float, max_support:
     return (torch.relu(min_support - cov) ** 2 + torch.relu(cov - max_support) ** 2).mean(dim=-1)
 
 
-Progress = dict[str, Any]
+class Progress:
+    """Counts epochs over all stages, reports them to the callback and honours cancellation.
+
+    The callback receives {epoch, n_epochs, loss, val_score}; val_score (every `val_every`
+    epochs and at the last one, else None) is the weighted F1 of the zero-temperature network on
+    the caller's eval_set. A callback returning True cancels training (`TrainingCancelled`).
+    """
+
+    def __init__(
+        self,
+        n_epochs: int,
+        callback: Callable[[ProgressInfo], Any] | None = None,
+        val_score: Callable[[SoftRuleList], float] | None = None,
+        val_every: int = 5,
+    ) -> None:
+        self.n_epochs = n_epochs
+        self.callback = callback
+        self.val_score = val_score
+        self.val_every = val_every
+        self.epoch = 0
+
+    def epoch_done(self, loss: float, net: SoftRuleList) -> None:
+        """Report one finished epoch."""
+        self.epoch += 1
+        if self.callback is None:
+            return
+        score = None
+        if self.val_score is not None and (self.epoch % self.val_every == 0 or self.epoch == self.n_epochs):
+            net.eval()
+            score = float(self.val_score(net))
+            net.train()
+        info = {"epoch": self.epoch, "n_epochs": self.n_epochs, "loss": loss, "val_score": score}
+        if self.callback(info) is True:
+            raise TrainingCancelled(f"training cancelled by the callback at epoch {self.epoch}")
 
 
-def train(
+def _adam(net: SoftRuleList, lr: float) -> torch.optim.Optimizer:
+    try:  # one fused kernel per step where torch has it (CUDA, recent CPU builds)
+        return torch.optim.Adam(net.parameters(), lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(net.parameters(), lr=lr)
+
+
+def _loss(
+    net: SoftRuleList,
+    x: tuple[torch.Tensor, torch.Tensor],
+    y: torch.Tensor,
+    temps: tuple[float, float],
+    objective: Objective,
+    noise: torch.Generator,
+) -> torch.Tensor:
+    """Sum over restarts of each restart's mean loss (independent gradients per restart)."""
+    logits, sel = net(x, temps[0], temps[1], noise)
+    m = logits.shape[0]
+    loss: torch.Tensor = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(m)) * m
+    if objective.lambda_support > 0:
+        reg = support_regulariser(sel, objective.min_support, objective.max_support).sum()
+        loss = loss + objective.lambda_support * reg
+    return loss
+
+
+def train_stage(
     net: SoftRuleList,
     X: torch.Tensor,
     y: torch.Tensor,
-    cfg: TrainConfig,
-    shuffle_gen: torch.Generator,
-    noise_gen: torch.Generator,
-    callback: Callable[[Progress], Any] | None = None,
-    val_score: Callable[[], float] | None = None,
+    stage: Stage,
+    objective: Objective,
+    generators: tuple[torch.Generator, torch.Generator],
+    progress: Progress,
 ) -> list[float]:
-    """Optimise `net` on (X, y) in place; returns the mean loss per epoch.
+    """Optimise `net` on (X, y) in place for one stage; returns the mean loss per epoch.
 
-    One Adam step per batch. The consequent logits receive no update for the first
-    `freeze_consequents` of training; temperatures anneal linearly after `anneal_start`.
+    generators: (shuffling on the CPU, Gumbel noise on the network's device).
     """
     n = X.shape[0]
     xd, xb = net.split_inputs(X)
-    bs = max(1, min(cfg.batch_size, n))
+    bs = max(1, min(stage.batch_size, n))
     n_batches = max(1, math.ceil(n / bs))
-    total = cfg.epochs * n_batches
-    try:  # one fused kernel per step where torch has it (CUDA, recent CPU builds)
-        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    total = stage.epochs * n_batches
+    opt = _adam(net, stage.lr)
     losses: list[float] = []
     step = 0
-    for epoch in range(1, cfg.epochs + 1):
-        net.train()
-        perm = torch.randperm(n, generator=shuffle_gen).to(X.device)
+    net.train()
+    for _ in range(stage.epochs):
+        perm = torch.randperm(n, generator=generators[0]).to(X.device)
         epoch_loss = torch.zeros((), device=X.device)
         for i in range(n_batches):
             idx = perm[i * bs : (i + 1) * bs]
-            progress = step / max(1, total - 1)
-            t_pi = schedule(cfg.t_pi[0], cfg.t_pi[1], progress, cfg.anneal_start)
-            t_rl = schedule(cfg.t_rl[0], cfg.t_rl[1], progress, cfg.anneal_start)
-            logits, sel = net((xd[idx], xb[idx]), t_pi, t_rl, noise_gen)
-            m = logits.shape[0]
-            # sum over restarts of each restart's mean loss: independent gradients per restart
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[idx].repeat(m)) * m
-            if cfg.lambda_support > 0:
-                loss = loss + cfg.lambda_support * support_regulariser(sel, cfg.min_support, cfg.max_support).sum()
+            frac = step / max(1, total - 1)
+            temps = (
+                schedule(*stage.t_pi, frac, stage.anneal_start),
+                schedule(*stage.t_rl, frac, stage.anneal_start),
+            )
+            loss = _loss(net, (xd[idx], xb[idx]), y[idx], temps, objective, generators[1])
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if progress < cfg.freeze_consequents:
+            loss.backward()  # type: ignore[no-untyped-call]
+            if frac < stage.freeze_consequents:
                 net.logits.grad = None
             opt.step()
-            net.clamp_()
+            if stage.project:
+                net.project_()
+            else:
+                net.clamp_()
             epoch_loss += loss.detach() * idx.shape[0]
             step += 1
-        mean_loss = float(epoch_loss) / n / net.n_models
-        losses.append(mean_loss)
-        if callback is not None:
-            score = None
-            if val_score is not None and (epoch % cfg.val_every == 0 or epoch == cfg.epochs):
-                net.eval()
-                score = float(val_score())
-            info = {
-                "epoch": epoch,
-                "n_epochs": cfg.epochs,
-                "loss": mean_loss,
-                "val_score": score,
-            }
-            if callback(info) is True:
-                raise TrainingCancelled(f"training cancelled by the callback at epoch {epoch}")
+        losses.append(float(epoch_loss) / n / net.n_models)
+        progress.epoch_done(losses[-1], net)
     net.eval()
     return losses
