@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     import torch
 
     from models.network import SoftRuleList
-    from models.stages import Encoded, Rows, Trained
+    from models.stages import Encoded, Trained
 
-STAGES = ("annealed", "pruned", "tuned", "final")
+STAGES = ("annealed", "pruned", "trained", "final")
 
 
 class NeuRulesClassifier:
@@ -241,9 +241,9 @@ class NeuRulesClassifier:
         if enc.Z.shape[1] == 0:
             return self._fit_without_inputs(data, enc, seed, t0)
         with self._torch_threads():
-            trained, rows = self._train(data, enc, seed, callback, eval_set)
-        lists = self._extract(trained, data, enc, seed)
-        self._select(trained, lists, rows)
+            trained = self._train(data, enc, seed, callback, eval_set)
+        chosen = self._select(trained, enc)
+        self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
@@ -276,7 +276,7 @@ class NeuRulesClassifier:
         seed: int,
         callback: Callable[[dict[str, Any]], Any] | None,
         eval_set: tuple[Any, Any] | None,
-    ) -> tuple[Trained, Rows]:
+    ) -> Trained:
         """The initialise and train stages for every restart."""
         import torch
 
@@ -296,7 +296,7 @@ class NeuRulesClassifier:
         progress = Progress(budget.total_epochs, callback, self._val_score(eval_set, enc, data, device))
         trained = train_restarts(net, rows, split, budget, self._train_settings(), generators, progress)
         self.budget_, self.restart_kinds_, self.split_ = budget, kinds, split
-        return trained, rows
+        return trained
 
     def _seed_settings(self, n_classes: int) -> Any:
         from models.stages import SeedSettings
@@ -348,47 +348,43 @@ class NeuRulesClassifier:
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         return {"learner": "NeuRules", "params": params, "seed": seed, "n_train": n_train, **extra}
 
-    def _extract(self, trained: Trained, data: TrainingData, enc: Encoded, seed: int) -> list[RuleList]:
-        """The extract stage: every restart's network read off as a rule list."""
-        from models.extraction import extract_rule_list
-
-        grids = enc.grids(np.arange(len(data.y)))
-        meta = self._metadata(
-            seed,
-            len(data.y),
-            {
-                "epochs": self.budget_.total_epochs,
-                "device": str(trained.net.lower.device),
-                "n_restarts": trained.net.n_models,
-            },
-        )
-        labels = data.label_per_row
-        return [
-            extract_rule_list(
-                trained.net.select(m), enc.encoder, grids, data.frame, labels, data.labels, float(self.smoothing), meta
-            )
-            for m in range(trained.net.n_models)
-        ]
-
-    def _select(self, trained: Trained, lists: list[RuleList], rows: Rows) -> None:
-        """The select stage: keep the restart with the best held-out score."""
+    def _select(self, trained: Trained, enc: Encoded) -> int:
+        """The select stage: keep the restart with the best held-out score (the networks decide
+        as their lists do, so only the kept one is extracted)."""
         from models.selection import choose_restart
 
         chosen = choose_restart(trained.held_out, trained.training)
-        meta = dict(lists[chosen].metadata)
-        meta.update(
-            restart=chosen, restart_kind=self.restart_kinds_[chosen], held_out_f1=float(trained.held_out[chosen])
-        )
-        self.rule_list_ = RuleList.from_dict({**lists[chosen].to_dict(), "metadata": meta})
         self.restart_ = chosen
         self.restart_scores_ = {"held_out": trained.held_out, "training": trained.training}
         self.network_ = trained.net.select(chosen)
         self.restart_networks_ = trained.net
         self.stage_networks_ = {name: net.select(chosen) for name, net in trained.snapshots.items()}
-        self.stage_networks_["final"] = self.network_
-        self.encoder_ = rows.enc.encoder
+        self.encoder_ = enc.encoder
         self.loss_curve_ = trained.losses
         self.n_iter_ = self.budget_.total_epochs
+        return chosen
+
+    def _extract(self, chosen: int, trained: Trained, data: TrainingData, enc: Encoded, seed: int) -> RuleList:
+        """The extract stage: the kept restart's network read off exactly as a rule list."""
+        from models.extraction import extract_rule_list
+
+        assert self.network_ is not None
+        meta = self._metadata(
+            seed,
+            len(data.y),
+            {
+                "epochs": self.budget_.total_epochs,
+                "device": str(self.network_.lower.device),
+                "n_restarts": trained.net.n_models,
+                "restart": chosen,
+                "restart_kind": self.restart_kinds_[chosen],
+                "held_out_f1": float(trained.held_out[chosen]),
+            },
+        )
+        grids = enc.grids(np.arange(len(data.y)))
+        return extract_rule_list(
+            self.network_, enc.encoder, grids, data.frame, data.label_per_row, data.labels, float(self.smoothing), meta
+        )
 
     def _fit_without_inputs(self, data: TrainingData, enc: Encoded, seed: int, t0: float) -> NeuRulesClassifier:
         """No usable input: the rule list is the default rule alone."""
@@ -403,6 +399,7 @@ class NeuRulesClassifier:
         )
         self.encoder_ = enc.encoder
         self.network_ = None
+        self.restart_networks_ = None
         self.stage_networks_ = {}
         self.loss_curve_ = []
         self.n_iter_ = 0
@@ -435,7 +432,8 @@ class NeuRulesClassifier:
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities of the matched rule; columns follow `classes_`."""
-        return np.asarray(self.rule_list_.predict_proba(self._predict_frame(X)))
+        frame = self._predict_frame(X)
+        return np.asarray(self.rule_list_.predict_proba(frame))
 
     def predict(self, X: Any) -> np.ndarray:
         """Class of the matched rule (first class on ties)."""
@@ -444,13 +442,15 @@ class NeuRulesClassifier:
 
     def apply(self, X: Any) -> np.ndarray:
         """Id of the deciding rule per row (1..k, 0 = default rule)."""
-        self._check_fitted()
-        return self.rule_list_.apply(self._predict_frame(X))
+        frame = self._predict_frame(X)
+        return self.rule_list_.apply(frame)
 
-    def predict_network(self, X: Any, stage: str = "final") -> np.ndarray:
-        """Classes from the network at zero temperature, as training left it (stage "final"), or
-        after an earlier stage of the kept restart: "annealed" (the paper's training), "pruned",
-        "tuned" (fine-tuned on the inner training rows). Never a network rebuilt from the list."""
+    def predict_network(self, X: Any, stage: str = "trained") -> np.ndarray:
+        """Classes of the kept restart's network at zero temperature, as gradient training left it
+        (stage "trained": after its last optimiser step), or after another stage: "annealed" (the
+        paper's annealed training), "pruned" (snapped and pruned, before fine-tuning), "final"
+        (consolidated: the network `rule_list_` was read off from). Never a network rebuilt from
+        the list."""
         frame = self._predict_frame(X)
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")

@@ -119,13 +119,12 @@ def best_split(cols: _Columns, rows: np.ndarray, min_leaf: int) -> _Split | None
         return None
     imp_d, f_d, thr_d = _dense_split(cols.dense_Z, cols.onehot, cols.dense_order, rows, min_leaf)
     imp_t, f_t, thr_t = _two_valued_split(cols.two_low, cols.two_thr, cols.onehot, rows, min_leaf)
-    impurity, feature, threshold = (
-        (imp_d, int(cols.dense[f_d]), thr_d)
-        if imp_d <= imp_t
-        else (imp_t, int(cols.two[f_t]) if cols.two.size else 0, thr_t)
-    )
-    if not np.isfinite(impurity):
+    if not (np.isfinite(imp_d) or np.isfinite(imp_t)):
         return None
+    if imp_d <= imp_t:
+        impurity, feature, threshold = imp_d, int(cols.dense[f_d]), thr_d
+    else:
+        impurity, feature, threshold = imp_t, int(cols.two[f_t]), thr_t
     gain = (n_node * float(_gini(cols.onehot[rows].sum(axis=0))) - impurity) / cols.onehot.shape[0]
     return _Split(gain, feature, threshold) if gain > 1e-12 else None
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
+from models.crisp import DEFAULT_PRIORITY, MAX_EPS, MIN_WEIGHT, PRIORITY_MAX, PRIORITY_MIN, first_match_order
 from models.relaxations import (
     conjunction_eta,
     dense_denominator,
-    gumbel_noise,
     hard_predicate,
     ordered_bounds,
     relaxed_conjunction,
@@ -17,22 +16,15 @@ from models.relaxations import (
     soft_predicate,
 )
 
-# Active priority of the default (else) rule: below every firing rule (priorities are kept in
-# [PRIORITY_MIN, PRIORITY_MAX]) and above every blocked one once every kept predicate weighs at
-# least MIN_WEIGHT: one failing predicate of weight w caps the conjunction below eps / w, so a
-# blocked rule's active priority is below eps * PRIORITY_MAX / MIN_WEIGHT (0.2 at eps = 1e-3).
-# Such a network is exactly a rule list at zero temperature (see `project_`).
-DEFAULT_PRIORITY = 0.5
-PRIORITY_MIN = 1.0
-PRIORITY_MAX = 10.0
-MIN_WEIGHT = 0.05
-MAX_EPS = DEFAULT_PRIORITY * MIN_WEIGHT / PRIORITY_MAX / 2  # keeps blocked rules below the default
-
-
-def first_match_order(priority: np.ndarray, alive: np.ndarray) -> list[int]:
-    """The rules of one list in the order the zero-temperature selector tries them: priority
-    descending, ties by index (as arg max does), dead rules left out. The one first-match order."""
-    return [j for j in sorted(range(len(priority)), key=lambda j: (-float(priority[j]), j)) if alive[j]]
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "MAX_EPS",
+    "MIN_WEIGHT",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
+    "SoftRuleList",
+    "first_match_order",
+]
 
 
 class SoftRuleList(nn.Module):
@@ -137,7 +129,9 @@ class SoftRuleList(nn.Module):
         net.train(self.training)
         return net
 
-    def activations(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float) -> torch.Tensor:
+    def activations(
+        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float | torch.Tensor
+    ) -> torch.Tensor:
         """Soft rule antecedents (M, B, k).
 
         x is the (B, F) input, or `split_inputs(x)`: then a two-valued input's predicate takes
@@ -157,7 +151,7 @@ class SoftRuleList(nn.Module):
         return self.dense_idx, self.two_idx
 
     def _split_activations(
-        self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | None, all_dense: bool = False
+        self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | torch.Tensor | None, all_dense: bool = False
     ) -> torch.Tensor:
         """Activations from `split_inputs` (or the whole input when all_dense); t_pi=None is the
         zero-temperature limit."""
@@ -184,7 +178,7 @@ class SoftRuleList(nn.Module):
         return torch.where((wsum <= 0)[:, None, :], torch.ones_like(out), out)
 
     def _two_valued_predicates(
-        self, a: torch.Tensor, b: torch.Tensor, t_pi: float | None
+        self, a: torch.Tensor, b: torch.Tensor, t_pi: float | torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Predicates (M, k, F2) of the two-valued inputs at their low and high value."""
         if t_pi is None:
@@ -214,17 +208,17 @@ class SoftRuleList(nn.Module):
     def forward(
         self,
         x: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
-        t_pi: float,
-        t_rl: float,
-        generator: torch.Generator | None = None,
+        t_pi: float | torch.Tensor,
+        t_rl: float | torch.Tensor,
+        noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(class logits (M, B, C), selector weights (M, B, k+1)); Gumbel noise only in training.
+        """(class logits (M, B, C), selector weights (M, B, k+1)).
 
-        x is the (B, F) input or `split_inputs(x)`.
+        x is the (B, F) input or `split_inputs(x)`; temperatures are numbers or 0-d tensors;
+        noise: Gumbel samples (M, B, k+1) added to the active priorities, in training mode only.
         """
         ap = self.active_priority(self.activations(x, t_pi))
-        noise = gumbel_noise(tuple(ap.shape), generator, ap.device) if self.training else None
-        sel = rule_selector(ap, t_rl, noise)
+        sel = rule_selector(ap, t_rl, noise if self.training else None)
         return torch.bmm(sel, self.logits), sel
 
     @torch.no_grad()

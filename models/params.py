@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from models.network import MAX_EPS
+from models.crisp import MAX_EPS
 
 
 def _positive_int(params: Mapping[str, Any], name: str, allow: tuple[Any, ...] = ()) -> None:

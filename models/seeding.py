@@ -19,13 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.greedy_tree import grow_tree
+from models.greedy_tree import Leaf, grow_tree
 
 SEED_WEIGHT = 0.5
-import os
-
-TREE_PRIORITY = float(os.environ.get("TREE_PRIORITY", "1.0"))
-TREE_FREE = float(os.environ.get("TREE_FREE", "-1"))
 KINDS = ("tree", "quantile", "score", "tree_coarse")
 
 
@@ -128,12 +124,9 @@ def quantile_restart(data: SeedData, rng: np.random.Generator, by_score: bool) -
     return one
 
 
-def tree_restart(data: SeedData, rng: np.random.Generator, min_leaf: int) -> _One:
+def tree_restart(data: SeedData, rng: np.random.Generator, leaves: list[Leaf]) -> _One:
     """The leaves of a (k + 1)-leaf Gini tree as rules, its largest leaf as the default rule."""
     one = _blank(data, rng)
-    if TREE_FREE >= 0:
-        one.weight[:] = np.minimum(one.weight, TREE_FREE)
-    leaves = grow_tree(data.Z, data.y, data.n_classes, data.n_rules + 1, min_leaf)
     default = int(np.argmax([leaf.counts.sum() for leaf in leaves]))
     rules = [leaf for i, leaf in enumerate(leaves) if i != default]
     for j, leaf in enumerate(rules):
@@ -147,18 +140,19 @@ def tree_restart(data: SeedData, rng: np.random.Generator, min_leaf: int) -> _On
         _quantile_box(one, j, data, rng, None)
         one.logits[j, _lift_class(one, j, data, rows)] = 1.0
     one.logits[data.n_rules] = log_frequencies(leaves[default].counts)
-    one.priority[: len(rules)] += TREE_PRIORITY - 1.0
     return one
 
 
 def initial_restarts(data: SeedData, kinds: Sequence[str], rng: np.random.Generator) -> Restarts:
     """Initial parameters of one restart per kind."""
     made = []
+    trees: dict[int, list[Leaf]] = {}  # min leaf size -> the tree's leaves, grown once
     for kind in kinds:
-        if kind == "tree":
-            made.append(tree_restart(data, rng, 1))
-        elif kind == "tree_coarse":
-            made.append(tree_restart(data, rng, max(1, len(data.y) // 50)))
+        if kind in ("tree", "tree_coarse"):
+            min_leaf = 1 if kind == "tree" else max(1, len(data.y) // 50)
+            if min_leaf not in trees:
+                trees[min_leaf] = grow_tree(data.Z, data.y, data.n_classes, data.n_rules + 1, min_leaf)
+            made.append(tree_restart(data, rng, trees[min_leaf]))
         else:
             made.append(quantile_restart(data, rng, by_score=kind == "score" and data.feature_p is not None))
     return Restarts(

@@ -155,13 +155,17 @@ def restart_scores(net: SoftRuleList, Z: torch.Tensor, y: np.ndarray) -> np.ndar
     return np.array([weighted_f1(y, c) for c in cls.cpu().numpy()])
 
 
-def consolidate_(net: SoftRuleList, data: Rows, rows: np.ndarray, settings: TrainSettings) -> None:
-    """Snap, prune what routes nothing, drop unused rules, fit the consequents, on `rows`."""
+def consolidate_(net: SoftRuleList, data: Rows, rows: np.ndarray, settings: TrainSettings) -> np.ndarray:
+    """Snap, prune what routes nothing, drop unused rules, fit the consequents, on `rows`;
+    returns each restart's weighted F1 on those rows."""
     Z, y = data.take(rows)
     snap_bounds_(net, data.enc.grids(rows))
     prune_predicates_(net, Z.cpu().numpy(), data.enc.unit_feature, settings.max_conditions, net.eps)
-    drop_unused_rules_(net, Z, y)
-    fit_consequents_(net, Z, y, settings.smoothing)
+    sel, _ = net.zero_temperature(Z)
+    drop_unused_rules_(net, sel, y)  # routes no row differently
+    fit_consequents_(net, sel, y, settings.smoothing)
+    cls = torch.gather(torch.argmax(net.logits, dim=-1), 1, sel).cpu().numpy()
+    return np.array([weighted_f1(data.y_np[rows], c) for c in cls])
 
 
 def _stage(epochs: int, settings: TrainSettings, batch: int, tuned: bool) -> Stage:
@@ -169,6 +173,13 @@ def _stage(epochs: int, settings: TrainSettings, batch: int, tuned: bool) -> Sta
         return Stage(epochs, batch, settings.lr, settings.t_pi, settings.t_rl)
     t_pi, t_rl = (settings.t_pi[1],) * 2, (settings.t_rl[1],) * 2
     return Stage(epochs, batch, settings.lr, t_pi, t_rl, anneal_start=1.0, freeze_consequents=0.0, project=True)
+
+
+def _prune_(net: SoftRuleList, data: Rows, rows: np.ndarray, settings: TrainSettings) -> None:
+    """Snap and prune on `rows`: the network becomes a rule list (the crisp set)."""
+    snap_bounds_(net, data.enc.grids(rows))
+    Z = data.take(rows)[0].cpu().numpy()
+    prune_predicates_(net, Z, data.enc.unit_feature, settings.max_conditions, net.eps)
 
 
 def train_restarts(
@@ -180,34 +191,28 @@ def train_restarts(
     generators: tuple[torch.Generator, torch.Generator],
     progress: Progress,
 ) -> Trained:
-    """All stages for all restarts (see the module docstring)."""
+    """All stages for all restarts (see the module docstring). Snapshots: "annealed" (the
+    paper's training), "pruned", "trained" (after the last optimiser step), "final"."""
     fit_rows, held_rows = split
-    everything = np.arange(len(data.y_np))
     snapshots: dict[str, SoftRuleList] = {}
     Zf, yf = data.take(fit_rows)
-    losses = train_stage(
-        net,
-        Zf,
-        yf,
-        _stage(budget.main_epochs, settings, budget.batch_size, False),
-        settings.objective,
-        generators,
-        progress,
-    )
+    main = _stage(budget.main_epochs, settings, budget.batch_size, False)
+    losses = train_stage(net, Zf, yf, main, settings.objective, generators, progress)
     snapshots["annealed"] = copy.deepcopy(net)
-    snap_bounds_(net, data.enc.grids(fit_rows))
-    prune_predicates_(net, Zf.cpu().numpy(), data.enc.unit_feature, settings.max_conditions, net.eps)
+    _prune_(net, data, fit_rows, settings)
     snapshots["pruned"] = copy.deepcopy(net)
     tune = _stage(budget.tune_epochs, settings, budget.batch_size, True)
     losses += train_stage(net, Zf, yf, tune, settings.objective, generators, progress)
-    consolidate_(net, data, fit_rows, settings)
-    snapshots["tuned"] = copy.deepcopy(net)
-    check = held_rows if len(held_rows) else fit_rows
-    held_out = restart_scores(net, data.take(check)[0], data.y_np[check])
-    training = restart_scores(net, Zf, data.y_np[fit_rows])
-    if len(held_rows):
-        Za, ya = data.take(everything)
+    if len(held_rows):  # score the crisp lists on the held-out rows, then refit on all rows
+        scored = copy.deepcopy(net)
+        training = consolidate_(scored, data, fit_rows, settings)
+        held_out = restart_scores(scored, data.take(held_rows)[0], data.y_np[held_rows])
+        Za, ya = data.take(np.arange(len(data.y_np)))
         refit = _stage(budget.refit_epochs, settings, budget.batch_size, True)
         losses += train_stage(net, Za, ya, refit, settings.objective, generators, progress)
-        consolidate_(net, data, everything, settings)
+    snapshots["trained"] = copy.deepcopy(net)
+    on_all = consolidate_(net, data, np.arange(len(data.y_np)), settings)
+    if not len(held_rows):
+        training = held_out = on_all
+    snapshots["final"] = net
     return Trained(net, held_out, training, snapshots, losses)

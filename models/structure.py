@@ -193,26 +193,26 @@ def prune_predicates_(
     net.project_()
 
 
-def route_counts(net: SoftRuleList, Z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """(M, k + 1, C): training rows per zero-temperature route (rule index, k = default) and class."""
-    sel, _ = net.zero_temperature(Z)
+def route_counts(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(M, k + 1, C): training rows per zero-temperature route (sel: rule index per restart and
+    row, k = default) and class."""
     k1, n_classes = net.n_rules + 1, net.n_classes
     flat = sel * n_classes + y[None, :]
-    counts = torch.zeros(net.n_models, k1 * n_classes, device=Z.device)
+    counts = torch.zeros(net.n_models, k1 * n_classes, device=sel.device)
     counts.scatter_add_(1, flat, torch.ones_like(flat, dtype=counts.dtype))
     return counts.reshape(net.n_models, k1, n_classes)
 
 
-def drop_unused_rules_(net: SoftRuleList, Z: torch.Tensor, y: torch.Tensor) -> None:
-    """Switch off rules that decide no training row."""
-    used = route_counts(net, Z, y)[:, :-1].sum(dim=-1) > 0
+def drop_unused_rules_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor) -> None:
+    """Switch off rules that decide no training row (their routes: sel)."""
+    used = route_counts(net, sel, y)[:, :-1].sum(dim=-1) > 0
     with torch.no_grad():
         net.rule_mask.mul_(used.to(net.rule_mask.dtype))
 
 
-def fit_consequents_(net: SoftRuleList, Z: torch.Tensor, y: torch.Tensor, smoothing: float) -> None:
+def fit_consequents_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float) -> None:
     """Consequent logits = log of the smoothed class frequencies of the rows each route decides."""
-    counts = route_counts(net, Z, y).double()
+    counts = route_counts(net, sel, y).double()
     probs = (counts + smoothing) / (counts.sum(dim=-1, keepdim=True) + smoothing * net.n_classes)
     probs = torch.where(probs.isfinite(), probs, torch.full_like(probs, 1.0 / net.n_classes))
     with torch.no_grad():

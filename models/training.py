@@ -8,7 +8,6 @@ every step onto the networks that are rule lists at zero temperature (`SoftRuleL
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,19 @@ import torch.nn.functional as F
 
 from models.exceptions import TrainingCancelled
 from models.network import SoftRuleList
+from models.relaxations import gumbel_from_uniform
 
-__all__ = ["Objective", "Progress", "Stage", "TrainingCancelled", "schedule", "support_regulariser", "train_stage"]
+__all__ = [
+    "Objective",
+    "Progress",
+    "Stage",
+    "StaticStep",
+    "TrainingCancelled",
+    "batches",
+    "schedule",
+    "support_regulariser",
+    "train_stage",
+]
 
 ProgressInfo = dict[str, Any]
 
@@ -103,20 +113,104 @@ class Progress:
             raise TrainingCancelled(f"training cancelled by the callback at epoch {self.epoch}")
 
 
-def _adam(net: SoftRuleList, lr: float) -> torch.optim.Optimizer:
+def _adam(net: SoftRuleList, lr: float, capturable: bool) -> torch.optim.Optimizer:
     try:  # one fused kernel per step where torch has it (CUDA, recent CPU builds)
-        return torch.optim.Adam(net.parameters(), lr=lr, fused=True)
+        return torch.optim.Adam(net.parameters(), lr=lr, fused=True, capturable=capturable)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(net.parameters(), lr=lr)
+        return torch.optim.Adam(net.parameters(), lr=lr, capturable=capturable)
+
+
+class StaticStep:
+    """One optimiser step on static buffers (batch rows, temperatures, noise, freeze flag).
+
+    Every step runs the same `_body` on the same tensors, so on CUDA the step is captured once as
+    a graph and replayed (a step costs one launch instead of hundreds: the step count, not the
+    arithmetic, bounds training time on a GPU). Elsewhere, or when capture fails, it runs eagerly.
+    """
+
+    WARMUP = 3  # eager steps (on a side stream) before capture
+
+    def __init__(
+        self, net: SoftRuleList, X: torch.Tensor, y: torch.Tensor, batch: int, objective: Objective, stage: Stage
+    ) -> None:
+        dev = X.device
+        self.net, self.y, self.objective, self.project = net, y, objective, stage.project
+        self.xd, self.xb = net.split_inputs(X)
+        self.rows = torch.zeros(batch, dtype=torch.long, device=dev)
+        self.t_pi = torch.ones((), device=dev)
+        self.t_rl = torch.ones((), device=dev)
+        self.unfrozen = torch.ones((), device=dev)
+        self.uniform = torch.full((net.n_models, batch, net.n_rules + 1), 0.5, device=dev)
+        self.loss_sum = torch.zeros((), device=dev)
+        self.capture = dev.type == "cuda"
+        self.opt = _adam(net, stage.lr, self.capture)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.steps = 0
+
+    def _body(self) -> None:
+        net = self.net
+        noise = gumbel_from_uniform(self.uniform)
+        rows = self.rows
+        loss = _loss(net, (self.xd[rows], self.xb[rows]), self.y[rows], (self.t_pi, self.t_rl), self.objective, noise)
+        loss.backward()  # type: ignore[no-untyped-call]
+        if net.logits.grad is not None:
+            net.logits.grad.mul_(self.unfrozen)
+        self.opt.step()
+        if self.project:
+            net.project_()
+        else:
+            net.clamp_()
+        self.loss_sum += loss.detach() * rows.shape[0]
+
+    def run(self, rows: torch.Tensor, t_pi: float, t_rl: float, frozen: bool, noise_gen: torch.Generator) -> None:
+        """One step on `rows` at the given temperatures."""
+        self.rows.copy_(rows)
+        self.t_pi.fill_(t_pi)
+        self.t_rl.fill_(t_rl)
+        self.unfrozen.fill_(0.0 if frozen else 1.0)
+        self.uniform.uniform_(generator=noise_gen)
+        if self.graph is not None:
+            self.graph.replay()
+        elif self.capture and self.steps >= self.WARMUP:
+            self._capture()
+        else:
+            self._eager()
+        self.steps += 1
+
+    def _eager(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        if not self.capture:
+            self._body()
+            return
+        side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._body()
+        torch.cuda.current_stream().wait_stream(side)
+
+    def _capture(self) -> None:
+        """Record the step as a CUDA graph and replay it; fall back to eager steps if torch cannot."""
+        graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        try:
+            with torch.cuda.graph(graph):
+                self._body()
+        except RuntimeError:  # capture unsupported here: keep stepping eagerly
+            self.capture = False
+            torch.cuda.synchronize()
+            self._eager()
+            return
+        self.graph = graph
+        graph.replay()
 
 
 def _loss(
     net: SoftRuleList,
     x: tuple[torch.Tensor, torch.Tensor],
     y: torch.Tensor,
-    temps: tuple[float, float],
+    temps: tuple[torch.Tensor, torch.Tensor],
     objective: Objective,
-    noise: torch.Generator,
+    noise: torch.Tensor,
 ) -> torch.Tensor:
     """Sum over restarts of each restart's mean loss (independent gradients per restart)."""
     logits, sel = net(x, temps[0], temps[1], noise)
@@ -126,6 +220,14 @@ def _loss(
         reg = support_regulariser(sel, objective.min_support, objective.max_support).sum()
         loss = loss + objective.lambda_support * reg
     return loss
+
+
+def batches(perm: torch.Tensor, batch: int) -> list[torch.Tensor]:
+    """An epoch's batches of exactly `batch` rows: the permutation in order, the last batch
+    ending at its end (so it may repeat rows of the one before)."""
+    n = perm.shape[0]
+    starts = [*range(0, n - batch, batch), n - batch]
+    return [perm[s : s + batch] for s in starts]
 
 
 def train_stage(
@@ -142,37 +244,22 @@ def train_stage(
     generators: (shuffling on the CPU, Gumbel noise on the network's device).
     """
     n = X.shape[0]
-    xd, xb = net.split_inputs(X)
-    bs = max(1, min(stage.batch_size, n))
-    n_batches = max(1, math.ceil(n / bs))
+    batch = max(1, min(stage.batch_size, n))
+    n_batches = len(range(0, n - batch, batch)) + 1
     total = stage.epochs * n_batches
-    opt = _adam(net, stage.lr)
+    step = StaticStep(net, X, y, batch, objective, stage) if stage.epochs else None
     losses: list[float] = []
-    step = 0
     net.train()
-    for _ in range(stage.epochs):
+    for epoch in range(stage.epochs):
+        assert step is not None
+        step.loss_sum.zero_()
         perm = torch.randperm(n, generator=generators[0]).to(X.device)
-        epoch_loss = torch.zeros((), device=X.device)
-        for i in range(n_batches):
-            idx = perm[i * bs : (i + 1) * bs]
-            frac = step / max(1, total - 1)
-            temps = (
-                schedule(*stage.t_pi, frac, stage.anneal_start),
-                schedule(*stage.t_rl, frac, stage.anneal_start),
-            )
-            loss = _loss(net, (xd[idx], xb[idx]), y[idx], temps, objective, generators[1])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            if frac < stage.freeze_consequents:
-                net.logits.grad = None
-            opt.step()
-            if stage.project:
-                net.project_()
-            else:
-                net.clamp_()
-            epoch_loss += loss.detach() * idx.shape[0]
-            step += 1
-        losses.append(float(epoch_loss) / n / net.n_models)
+        for i, rows in enumerate(batches(perm, batch)):
+            frac = (epoch * n_batches + i) / max(1, total - 1)
+            t_pi = schedule(*stage.t_pi, frac, stage.anneal_start)
+            t_rl = schedule(*stage.t_rl, frac, stage.anneal_start)
+            step.run(rows, t_pi, t_rl, frac < stage.freeze_consequents, generators[1])
+        losses.append(float(step.loss_sum) / (n_batches * batch) / net.n_models)
         progress.epoch_done(losses[-1], net)
     net.eval()
     return losses

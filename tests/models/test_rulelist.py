@@ -148,7 +148,7 @@ def test_text_rendering(rl: RuleList) -> None:
 def test_python_export_matches(rl: RuleList) -> None:
     namespace: dict = {}
     exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)
-    for rec, rid in zip(RECORDS, EXPECTED_IDS):
+    for rec, rid in zip(RECORDS, EXPECTED_IDS, strict=True):
         cls, got_id, probs = namespace["predict"](rec)
         assert got_id == rid
         assert cls == rl.prediction_of(rid)
@@ -232,7 +232,7 @@ def test_missing_used_feature_is_an_error(rl: RuleList) -> None:
 def test_rulelist_never_imports_torch_or_pandas() -> None:
     code = (
         "import sys, models; from models import RuleList; "
-        "RuleList.from_dict(%r).predict([%r]); "
+        f"RuleList.from_dict({DOC!r}).predict([{RECORDS[0]!r}]); "
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)"
-    ) % (DOC, RECORDS[0])
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
