@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 # restarts="auto": as many restarts as keep batch * rules * (dense inputs + two-valued / 10)
 # * restarts under this, at least the four kinds of the seeding pool
-RESTART_BUDGET = 1_000_000
+RESTART_BUDGET = 800_000
 MIN_AUTO_RESTARTS = 4
 # at most this many elements per step (batch * rules * restarts * effective inputs): wider data
 # gets smaller batches, never below MIN_BATCH

@@ -18,7 +18,7 @@ from models.budget import BudgetRequest, plan_budget
 from models.metrics import weighted_f1
 from models.params import check_params
 from models.rulelist import RuleList
-from models.validation import TrainingData, fit_frame, predict_frame, training_data
+from models.validation import TrainingData, document_labels, fit_frame, predict_frame, training_data
 
 if TYPE_CHECKING:
     import torch
@@ -86,7 +86,7 @@ class NeuRulesClassifier:
         epochs: int | str = "auto",
         batch_size: int = 1024,
         lr: float = 0.02,
-        min_support: float = 0.02,
+        min_support: float = 0.05,
         max_support: float = 0.9,
         lambda_support: float = 0.4,
         t_pi: tuple[float, float] = (0.2, 0.04),
@@ -98,12 +98,12 @@ class NeuRulesClassifier:
         max_candidates: int | None = 32,
         n_restarts: int | str = "auto",
         max_restarts: int = 8,
-        target_steps: int = 600,
-        min_epochs: int = 20,
+        target_steps: int = 300,
+        min_epochs: int = 5,
         max_epochs: int = 300,
         tune_fraction: float = 0.2,
         refit_fraction: float = 0.1,
-        validation_fraction: float = 0.2,
+        validation_fraction: float = 0.0,
         device: str = "auto",
         n_threads: int | None = None,
         random_state: int | None = None,
@@ -444,6 +444,27 @@ class NeuRulesClassifier:
         """Id of the deciding rule per row (1..k, 0 = default rule)."""
         frame = self._predict_frame(X)
         return self.rule_list_.apply(frame)
+
+    def network_rule_list(self, X: Any, y: Any, stage: str = "trained") -> RuleList:
+        """The network of a stage read off exactly, with its own consequents (softmax of its
+        logits): an audit copy that predicts as `predict_network(stage=stage)` on every row, up to
+        rows exactly on a bound. X, y: the training rows (counts and threshold gaps). Stages after
+        pruning only ("pruned", "trained", "final"); "annealed" is not yet a rule list."""
+        from models.extraction import extract_rule_list
+        from models.stages import encode_with
+
+        frame = self._predict_frame(X)
+        if stage not in STAGES[1:] or self.network_ is None:
+            raise ValueError(f"stage must be one of {STAGES[1:]} of a fitted network, got {stage!r}")
+        enc = encode_with(self.encoder_, frame)
+        labels = document_labels(self.classes_)
+        index = {c: i for i, c in enumerate(self.classes_)}
+        per_row = np.asarray([labels[index[v]] for v in np.asarray(y)], dtype=object)
+        grids = enc.grids(np.arange(len(frame)))
+        net = self.stage_networks_[stage]
+        return extract_rule_list(
+            net, self.encoder_, grids, frame, per_row, labels, float(self.smoothing), {}, network_consequents=True
+        )
 
     def predict_network(self, X: Any, stage: str = "trained") -> np.ndarray:
         """Classes of the kept restart's network at zero temperature, as gradient training left it

@@ -115,9 +115,13 @@ def extract_rule_list(
     classes: list[Any],
     smoothing: float,
     metadata: Mapping[str, Any],
+    network_consequents: bool = False,
 ) -> RuleList:
     """The crisp rule list that the single-model network is at zero temperature, with class
-    counts and smoothed probabilities measured on the training rows (X, y labels)."""
+    counts and smoothed probabilities measured on the training rows (X, y labels).
+
+    network_consequents: probabilities = softmax of the network's own consequent logits instead
+    (an audit copy that predicts exactly as the network; the served list uses measured ones)."""
     check_crisp(net)
     with torch.no_grad():
         a = torch.minimum(net.lower, net.upper)[0].cpu().numpy().astype(np.float64)
@@ -125,12 +129,15 @@ def extract_rule_list(
         w = (torch.relu(net.weight) * net.pred_mask)[0].cpu().numpy()
         priority = net.priority[0].cpu().numpy()
         alive = net.rule_mask[0].cpu().numpy() > 0
+        own = torch.softmax(net.logits[0].double(), dim=-1).cpu().numpy()
     rules: list[list[Condition]] = []
+    kept: list[int] = []
     for j in first_match_order(priority, alive):
         conds = rule_conditions(encoder, grids, a[j], b[j], w[j])
         if conds is None:
             continue
         rules.append(conds)
+        kept.append(j)
         if not conds:
             break  # an unconditional rule decides every row that reaches it
     return RuleList.build(
@@ -141,6 +148,7 @@ def extract_rule_list(
         y=y,
         smoothing=smoothing,
         metadata=dict(metadata),
+        probabilities=[own[j] for j in [*kept, net.n_rules]] if network_consequents else None,
     )
 
 

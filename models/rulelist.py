@@ -450,8 +450,12 @@ class RuleList:
         smoothing: float = 1.0,
         target: str = "target",
         metadata: Mapping[str, Any] | None = None,
+        probabilities: Sequence[Sequence[float]] | None = None,
     ) -> RuleList:
-        """Make a rule list from antecedents, measuring counts and probabilities on (X, y)."""
+        """Make a rule list from antecedents, measuring counts and probabilities on (X, y).
+
+        probabilities: instead of the measured ones, one vector per rule and the default rule
+        last (an audit copy of a network's own consequents; a served list uses the measured)."""
         labels = tuple(json_label(c) for c in classes)
         k = len(labels)
         empty = tuple(0 for _ in labels)
@@ -472,6 +476,9 @@ class RuleList:
 
         def measured(row: int, conds: Sequence[Condition]) -> Rule:
             c = tuple(int(v) for v in counts[row])
+            if probabilities is not None:  # rows: the rules in order, then the default rule
+                given = probabilities[row - 1 if row else len(rules)]
+                return Rule(tuple(conds), c, tuple(float(p) for p in given))
             return Rule(tuple(conds), c, smoothed_probabilities(c, smoothing))
 
         return cls(

@@ -57,7 +57,11 @@ class Encoded:
 
 def encode(frame: pd.DataFrame) -> Encoded:
     """Fit the encoder on the training frame and encode it."""
-    encoder = TabularEncoder().fit(frame)
+    return encode_with(TabularEncoder().fit(frame), frame)
+
+
+def encode_with(encoder: TabularEncoder, frame: pd.DataFrame) -> Encoded:
+    """Encode a frame with a fitted encoder."""
     raw = encoder.raw_columns(frame)
     return Encoded(encoder, raw, encoder.transform(frame, raw).astype(np.float32))
 
@@ -169,6 +173,7 @@ def consolidate_(net: SoftRuleList, data: Rows, rows: np.ndarray, settings: Trai
 
 
 def _stage(epochs: int, settings: TrainSettings, batch: int, tuned: bool) -> Stage:
+    """The annealed stage, or a fine-tuning stage at the end temperatures with projection."""
     if not tuned:
         return Stage(epochs, batch, settings.lr, settings.t_pi, settings.t_rl)
     t_pi, t_rl = (settings.t_pi[1],) * 2, (settings.t_rl[1],) * 2

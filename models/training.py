@@ -33,6 +33,8 @@ __all__ = [
 
 ProgressInfo = dict[str, Any]
 
+CUDA_GRAPHS = True  # capture the training step as a CUDA graph on CUDA devices
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -49,7 +51,8 @@ class Stage:
 
     Temperatures are held at their start values until `anneal_start` (a fraction of the stage),
     then move linearly to their end values; the consequent logits get no update during the first
-    `freeze_consequents` of the stage; `project` projects the network after every step.
+    `freeze_consequents` of the stage; `project` projects the network after every step; `noise`
+    adds the selector's Gumbel noise.
     """
 
     epochs: int
@@ -60,6 +63,7 @@ class Stage:
     anneal_start: float = 0.5
     freeze_consequents: float = 0.5
     project: bool = False
+    noise: bool = True  # Gumbel noise on the active priorities
 
 
 def schedule(start: float, end: float, progress: float, anneal_start: float) -> float:
@@ -134,7 +138,7 @@ class StaticStep:
         self, net: SoftRuleList, X: torch.Tensor, y: torch.Tensor, batch: int, objective: Objective, stage: Stage
     ) -> None:
         dev = X.device
-        self.net, self.y, self.objective, self.project = net, y, objective, stage.project
+        self.net, self.y, self.objective, self.project, self.noise = net, y, objective, stage.project, stage.noise
         self.xd, self.xb = net.split_inputs(X)
         self.rows = torch.zeros(batch, dtype=torch.long, device=dev)
         self.t_pi = torch.ones((), device=dev)
@@ -142,14 +146,14 @@ class StaticStep:
         self.unfrozen = torch.ones((), device=dev)
         self.uniform = torch.full((net.n_models, batch, net.n_rules + 1), 0.5, device=dev)
         self.loss_sum = torch.zeros((), device=dev)
-        self.capture = dev.type == "cuda"
+        self.capture = dev.type == "cuda" and CUDA_GRAPHS
         self.opt = _adam(net, stage.lr, self.capture)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.steps = 0
 
     def _body(self) -> None:
         net = self.net
-        noise = gumbel_from_uniform(self.uniform)
+        noise = gumbel_from_uniform(self.uniform) if self.noise else None
         rows = self.rows
         loss = _loss(net, (self.xd[rows], self.xb[rows]), self.y[rows], (self.t_pi, self.t_rl), self.objective, noise)
         loss.backward()  # type: ignore[no-untyped-call]
@@ -168,7 +172,8 @@ class StaticStep:
         self.t_pi.fill_(t_pi)
         self.t_rl.fill_(t_rl)
         self.unfrozen.fill_(0.0 if frozen else 1.0)
-        self.uniform.uniform_(generator=noise_gen)
+        if self.noise:
+            self.uniform.uniform_(generator=noise_gen)
         if self.graph is not None:
             self.graph.replay()
         elif self.capture and self.steps >= self.WARMUP:
@@ -210,7 +215,7 @@ def _loss(
     y: torch.Tensor,
     temps: tuple[torch.Tensor, torch.Tensor],
     objective: Objective,
-    noise: torch.Tensor,
+    noise: torch.Tensor | None,
 ) -> torch.Tensor:
     """Sum over restarts of each restart's mean loss (independent gradients per restart)."""
     logits, sel = net(x, temps[0], temps[1], noise)

@@ -36,3 +36,15 @@ def test_served_list_agrees_with_the_network_on_test_rows(name: str, load_datase
     trained = float(np.mean(clf.predict_network(Xte) == served))  # as gradient training left it
     print(f"{name}: trained network vs served list on test rows: {trained:.4f}")
     assert trained >= 0.97
+
+
+def test_the_network_read_off_as_a_list_predicts_as_the_network() -> None:
+    from tests.models.conftest import toy_frame
+
+    X, y = toy_frame(400, seed=9)
+    clf = NeuRulesClassifier(random_state=1, target_steps=150, n_restarts=2).fit(X[:300], y[:300])
+    for stage in ("pruned", "trained", "final"):
+        audit = clf.network_rule_list(X[:300], y[:300], stage=stage)
+        assert np.array_equal(audit.predict(X[300:]), clf.predict_network(X[300:], stage=stage)), stage
+    with pytest.raises(ValueError, match="stage"):
+        clf.network_rule_list(X[:300], y[:300], stage="annealed")

@@ -236,3 +236,29 @@ def test_rulelist_never_imports_torch_or_pandas() -> None:
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_two_valued_numeric_features_read_as_equalities() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["features"].append({"name": "diabetic", "type": "numeric", "fill_value": 0.0, "values": [0.0, 1.0]})
+    doc["rules"][1]["conditions"].append({"feature": "diabetic", "op": "between", "low": 0.5, "high": None})
+    doc["rules"][2]["conditions"].append({"feature": "diabetic", "op": "between", "low": None, "high": 0.5})
+    rl = RuleList.from_dict(doc)
+    assert rl.to_dict() == doc
+    text = rl.to_text()
+    assert "diabetic = 1" in text and "diabetic = 0" in text and "diabetic >=" not in text
+    assert "-- rule 2: smoker not in {false, <missing>} and diabetic = 1" in rl.to_sql("t")
+    assert "# rule 3: age <= 30 and diabetic = 0" in rl.to_python()
+    rec = {**RECORDS[1], "diabetic": 1}
+    explained = rl.explain(rec)
+    assert explained["rule_id"] == 2 and explained["conditions"][1]["text"] == "diabetic = 1"
+    assert rl.explain({**rec, "diabetic": 0})["not_fired"][1]["failed_condition"]["text"] == "diabetic = 1"
+    # evaluation is unchanged: a value between the two is compared numerically
+    assert rl.apply([{**RECORDS[1], "diabetic": 0.7}])[0] == 2
+    old = copy.deepcopy(doc)
+    del old["features"][-1]["values"]  # documents without `values` stay valid and read as before
+    assert "diabetic >= 0.5" in RuleList.from_dict(old).to_text()
+    bad = copy.deepcopy(doc)
+    bad["features"][-1]["values"] = [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"features\[4\].values"):
+        RuleList.from_dict(bad)
