@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from models.network import SoftRuleList
     from models.stages import Encoded, Trained
 
-STAGES = ("annealed", "pruned", "trained", "final")
+STAGES = ("annealed", "pruned", "tuned", "trained", "final")
 
 
 class NeuRulesClassifier:
@@ -240,11 +240,14 @@ class NeuRulesClassifier:
         seed = int(self.random_state) if self.random_state is not None else int(np.random.randint(0, 2**31 - 1))
         if enc.Z.shape[1] == 0:
             return self._fit_without_inputs(data, enc, seed, t0)
+        t1 = time.perf_counter()
         with self._torch_threads():
             trained = self._train(data, enc, seed, callback, eval_set)
+        t2 = time.perf_counter()
         chosen = self._select(trained, enc)
         self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
         self.fit_seconds_ = time.perf_counter() - t0
+        self.timings_ = {"encode": t1 - t0, "train": t2 - t1, "extract": time.perf_counter() - t2}
         return self
 
     @contextmanager
@@ -296,6 +299,7 @@ class NeuRulesClassifier:
         progress = Progress(budget.total_epochs, callback, self._val_score(eval_set, enc, data, device))
         trained = train_restarts(net, rows, split, budget, self._train_settings(), generators, progress)
         self.budget_, self.restart_kinds_, self.split_ = budget, kinds, split
+        self.training_steps_ = progress.steps
         return trained
 
     def _seed_settings(self, n_classes: int) -> Any:
@@ -469,9 +473,9 @@ class NeuRulesClassifier:
     def predict_network(self, X: Any, stage: str = "trained") -> np.ndarray:
         """Classes of the kept restart's network at zero temperature, as gradient training left it
         (stage "trained": after its last optimiser step), or after another stage: "annealed" (the
-        paper's annealed training), "pruned" (snapped and pruned, before fine-tuning), "final"
-        (consolidated: the network `rule_list_` was read off from). Never a network rebuilt from
-        the list."""
+        paper's annealed training), "pruned" (snapped and pruned), "tuned" (fine-tuned, and refit
+        when rows were held out), "final" (consequents at their exact optimum: the network
+        `rule_list_` is read off from). Never a network rebuilt from the list."""
         frame = self._predict_frame(X)
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")

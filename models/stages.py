@@ -26,6 +26,7 @@ from models.structure import (
     fit_consequents_,
     prune_predicates_,
     snap_bounds_,
+    train_consequents_,
     unit_grids,
 )
 from models.training import Objective, Progress, Stage, train_stage
@@ -159,14 +160,25 @@ def restart_scores(net: SoftRuleList, Z: torch.Tensor, y: np.ndarray) -> np.ndar
     return np.array([weighted_f1(y, c) for c in cls.cpu().numpy()])
 
 
-def consolidate_(net: SoftRuleList, data: Rows, rows: np.ndarray, settings: TrainSettings) -> np.ndarray:
-    """Snap, prune what routes nothing, drop unused rules, fit the consequents, on `rows`;
-    returns each restart's weighted F1 on those rows."""
+def consolidate_(
+    net: SoftRuleList,
+    data: Rows,
+    rows: np.ndarray,
+    settings: TrainSettings,
+    snapshots: dict[str, SoftRuleList] | None = None,
+) -> np.ndarray:
+    """On `rows`: snap, prune what routes nothing, drop unused rules (no row changes route), train
+    the consequents on the routes by gradient (snapshot "trained": the network as gradient
+    training left it), then set them to that objective's exact optimum; returns each restart's
+    weighted F1 on the rows."""
     Z, y = data.take(rows)
     snap_bounds_(net, data.enc.grids(rows))
     prune_predicates_(net, Z.cpu().numpy(), data.enc.unit_feature, settings.max_conditions, net.eps)
     sel, _ = net.zero_temperature(Z)
-    drop_unused_rules_(net, sel, y)  # routes no row differently
+    drop_unused_rules_(net, sel, y)
+    train_consequents_(net, sel, y, settings.smoothing)
+    if snapshots is not None:
+        snapshots["trained"] = copy.deepcopy(net)
     fit_consequents_(net, sel, y, settings.smoothing)
     cls = torch.gather(torch.argmax(net.logits, dim=-1), 1, sel).cpu().numpy()
     return np.array([weighted_f1(data.y_np[rows], c) for c in cls])
@@ -197,7 +209,8 @@ def train_restarts(
     progress: Progress,
 ) -> Trained:
     """All stages for all restarts (see the module docstring). Snapshots: "annealed" (the
-    paper's training), "pruned", "trained" (after the last optimiser step), "final"."""
+    paper's training), "pruned", "tuned" (fine-tuned, and refit when rows were held out),
+    "trained" (consequents trained on the routes: the last optimiser steps), "final"."""
     fit_rows, held_rows = split
     snapshots: dict[str, SoftRuleList] = {}
     Zf, yf = data.take(fit_rows)
@@ -215,8 +228,8 @@ def train_restarts(
         Za, ya = data.take(np.arange(len(data.y_np)))
         refit = _stage(budget.refit_epochs, settings, budget.batch_size, True)
         losses += train_stage(net, Za, ya, refit, settings.objective, generators, progress)
-    snapshots["trained"] = copy.deepcopy(net)
-    on_all = consolidate_(net, data, np.arange(len(data.y_np)), settings)
+    snapshots["tuned"] = copy.deepcopy(net)
+    on_all = consolidate_(net, data, np.arange(len(data.y_np)), settings, snapshots)
     if not len(held_rows):
         training = held_out = on_all
     snapshots["final"] = net

@@ -10,8 +10,9 @@ Each one is part of training, applied to the network itself and measured by the 
   conditions, the one whose removal re-routes the fewest training rows; kept weights are raised
   to MIN_WEIGHT so that the network is exactly a rule list at zero temperature;
 - `drop_unused_rules_`: rules that decide no training row are switched off (routes unchanged);
-- `fit_consequents_`: consequent logits = the exact minimiser of the smoothed cross-entropy with
-  the zero-temperature routes fixed, i.e. log((count + s) / (n_rule + s * C)).
+- `train_consequents_` trains the consequent logits alone by gradient on the fixed zero-temperature
+  routes (cross-entropy + the smoothing prior; convex), and `fit_consequents_` sets them to that
+  objective's exact minimiser, log((count + s) / (n_rule + s * C)).
 """
 
 from __future__ import annotations
@@ -208,6 +209,21 @@ def drop_unused_rules_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor) ->
     used = route_counts(net, sel, y)[:, :-1].sum(dim=-1) > 0
     with torch.no_grad():
         net.rule_mask.mul_(used.to(net.rule_mask.dtype))
+
+
+def train_consequents_(
+    net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float, steps: int = 300, lr: float = 0.1
+) -> None:
+    """Gradient training of the consequent logits alone, with the zero-temperature routes fixed:
+    full-batch cross-entropy plus the smoothing prior (a symmetric Dirichlet), by Adam. Convex;
+    `fit_consequents_` is its exact minimiser."""
+    weights = route_counts(net, sel, y) + smoothing  # (M, k + 1, C): rows per route and class, + prior
+    opt = torch.optim.Adam([net.logits], lr=lr)
+    for _ in range(steps):
+        loss = -(weights * torch.log_softmax(net.logits, dim=-1)).sum() / max(1, y.shape[0])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        opt.step()
 
 
 def fit_consequents_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float) -> None:

@@ -101,6 +101,7 @@ class Progress:
         self.val_score = val_score
         self.val_every = val_every
         self.epoch = 0
+        self.steps: list[str] = []  # per stage: how its steps ran ("cuda graph", "eager", "eager: <why>")
 
     def epoch_done(self, loss: float, net: SoftRuleList) -> None:
         """Report one finished epoch."""
@@ -150,6 +151,7 @@ class StaticStep:
         self.opt = _adam(net, stage.lr, self.capture)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.steps = 0
+        self.failure: str | None = None
 
     def _body(self) -> None:
         net = self.net
@@ -200,7 +202,8 @@ class StaticStep:
         try:
             with torch.cuda.graph(graph):
                 self._body()
-        except RuntimeError:  # capture unsupported here: keep stepping eagerly
+        except RuntimeError as exc:  # capture unsupported here: keep stepping eagerly
+            self.failure = str(exc).splitlines()[0][:200]
             self.capture = False
             torch.cuda.synchronize()
             self._eager()
@@ -266,5 +269,7 @@ def train_stage(
             step.run(rows, t_pi, t_rl, frac < stage.freeze_consequents, generators[1])
         losses.append(float(step.loss_sum) / (n_batches * batch) / net.n_models)
         progress.epoch_done(losses[-1], net)
+    if step is not None:
+        progress.steps.append("cuda graph" if step.graph is not None else f"eager: {step.failure or X.device.type}")
     net.eval()
     return losses

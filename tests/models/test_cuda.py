@@ -44,7 +44,9 @@ def test_graph_capture_trains_as_eager_steps_do(load_dataset, monkeypatch) -> No
     eager = NeuRulesClassifier(**params).fit(X, y)
     t2 = time.perf_counter()
     agree = float(np.mean(graphed.predict(X) == eager.predict(X)))
-    print(f"graphs {t1 - t0:.2f} s, eager {t2 - t1:.2f} s, agreement {agree:.4f}")
+    print(f"graphs {t1 - t0:.2f} s ({graphed.training_steps_}), eager {t2 - t1:.2f} s, agreement {agree:.4f}")
+    assert all(s == "cuda graph" for s in graphed.training_steps_), graphed.training_steps_
+    assert all(s.startswith("eager") for s in eager.training_steps_)
     assert agree >= 0.9 and graphed.score(X, y) >= eager.score(X, y) - 0.03
 
 
