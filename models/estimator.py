@@ -93,7 +93,7 @@ class NeuRulesClassifier:
         t_rl: tuple[float, float] = (1.0, 0.2),
         eps: float = 1e-3,
         smoothing: float = 1.0,
-        max_conditions: int = 4,
+        max_conditions: int = 6,
         free_weight: float = 0.5,
         max_candidates: int | None = 32,
         n_restarts: int | str = "auto",
@@ -295,12 +295,22 @@ class NeuRulesClassifier:
         device = self._device()
         net = net.to(device)
         rows = Rows(enc, data.y, device)
-        generators = (torch.Generator().manual_seed(seed), torch.Generator(device=device).manual_seed(seed + 1))
+        generators = (torch.Generator().manual_seed(seed), self._noise_generators(kinds, seed, device))
         progress = Progress(budget.total_epochs, callback, self._val_score(eval_set, enc, data, device))
         trained = train_restarts(net, rows, split, budget, self._train_settings(), generators, progress)
         self.budget_, self.restart_kinds_, self.split_ = budget, kinds, split
         self.training_steps_ = progress.steps
         return trained
+
+    @staticmethod
+    def _noise_generators(kinds: tuple[str, ...], seed: int, device: torch.device) -> list[torch.Generator]:
+        """One Gumbel-noise generator per restart: from random_state, or fixed for the tree kinds."""
+        import torch
+
+        from models.seeding import DATA_SEED, DETERMINISTIC
+
+        seeds = [DATA_SEED + m if kind in DETERMINISTIC else seed + 1 + m for m, kind in enumerate(kinds)]
+        return [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def _seed_settings(self, n_classes: int) -> Any:
         from models.stages import SeedSettings

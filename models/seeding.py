@@ -23,6 +23,8 @@ from models.greedy_tree import Leaf, grow_tree
 
 SEED_WEIGHT = 0.5
 KINDS = ("tree", "quantile", "score", "tree_coarse")
+DETERMINISTIC = ("tree", "tree_coarse")  # their randomness (priorities, Gumbel noise) comes from DATA_SEED
+DATA_SEED = 7_919
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,17 @@ class _One:
 
 
 def restart_kinds(n_restarts: int) -> tuple[str, ...]:
-    """The kinds of n restarts: the pool cycled in order (one restart: the tree)."""
-    return tuple(KINDS[i % len(KINDS)] for i in range(n_restarts))
+    """The kinds of n restarts: the pool in order, then random kinds in turn (one restart: the
+    tree). The tree kinds are deterministic, so they appear once each."""
+    extra = ("quantile", "score")
+    return tuple(KINDS[i] if i < len(KINDS) else extra[i % 2] for i in range(n_restarts))
+
+
+def restart_rng(kind: str, index: int, rng: np.random.Generator) -> np.random.Generator:
+    """The random numbers of one restart: the shared `rng` (from random_state) for random kinds;
+    for the tree kinds a generator fixed by the restart's index, so that they, like the tree they
+    start from, depend on the data only (the same list for every random_state when one wins)."""
+    return np.random.default_rng(DATA_SEED + index) if kind in DETERMINISTIC else rng
 
 
 def log_frequencies(counts: np.ndarray, smoothing: float = 1.0) -> np.ndarray:
@@ -147,14 +158,15 @@ def initial_restarts(data: SeedData, kinds: Sequence[str], rng: np.random.Genera
     """Initial parameters of one restart per kind."""
     made = []
     trees: dict[int, list[Leaf]] = {}  # min leaf size -> the tree's leaves, grown once
-    for kind in kinds:
+    for index, kind in enumerate(kinds):
+        r = restart_rng(kind, index, rng)
         if kind in ("tree", "tree_coarse"):
             min_leaf = 1 if kind == "tree" else max(1, len(data.y) // 50)
             if min_leaf not in trees:
                 trees[min_leaf] = grow_tree(data.Z, data.y, data.n_classes, data.n_rules + 1, min_leaf)
-            made.append(tree_restart(data, rng, trees[min_leaf]))
+            made.append(tree_restart(data, r, trees[min_leaf]))
         else:
-            made.append(quantile_restart(data, rng, by_score=kind == "score" and data.feature_p is not None))
+            made.append(quantile_restart(data, r, by_score=kind == "score" and data.feature_p is not None))
     return Restarts(
         lower=np.stack([o.lower for o in made]),
         upper=np.stack([o.upper for o in made]),

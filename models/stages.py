@@ -19,7 +19,7 @@ from models.budget import Budget
 from models.encoding import TabularEncoder
 from models.metrics import weighted_f1
 from models.network import SoftRuleList
-from models.seeding import Restarts, SeedData, initial_restarts, restart_kinds, split_scores
+from models.seeding import DATA_SEED, Restarts, SeedData, initial_restarts, restart_kinds, split_scores
 from models.structure import (
     UnitGrid,
     drop_unused_rules_,
@@ -84,7 +84,7 @@ def initialise(
     """The untrained network of n_restarts restarts seeded on the given rows, and their kinds."""
     Z = enc.Z[rows].astype(np.float64)
     n_inputs = Z.shape[1]
-    scores = split_scores(Z, y[rows], settings.n_classes, rng)
+    scores = split_scores(Z, y[rows], settings.n_classes, np.random.default_rng(DATA_SEED))
     free = np.full(n_inputs, settings.free_weight)
     if settings.max_candidates is not None and n_inputs > 4 * settings.max_candidates:
         # wide data: only the best-scoring inputs (and each rule's seeds) start with a weight
@@ -205,7 +205,7 @@ def train_restarts(
     split: tuple[np.ndarray, np.ndarray],
     budget: Budget,
     settings: TrainSettings,
-    generators: tuple[torch.Generator, torch.Generator],
+    generators: tuple[torch.Generator, list[torch.Generator]],
     progress: Progress,
 ) -> Trained:
     """All stages for all restarts (see the module docstring). Snapshots: "annealed" (the

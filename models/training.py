@@ -8,7 +8,7 @@ every step onto the networks that are rule lists at zero temperature (`SoftRuleL
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,14 +168,15 @@ class StaticStep:
             net.clamp_()
         self.loss_sum += loss.detach() * rows.shape[0]
 
-    def run(self, rows: torch.Tensor, t_pi: float, t_rl: float, frozen: bool, noise_gen: torch.Generator) -> None:
+    def run(self, rows: torch.Tensor, t_pi: float, t_rl: float, frozen: bool, noise: Sequence[torch.Generator]) -> None:
         """One step on `rows` at the given temperatures."""
         self.rows.copy_(rows)
         self.t_pi.fill_(t_pi)
         self.t_rl.fill_(t_rl)
         self.unfrozen.fill_(0.0 if frozen else 1.0)
-        if self.noise:
-            self.uniform.uniform_(generator=noise_gen)
+        if self.noise:  # each restart draws its own noise
+            for m, gen in enumerate(noise):
+                self.uniform[m].uniform_(generator=gen)
         if self.graph is not None:
             self.graph.replay()
         elif self.capture and self.steps >= self.WARMUP:
@@ -232,10 +233,12 @@ def _loss(
 
 def batches(perm: torch.Tensor, batch: int) -> list[torch.Tensor]:
     """An epoch's batches of exactly `batch` rows: the permutation in order, the last batch
-    ending at its end (so it may repeat rows of the one before)."""
+    ending at its end (so it may repeat rows of the one before). Rows are sorted within a batch:
+    the shuffle decides which rows train together, not the order of floating-point sums (a
+    full batch is then the same for every seed)."""
     n = perm.shape[0]
     starts = [*range(0, n - batch, batch), n - batch]
-    return [perm[s : s + batch] for s in starts]
+    return [perm[s : s + batch].sort().values for s in starts]
 
 
 def train_stage(
@@ -244,12 +247,12 @@ def train_stage(
     y: torch.Tensor,
     stage: Stage,
     objective: Objective,
-    generators: tuple[torch.Generator, torch.Generator],
+    generators: tuple[torch.Generator, Sequence[torch.Generator]],
     progress: Progress,
 ) -> list[float]:
     """Optimise `net` on (X, y) in place for one stage; returns the mean loss per epoch.
 
-    generators: (shuffling on the CPU, Gumbel noise on the network's device).
+    generators: (shuffling on the CPU, each restart's Gumbel noise on the network's device).
     """
     n = X.shape[0]
     batch = max(1, min(stage.batch_size, n))

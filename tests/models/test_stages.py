@@ -59,7 +59,7 @@ def test_tree_restart_starts_as_the_tree() -> None:
 
 def test_restart_kinds_cycle_through_the_pool() -> None:
     assert restart_kinds(1) == ("tree",)
-    assert restart_kinds(5) == ("tree", "quantile", "score", "tree_coarse", "tree")
+    assert restart_kinds(6) == ("tree", "quantile", "score", "tree_coarse", "quantile", "score")
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(200, 3))
     y = (Z[:, 0] > 0).astype(np.int64)
@@ -67,6 +67,18 @@ def test_restart_kinds_cycle_through_the_pool() -> None:
     init = initial_restarts(data, restart_kinds(4), rng)
     assert init.lower.shape == (4, 4, 3) and init.logits.shape == (4, 5, 2)
     assert (init.lower <= init.upper).all() and (init.priority >= 1).all()
+
+
+def test_tree_restarts_do_not_depend_on_random_state() -> None:
+    from models import NeuRulesClassifier
+
+    X, y = toy_frame(300, seed=8)
+    fits = [NeuRulesClassifier(n_rules=4, n_restarts=4, target_steps=100, random_state=s).fit(X, y) for s in (1, 2)]
+    tree = [f.restart_networks_.select(0) for f in fits]  # restart 0 is the tree kind
+    assert all(f.restart_kinds_[0] == "tree" for f in fits)
+    assert torch.equal(tree[0].lower, tree[1].lower) and torch.equal(tree[0].weight, tree[1].weight)
+    quantile = [f.restart_networks_.select(1) for f in fits]  # a random kind follows the seed
+    assert not torch.equal(quantile[0].lower, quantile[1].lower)
 
 
 def test_inner_split_is_stratified_and_choice_uses_held_out_first() -> None:
