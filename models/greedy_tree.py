@@ -72,8 +72,9 @@ def _two_valued_split(
     """Like `_dense_split` for columns with two values (one candidate each: a matrix product)."""
     if low_side.shape[1] == 0:
         return np.inf, 0, 0.0
-    left = low_side[rows].T @ onehot[rows]  # (F2, C)
-    total = onehot[rows].sum(axis=0)
+    masked = onehot * rows[:, None]  # the node's rows (exact: sums of 0/1 counts)
+    left = low_side.T @ masked  # (F2, C)
+    total = masked.sum(axis=0)
     n_node = float(total.sum())
     n_left = left.sum(axis=1)
     impurity = n_left * _gini(left) + (n_node - n_left) * _gini(total - left)

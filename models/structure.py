@@ -17,7 +17,7 @@ Each one is part of training, applied to the network itself and measured by the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -133,17 +133,29 @@ class _ListState:
     keep: np.ndarray  # (k, F) bool: the conditions
     order: list[int]
     unit_feature: np.ndarray
+    _fires: dict[int, np.ndarray] = field(default_factory=dict)
 
     def inside(self, j: int, units: np.ndarray) -> np.ndarray:
         """(n, len(units)): which rows satisfy rule j's predicates on `units`."""
         zs = self.Z[:, units]
         return np.asarray((zs >= self.lower[j, units]) & (zs <= self.upper[j, units]))
 
+    def fires(self, j: int) -> np.ndarray:
+        """Rows where all of rule j's conditions hold (cached until they change)."""
+        if j not in self._fires:
+            self._fires[j] = np.asarray(self.inside(j, np.flatnonzero(self.keep[j])).all(axis=1))
+        return self._fires[j]
+
+    def drop(self, j: int, feature: int) -> None:
+        """Remove rule j's conditions on one feature."""
+        self.keep[j] &= self.unit_feature != feature
+        self._fires.pop(j, None)
+
     def winner_rank(self) -> np.ndarray:
         """Per row: position in `order` of the first rule that fires (len(order): default)."""
         rank = np.full(self.Z.shape[0], len(self.order))
         for r, j in reversed(list(enumerate(self.order))):
-            rank[self.inside(j, np.flatnonzero(self.keep[j])).all(axis=1)] = r
+            rank[self.fires(j)] = r
         return rank
 
 
@@ -166,7 +178,7 @@ def _prune_rule(state: _ListState, j: int, rank_j: int, max_conditions: int) -> 
         if not ((moved == 0).any() or len(feats) > max_conditions):
             return
         drop = feats[np.lexsort((weights, moved))[0]]  # re-routes the fewest rows, then the lightest
-        state.keep[j] &= state.unit_feature != drop
+        state.drop(j, int(drop))
         if moved.min() > 0:
             winner = state.winner_rank()  # dropping re-routed rows
 
