@@ -32,20 +32,25 @@ STAGES = ("annealed", "pruned", "tuned", "trained", "final")
 class NeuRulesClassifier:
     """NeuRules: learns a crisp rule list by gradient descent on its continuous relaxation.
 
-    fit = validate -> encode -> initialise -> train -> extract -> select:
-    - initialise: `n_restarts` rule lists, seeded from a greedy Gini tree's leaves, from a
-      coarser tree, and from random quantile boxes (minority classes seeded where they are
-      over-represented), see `models.seeding`;
-    - train (all restarts at once, `models.stages`): the paper's annealed training on an inner
-      training split; snapping of the bounds into gaps between training values and pruning of
-      the predicates that route nothing (at most `max_conditions` conditions per rule); a
-      fine-tuning of that structure at the final temperatures, projected after every step onto
-      the networks that are exactly rule lists at zero temperature; the consequents set to their
-      exact optimum; then the held-out score, and a refit of the structure on all rows;
-    - extract: every restart read off exactly as a `RuleList` (`models.extraction`);
-    - select: the list of the restart with the best weighted F1 on the held-out rows.
-    `predict_network` predicts with the network as training left it, so the agreement of the
-    served list with it can be measured on any rows.
+    fit = validate -> encode -> initialise -> train -> select -> extract:
+    - initialise: `n_restarts` rule lists: two seeded from greedy Gini trees' leaves (11 leaves,
+      one with leaves of at least 2 % of the rows), the others random quantile boxes whose rules
+      predict the class most over-represented in them (minority-class seeding), see
+      `models.seeding`. The tree-seeded restarts depend on the data only;
+    - train (all restarts at once, `models.stages`): the paper's annealed training; snapping of the
+      bounds into gaps between training values and pruning of the predicates that cannot block
+      their rule or route nothing (at most `max_conditions` conditions per rule); fine-tuning of
+      that structure at the final temperatures, projected after every step onto the networks that
+      are exactly rule lists at zero temperature; re-snapping, dropping what routes nothing, and
+      gradient training of the consequents on the fixed routes (the end of training); then the
+      consequents' exact optimum, i.e. the smoothed class frequencies the document stores;
+    - select: the restart with the best weighted F1 on the held-out rows (with
+      `validation_fraction` > 0; then it is refit on all rows) or else on the training rows. The
+      networks decide exactly as their lists, so the choice is made on them;
+    - extract: the kept network read off exactly as a `RuleList` (`models.extraction`).
+    `predict_network` predicts with the network as training left it, and `network_rule_list`
+    reads any crisp stage off with the network's own consequents, so the agreement of the served
+    list with the network can be measured on any rows.
 
     Parameters
     ----------
@@ -242,7 +247,8 @@ class NeuRulesClassifier:
             return self._fit_without_inputs(data, enc, seed, t0)
         t1 = time.perf_counter()
         with self._torch_threads():
-            trained = self._train(data, enc, seed, callback, eval_set)
+            net, split = self._initialise(data, enc, seed)
+            trained = self._train(net, split, data, enc, seed, callback, eval_set)
         t2 = time.perf_counter()
         chosen = self._select(trained, enc)
         self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
@@ -272,33 +278,45 @@ class NeuRulesClassifier:
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
 
+    def _initialise(
+        self, data: TrainingData, enc: Encoded, seed: int
+    ) -> tuple[SoftRuleList, tuple[np.ndarray, np.ndarray]]:
+        """The initialise stage: the held-out split, the budget and the seeded restarts."""
+        from models.selection import inner_split
+        from models.stages import initialise
+
+        rng = np.random.default_rng(seed)
+        split = inner_split(data.y, float(self.validation_fraction), rng)
+        two = enc.two_valued()[0]
+        self.budget_ = plan_budget(
+            self._budget_request(), len(split[0]), len(data.y), enc.Z.shape[1] - len(two), len(two)
+        )
+        settings = self._seed_settings(len(data.classes))
+        net, self.restart_kinds_ = initialise(enc, data.y, split[0], self.budget_.n_restarts, settings, rng)
+        self.split_ = split
+        return net.to(self._device()), split
+
     def _train(
         self,
+        net: SoftRuleList,
+        split: tuple[np.ndarray, np.ndarray],
         data: TrainingData,
         enc: Encoded,
         seed: int,
         callback: Callable[[dict[str, Any]], Any] | None,
         eval_set: tuple[Any, Any] | None,
     ) -> Trained:
-        """The initialise and train stages for every restart."""
+        """The train stage, for every restart at once."""
         import torch
 
-        from models.selection import inner_split
-        from models.stages import Rows, initialise, train_restarts
+        from models.stages import Rows, train_restarts
         from models.training import Progress
 
-        rng = np.random.default_rng(seed)
-        split = inner_split(data.y, float(self.validation_fraction), rng)
-        two = enc.two_valued()[0]
-        budget = plan_budget(self._budget_request(), len(split[0]), len(data.y), enc.Z.shape[1] - len(two), len(two))
-        net, kinds = initialise(enc, data.y, split[0], budget.n_restarts, self._seed_settings(len(data.classes)), rng)
-        device = self._device()
-        net = net.to(device)
+        device = net.lower.device
+        generators = (torch.Generator().manual_seed(seed), self._noise_generators(self.restart_kinds_, seed, device))
+        progress = Progress(self.budget_.total_epochs, callback, self._val_score(eval_set, enc, data, device))
         rows = Rows(enc, data.y, device)
-        generators = (torch.Generator().manual_seed(seed), self._noise_generators(kinds, seed, device))
-        progress = Progress(budget.total_epochs, callback, self._val_score(eval_set, enc, data, device))
-        trained = train_restarts(net, rows, split, budget, self._train_settings(), generators, progress)
-        self.budget_, self.restart_kinds_, self.split_ = budget, kinds, split
+        trained = train_restarts(net, rows, split, self.budget_, self._train_settings(), generators, progress)
         self.training_steps_ = progress.steps
         return trained
 
