@@ -1,15 +1,55 @@
-"""Database engine and session factory (SQLite or PostgreSQL, one code path)."""
+"""Database engine and session factory (SQLite or PostgreSQL, one code path), and what counts as an outage."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+CONNECT_TIMEOUT_S = 5  # a server that does not answer is reported unavailable after this, not after the OS's minutes
+
+# SQLite's OperationalError also reports bugs ("no such table"); only these messages mean "cannot use it now"
+SQLITE_OUTAGES = (
+    "database is locked",
+    "database table is locked",
+    "disk i/o error",
+    "unable to open database file",
+    "database or disk is full",
+    "attempt to write a readonly database",
+)
+DRIVER_OUTAGE_CLASSES = {"OperationalError", "InterfaceError"}  # PEP 249 names: psycopg, psycopg2, ...
+
+
+def is_unavailable_error(exc: BaseException) -> bool:
+    """Whether a database error means the database cannot be reached or used right now (retry later), not a bug.
+
+    Connection refused / lost / invalidated, the pool exhausted, a server's OperationalError or InterfaceError
+    (shutting down, starting up, statement timeout, serialization failure), and SQLite's locked / I/O errors.
+    """
+    if isinstance(exc, (sa_exc.TimeoutError, sa_exc.DisconnectionError)):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        if not isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+            return False
+        return _driver_outage(exc.orig) if isinstance(exc.orig, sqlite3.Error) else True
+    return _driver_outage(exc)
+
+
+def _driver_outage(exc: BaseException) -> bool:
+    """The same judgement on an exception raised by a PEP 249 driver itself."""
+    if isinstance(exc, sqlite3.Error):
+        return isinstance(exc, sqlite3.OperationalError) and str(exc).lower().startswith(SQLITE_OUTAGES)
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & DRIVER_OUTAGE_CLASSES) and type(exc).__module__.split(".")[0] in ("psycopg", "psycopg2")
 
 
 def make_engine(url: str) -> Engine:
@@ -30,7 +70,17 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800)
+    # pre-ping: a connection that died while pooled (server restarted) is replaced at checkout, so the
+    # process recovers by itself when the database returns; a disconnect seen mid-query invalidates the pool
+    return create_engine(
+        url,
+        pool_size=10,
+        max_overflow=20,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        pool_timeout=10,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+    )
 
 
 class Database:

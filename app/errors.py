@@ -1,89 +1,84 @@
-"""One error shape for every 4xx/5xx: `{"error": {"code", "message", "details"}}`."""
+"""The edge where failures become HTTP: one error shape for every 4xx/5xx, `{"error": {"code", "message", "details"}}`.
+
+Services raise `app.services.errors.DomainError` kinds; this module alone decides their status codes,
+and also shapes FastAPI's validation errors, Starlette's HTTP errors and the database's errors: values it
+refused (422) and outages (503 `database_unavailable` with `Retry-After`). Database errors are answered
+here, by handlers Starlette's ExceptionMiddleware runs, so uvicorn keeps the keep-alive connection: an
+exception that reaches the catch-all (Starlette's ServerErrorMiddleware) is re-raised after its 500 and
+the connection is dropped.
+"""
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.db import is_unavailable_error
+from app.http.bodies import AllowedMethods, is_unreadable_body, unreadable_body_message
+from app.http.validation import plain_message
+from app.schemas.errors import Error
+from app.services.errors import (
+    Conflict,
+    DomainError,
+    Invalid,
+    Malformed,
+    NotFound,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+    Unsupported,
+)
 
 log = logging.getLogger("neurules.errors")
 
 
-class APIError(Exception):
-    """An expected failure with an HTTP status, a stable code and a readable message."""
-
-    status_code = 400
-    code = "bad_request"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        details: list[dict[str, Any]] | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        if code is not None:
-            self.code = code
-        if status_code is not None:
-            self.status_code = status_code
-        self.details = details or []
+STATUS_OF: dict[type[DomainError], int] = {
+    NotFound: 404,
+    Invalid: 422,
+    Conflict: 409,
+    TooLarge: 413,
+    Unsupported: 415,
+    Malformed: 400,
+    Unauthenticated: 401,
+    Unavailable: 503,
+}
+HEADERS_401 = {"WWW-Authenticate": "Bearer"}
+RETRY_AFTER_S = 5  # what a 503 tells clients to wait: the database's pool pre-ping and reconnect take about this
+DATABASE_UNAVAILABLE = "the database is unavailable; nothing was done, try again shortly"
 
 
-class NotFound(APIError):
-    """The resource does not exist for this tenant (other tenants' ids answer the same)."""
+def _driver_errors() -> tuple[type[Exception], ...]:
+    """Exceptions the database drivers raise themselves (normally SQLAlchemy wraps them)."""
+    out: list[type[Exception]] = [sqlite3.Error]
+    try:
+        import psycopg
 
-    status_code = 404
-    code = "not_found"
-
-
-class Unprocessable(APIError):
-    """Well-formed request whose content is invalid."""
-
-    status_code = 422
-    code = "invalid_input"
+        out.append(psycopg.Error)
+    except ImportError:  # a SQLite-only install
+        pass
+    return tuple(out)
 
 
-class Conflict(APIError):
-    """The request conflicts with the resource's state."""
-
-    status_code = 409
-    code = "conflict"
-
-
-class PayloadTooLarge(APIError):
-    """The body is over a configured limit."""
-
-    status_code = 413
-    code = "payload_too_large"
+def status_of(exc: DomainError) -> int:
+    """The HTTP status of a domain error: that of the first kind in its class hierarchy (400 for none)."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS_OF:
+            return STATUS_OF[cls]
+    return 400
 
 
-class UnsupportedMediaType(APIError):
-    """The body's content type is not the one the endpoint accepts."""
-
-    status_code = 415
-    code = "unsupported_media_type"
-
-
-class Unauthorized(APIError):
-    """Missing or unknown API key."""
-
-    status_code = 401
-    code = "unauthorized"
-
-
-class ServiceUnavailable(APIError):
-    """A dependency (database, broker) is unreachable."""
-
-    status_code = 503
-    code = "service_unavailable"
+def domain_error_response(exc: DomainError) -> JSONResponse:
+    """The response for a domain error: its status, the error shape, `WWW-Authenticate` on 401."""
+    status = status_of(exc)
+    headers = HEADERS_401 if status == 401 else {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -109,22 +104,32 @@ def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reason = (e.get("ctx") or {}).get("error", "")
             out.append({"field": "body", "message": f"invalid JSON{where}" + (f": {reason}" if reason else "")})
         else:
-            out.append({"field": _loc(e.get("loc", ())), "message": e.get("msg", "invalid")})
+            out.append({"field": _loc(e.get("loc", ())), "message": plain_message(e)})
     return out
 
 
-HEADERS_401 = {"WWW-Authenticate": "Bearer"}
+def _body_detail(message: str) -> dict[str, Any]:
+    field, _, text = message.partition(": ")
+    return {"field": field, "message": text}
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the request's path answers, from the OpenAPI document (built once per app)."""
+    app = request.app
+    table = getattr(app.state, "allowed_methods", None)
+    if table is None:
+        paths = app.openapi().get("paths", {})
+        table = AllowedMethods({t: [m for m in ops if m != "parameters"] for t, ops in paths.items()})
+        app.state.allowed_methods = table
+    return table.of(request.url.path)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the same shape."""
 
-    @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        headers = HEADERS_401 if exc.status_code == 401 else None
-        return JSONResponse(
-            error_body(exc.code, exc.message, exc.details), status_code=exc.status_code, headers=headers
-        )
+    @app.exception_handler(DomainError)
+    async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -136,13 +141,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if is_unreadable_body(exc.status_code, exc.detail):
+            message = unreadable_body_message(exc.__cause__)
+            return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status_code, "http_error"
         )
-        return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=getattr(exc, "headers", None)
-        )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(request))
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
 
     @app.exception_handler(DataError)
     async def _data_error(request: Request, exc: DataError) -> JSONResponse:
@@ -160,41 +169,49 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        # an outage answers 503 naming the database; any other database error is a bug: 500, but answered
+        # here (not by the catch-all below) so the client's keep-alive connection survives it too
+        if is_unavailable_error(exc):
+            log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+            return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
+        log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+
+    kinds: tuple[type[Exception], ...] = (SQLAlchemyError, *_driver_errors())
+    for kind in kinds:
+        app.add_exception_handler(kind, _database_error)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
 
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "array", "items": {"type": "object"}},
-            },
-            "required": ["code", "message"],
-        }
-    },
+ERROR_TEXT = {
+    400: "Bad request: a multipart body that cannot be parsed",
+    401: "Missing or unknown API key",
+    404: "Not found (or owned by another tenant)",
+    409: "Conflict with the resource's state",
+    413: "Payload over the configured limit",
+    415: "Unsupported content type or encoding",
+    422: "Invalid input; the message names the field / row / record",
+    503: "A dependency is unavailable (`database_unavailable`, `broker_unavailable`, `audit_unavailable`); "
+    "nothing was done: retry after `Retry-After` seconds",
 }
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries for the given error statuses, all in the shared error shape."""
-    text = {
-        400: "Bad request",
-        401: "Missing or unknown API key",
-        404: "Not found (or owned by another tenant)",
-        409: "Conflict with the resource's state",
-        413: "Payload over the configured limit",
-        415: "Unsupported content type",
-        422: "Invalid input; the message names the field / row / record",
-        503: "Database or broker unavailable",
+    """OpenAPI `responses=` entries for the given error statuses, each the shared `Error` schema (`$ref`).
+
+    A 503 also documents its `Retry-After` header.
+    """
+    out: dict[int | str, dict[str, Any]] = {
+        c: {"description": ERROR_TEXT.get(c, "Error"), "model": Error} for c in codes
     }
-    return {
-        c: {"description": text.get(c, "Error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
-        for c in codes
-    }
+    if 503 in out:
+        out[503]["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
+    return out
+
+
+RETRY_AFTER_HEADER = {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}

@@ -1,24 +1,31 @@
-"""The FastAPI application factory; `app.main:app` is the ASGI app configured from the environment."""
+"""The FastAPI application factory: the API built from the collaborators it is given.
+
+`app` never imports `worker`: the composition root (`worker.service`) builds the Celery queue, the
+reaper and the embedded worker and hands them in; tests hand in fakes.
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
 
 from fastapi import FastAPI
-from sqlalchemy import func, select
 
 from app.db import Database
-from app.errors import install_error_handlers
+from app.errors import install_error_handlers, responses
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
-from app.routers import audit, datasets, jobs, models, ops, predictions, registry
+from app.openapi import install_openapi, operation_id
+from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
+from app.routers import jobs as jobs_router
+from app.services import jobs
+from app.services.job_states import JobState
 from app.services.jobs import JobQueue
-from app.settings import Settings, get_settings
+from app.services.readiness import Check
+from app.settings import Settings
 from app.state import ServiceState
-from app.tables import Job
+from app.web import install_web
 
 log = logging.getLogger("neurules.app")
 
@@ -28,167 +35,150 @@ Learn crisp, human-readable rule lists from CSV data (NeuRules) and serve predic
 
 Authenticate every `/v1` call with a tenant API key (`X-API-Key: <key>` or
 `Authorization: Bearer <key>`); keys are created with `neurules-admin create-key TENANT`.
-Errors share one shape: `{"error": {"code", "message", "details": [{"field", "message"}]}}`.
+Errors share one shape, the `Error` schema: `{"error": {"code", "message", "details": [{"field", "message"}]}}`;
+`message` names the field in plain words (`parameters.options.lr: must be a number`).
 
 Typical flow: `POST /v1/datasets` (CSV) -> `POST /v1/jobs` -> poll `GET /v1/jobs/{id}` ->
 `PUT /v1/registered-models/{name}/aliases/production` -> `POST /v1/models/{name}@production/predict`.
+
+CSV uploads (datasets and `predict.csv`): UTF-8 with a header line, separated by `,`, `;`, tab or `|`; in a
+file not separated by commas, decimal commas (`3,5`) are numbers. A gzip-compressed file (`.csv.gz`, or the
+body sent with `Content-Encoding: gzip`) is decompressed; the size limit applies to the decompressed bytes.
+
+Decisions are numbered and named alike everywhere: `index` (from 0, the record's position as in
+`records[i]`; in a CSV, data row i), `prediction`, `probability` (of the predicted class), `rule_id` (1..k,
+0 for the default rule) and the class probabilities (`probabilities` in JSON, `p_<class>` columns in CSV,
+as `neurules predict` writes them).
+
+Operation ids are `<resource>_<action>` (`datasets_create`, `jobs_get`, `models_predict_csv`).
 
 Error codes (a failed request never leaves rows behind):
 
 | status | code | when |
 | --- | --- | --- |
-| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one |
+| 400 | `malformed_multipart` | a multipart body that cannot be parsed |
+| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored) |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
+| 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
-| 413 | `payload_too_large`, `csv_too_many_rows` | body, file, record count or rows over the configured limits |
-| 415 | `unsupported_media_type` | upload not multipart/form-data, or the file part is not CSV |
-| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
-| 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows`, `invalid_input` | job parameters (message names the field) |
+| 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
+| 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |
+| 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
+| 422 | `invalid_input` | a parameter or body field (message names it); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8) |
+| 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
+| 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
-| 503 | `broker_unavailable`, `audit_unavailable`, `service_unavailable` | a dependency is down; nothing was created / answered |
-"""
+| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable` | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
+"""  # noqa: E501
 
 
-class BackgroundServices:
-    """The reaper thread and (embedded mode) the in-process Celery worker."""
-
-    def __init__(self, state: ServiceState, celery_app: Any | None, run_worker: bool) -> None:
-        self.state, self.celery_app, self.run_worker = state, celery_app, run_worker
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._worker: Any = None
+class BackgroundService(Protocol):
+    """Something that runs beside the API for the process's lifetime (the reaper, an embedded worker)."""
 
     def start(self) -> None:
-        """Start the reaper (and the embedded worker, after requeueing what the previous one left running)."""
-        if self.run_worker and self.celery_app is not None:
-            from worker.embedded import EMBEDDED_HOST
-            from worker.tasks import reap_and_requeue
-
-            try:  # one embedded worker per service: jobs its previous incarnation held are orphans now
-                reap_and_requeue(
-                    self.state.db, self.state.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/"
-                )
-            except Exception:
-                log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
-        t = threading.Thread(target=self._reaper, name="neurules-reaper", daemon=True)
-        t.start()
-        self._threads.append(t)
-        if self.run_worker and self.celery_app is not None:
-            from worker.embedded import start_embedded_worker
-
-            self._worker = start_embedded_worker(self.celery_app, self.state.settings)
-            thread = self._worker._neurules_thread  # noqa: SLF001
-
-            def _check() -> None:
-                if not thread.is_alive():
-                    raise RuntimeError("the embedded training worker thread has stopped")
-
-            self.state.worker_check = _check
-
-    def _reaper(self) -> None:
-        from worker.tasks import reap_and_requeue
-
-        while True:
-            try:
-                reap_and_requeue(self.state.db, self.state.settings, self.celery_app)
-            except Exception:
-                log.warning("reaper sweep failed", exc_info=True)
-            if self._stop.wait(self.state.settings.reaper_interval_s):
-                return
+        """Start (called once the application starts up)."""
+        ...
 
     def stop(self) -> None:
-        """Stop the background threads."""
-        self._stop.set()
-        if self._worker is not None:
-            from worker.embedded import stop_embedded_worker
-
-            stop_embedded_worker(self._worker)
+        """Stop (called when the application shuts down)."""
+        ...
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    queue: JobQueue | None = None,
-    db: Database | None = None,
-    background: bool | None = None,
-    configure_logs: bool = True,
-) -> FastAPI:
-    """Build the API. Tests pass a fake queue; production wires Celery from settings."""
-    settings = settings or get_settings()
-    if configure_logs:
-        configure_logging(settings.log_level)
-    db = db or Database(settings.resolved_database_url)
-    celery_app = None
-    broker_check = None
-    if queue is None:
-        from worker.celery_app import CeleryQueue, make_celery
+# predictions first: the hot path matches its route on the first try
+ROUTERS = (
+    predictions.router,
+    datasets.router,
+    jobs_router.router,
+    models.router,
+    evaluations.router,
+    comparisons.router,
+    monitoring.router,
+    registry.router,
+    audit.router,
+    ops.router,
+)
+OPENAPI_TAGS = [
+    {"name": "datasets", "description": "CSV uploads, validated and profiled"},
+    {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
+    {"name": "models", "description": "immutable model versions and their exports"},
+    {"name": "evaluations", "description": "a version scored on a labelled dataset (stored, immutable)"},
+    {"name": "comparisons", "description": "two versions side by side: rules, and predictions on a dataset"},
+    {"name": "monitoring", "description": "live decisions per rule and version from the audit trail, drift"},
+    {"name": "registered models", "description": "named models, movable aliases and their events"},
+    {"name": "predictions", "description": "decisions with explanations; every one audited"},
+    {"name": "audit", "description": "the tenant's append-only log of decisions"},
+    {"name": "ops", "description": "health, readiness, metrics"},
+]
 
-        celery_app = make_celery(settings)
-        cq = CeleryQueue(celery_app, settings.queue)
-        queue, broker_check = cq, cq.check
-    state = ServiceState(settings=settings, db=db, queue=queue, broker_check=broker_check)
 
-    def jobs_by_state() -> dict[str, int]:
-        """Job counts per state, for the metrics gauge."""
-        with db.sessionmaker() as s:
-            return {k: v for k, v in s.execute(select(Job.state, func.count()).group_by(Job.state)).all()}
-
-    metrics = Metrics(jobs_by_state)
-    state.metrics = metrics
-    run_background = background if background is not None else celery_app is not None
-    services = BackgroundServices(state, celery_app, settings.run_embedded_worker)
+def _lifespan(
+    state: ServiceState, background_services: Sequence[BackgroundService]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the background services with the application, stop them and release the database after it."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        """Start/stop the background services and release the database."""
-        if run_background:
-            services.start()
+        for service in background_services:
+            service.start()
         log.info(
             "service started",
             extra={
-                "mode": settings.mode,
-                "database": db.engine.url.render_as_string(),
-                "embedded_worker": settings.run_embedded_worker and run_background,
+                "mode": state.settings.mode,
+                "database": state.db.engine.url.render_as_string(),
+                "embedded_worker": state.worker_check is not None,
             },
         )
         try:
             yield
         finally:
-            if run_background:
-                services.stop()
+            for service in reversed(background_services):
+                service.stop()
             state.audit.close()
-            db.dispose()
+            state.db.dispose()
 
+    return lifespan
+
+
+def create_app(
+    settings: Settings,
+    *,
+    queue: JobQueue,
+    db: Database | None = None,
+    broker_check: Check | None = None,
+    worker_check: Check | None = None,
+    background_services: Sequence[BackgroundService] = (),
+    configure_logs: bool = True,
+) -> FastAPI:
+    """Build the API from its collaborators (the composition root, `worker.service`, wires the real ones)."""
+    if configure_logs:
+        configure_logging(settings.log_level)
+    database = db or Database(settings.resolved_database_url)
+
+    def jobs_by_state() -> dict[JobState, int]:
+        """Job counts per state, for the metrics gauge."""
+        with database.sessionmaker() as s:
+            return jobs.count_by_state(s)
+
+    metrics = Metrics(jobs_by_state)
+    state = ServiceState(settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check)
     app = FastAPI(
         title="NeuRules service",
         version="1.0.0",
         description=DESCRIPTION,
-        lifespan=lifespan,
-        openapi_tags=[
-            {"name": "datasets", "description": "CSV uploads, validated and profiled"},
-            {"name": "jobs", "description": "training jobs (Celery); the job row is the source of truth"},
-            {"name": "models", "description": "immutable model versions and their exports"},
-            {"name": "registered models", "description": "named models and movable aliases"},
-            {"name": "predictions", "description": "decisions with explanations; every one audited"},
-            {"name": "audit", "description": "the tenant's append-only log of decisions"},
-            {"name": "ops", "description": "health, readiness, metrics"},
-        ],
+        lifespan=_lifespan(state, background_services),
+        docs_url=None,  # /docs and /redoc are served from local assets by app.web
+        redoc_url=None,
+        openapi_tags=OPENAPI_TAGS,
+        generate_unique_id_function=operation_id,
     )
     app.state.service = state
-    app.state.metrics = metrics
     install_error_handlers(app)
-    # predictions first: the hot path matches its route on the first try
-    for r in (
-        predictions.router,
-        datasets.router,
-        jobs.router,
-        models.router,
-        registry.router,
-        audit.router,
-        ops.router,
-    ):
-        app.include_router(r)
+    install_openapi(app)
+    for router in ROUTERS:
+        # every /v1 operation needs the database (an uncached API key is looked up there): each can answer 503
+        app.include_router(router, responses=responses(503) if router is not ops.router else None)
+    install_web(app)
     app.add_middleware(
         RequestMetricsMiddleware,
         metrics=metrics,
@@ -196,16 +186,3 @@ def create_app(
         max_body=settings.max_upload_bytes + 64 * 1024,
     )
     return app
-
-
-_app: FastAPI | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """`app.main:app` for `uvicorn app.main:app` (built from the environment on first access)."""
-    global _app
-    if name == "app":
-        if _app is None:
-            _app = create_app()
-        return _app
-    raise AttributeError(name)

@@ -7,7 +7,8 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.tables import JOB_STATES
+from app.services.job_states import JobState
 
 _rand = random.getrandbits
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -61,7 +62,7 @@ def configure_logging(level: str = "INFO") -> None:
 class Metrics:
     """The service's Prometheus metrics, in their own registry."""
 
-    def __init__(self, jobs_by_state: Callable[[], dict[str, int]] | None = None) -> None:
+    def __init__(self, jobs_by_state: Callable[[], Mapping[JobState, int]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram(
             "neurules_http_request_duration_seconds",
@@ -79,13 +80,36 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.decisions = Counter(
+            "neurules_decisions_total",
+            "decisions returned, per tenant, model, version and deciding rule (0 = default rule)",
+            ["tenant", "model", "version", "rule"],
+            registry=self.registry,
+        )
+        self._decision_children: dict[str, list[Any]] = {}  # version id -> counter child per rule id
         self.jobs_collector = _JobsCollector(jobs_by_state) if jobs_by_state is not None else None
         if self.jobs_collector is not None:
             self.registry.register(self.jobs_collector)
 
+    def count_decisions(
+        self, version_id: str, labels: tuple[str, str, int], n_rules: int, rule_ids: Sequence[int]
+    ) -> None:
+        """Add decisions to `neurules_decisions_total`; `labels` = (tenant id, model name, version number).
+        The label children are made once per version (the request path only increments)."""
+        children = self._decision_children.get(version_id)
+        if children is None:
+            tenant, model, version = labels
+            children = [self.decisions.labels(tenant, model, str(version), str(j)) for j in range(n_rules + 1)]
+            self._decision_children[version_id] = children
+        if len(rule_ids) == 1:
+            children[rule_ids[0]].inc()
+            return
+        for rule_id, n in Tally(rule_ids).items():
+            children[rule_id].inc(n)
+
 
 class _JobsCollector(Collector):
-    def __init__(self, fetch: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, fetch: Callable[[], Mapping[JobState, int]]) -> None:
         self.fetch = fetch
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -93,10 +117,10 @@ class _JobsCollector(Collector):
         g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
         try:
             counts = self.fetch()
-        except Exception:  # a scrape must not fail because the database blinked
+        except Exception:  # noqa: BLE001 -- a scrape must not fail because the database blinked
             counts = {}
-        for s in JOB_STATES:
-            g.add_metric([s], counts.get(s, 0))
+        for s in JobState:
+            g.add_metric([s.value], counts.get(s, 0))
         yield g
 
     def describe(self) -> list[GaugeMetricFamily]:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 MAX_UPLOAD_CEILING = 2 * 1024**3  # 2 GiB: above this a CSV belongs in a blob store, not a request
 
@@ -29,7 +30,8 @@ class Settings(BaseSettings):
 
     mode: Literal["embedded", "distributed"] = "embedded"
     data_dir: Path = Path("./var")
-    database_url: str | None = None
+    database_url: str | None = None  # the service's (app role's) connection
+    migration_database_url: str | None = None  # the owner's, for migrations; default: database_url
     broker_url: str | None = None
     queue: str = "neurules-training"
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
@@ -54,13 +56,18 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = Field(5.0, gt=0)
     stale_after_s: float = Field(120.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0)
-    resend_queued_after_s: float = Field(900.0, gt=0)  # re-send a queued job's id when it waited this long
+    resend_queued_after_s: float = Field(900.0, gt=0)  # brokers that cannot be scanned: re-send after this wait
+    lost_message_grace_s: float = Field(10.0, gt=0)  # a queued job whose message is not in the broker this long
+    ready_min_workers: int | None = Field(None, ge=0, le=10_000)  # default: 1 with an embedded worker, else 0
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 
     auth_cache_ttl_s: float = Field(10.0, ge=0, le=300)
     alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
     model_cache_size: int = Field(64, ge=1)
+
+    evaluation_sync_max_rows: int = Field(50_000, ge=0)  # larger datasets are evaluated on the training workers
+    drift_alert_psi: float = Field(0.2, gt=0)  # monitoring alerts when a version's rule-share PSI reaches this
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     access_log: bool = True
@@ -83,6 +90,7 @@ class Settings(BaseSettings):
         db, broker = self.database_url, self.broker_url
         if db is not None and not db.startswith(("sqlite", "postgresql")):
             raise ValueError("NEURULES_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        self._check_migration_url()
         if self.mode == "distributed":
             if not db or not broker:
                 raise ValueError("distributed mode needs NEURULES_DATABASE_URL and NEURULES_BROKER_URL")
@@ -101,6 +109,36 @@ class Settings(BaseSettings):
         """The database URL, defaulting to a SQLite file under data_dir."""
         return self.database_url or f"sqlite:///{(self.data_dir / 'neurules.sqlite3').as_posix()}"
 
+    def _check_migration_url(self) -> None:
+        """The migration URL names the same database as the service's, on PostgreSQL (SQLite has no roles)."""
+        mig, db = self.migration_database_url, self.resolved_database_url
+        if mig is None:
+            return
+        if not mig.startswith("postgresql") or self.is_sqlite:
+            raise ValueError(
+                "NEURULES_MIGRATION_DATABASE_URL is for PostgreSQL with NEURULES_DATABASE_URL on the same database "
+                "(SQLite has no roles: leave it unset)"
+            )
+        if _url_part(mig, "database", "MIGRATION_DATABASE_URL") != _url_part(db, "database", "DATABASE_URL"):
+            raise ValueError(
+                "NEURULES_MIGRATION_DATABASE_URL must name the same database as NEURULES_DATABASE_URL "
+                "(only the role differs)"
+            )
+
+    @property
+    def resolved_migration_database_url(self) -> str:
+        """The URL migrations run with (the tables' owner), defaulting to the service's own."""
+        return self.migration_database_url or self.resolved_database_url
+
+    @property
+    def app_role(self) -> str | None:
+        """The service's role when it differs from the migration role (PostgreSQL): migrations grant it its rights."""
+        if self.migration_database_url is None:
+            return None
+        app = _url_part(self.resolved_database_url, "username", "DATABASE_URL")
+        owner = _url_part(self.migration_database_url, "username", "MIGRATION_DATABASE_URL")
+        return app if app and app != owner else None
+
     @property
     def resolved_broker_url(self) -> str:
         """The broker URL, defaulting to the filesystem broker under data_dir."""
@@ -117,6 +155,22 @@ class Settings(BaseSettings):
         return self.embedded_worker if self.embedded_worker is not None else self.mode == "embedded"
 
     @property
+    def required_workers(self) -> int:
+        """Live training workers /readyz needs: the embedded one in embedded mode; none by default when distributed.
+
+        A distributed API serves predictions without any training worker, so a fleet scaled to zero must not
+        take the API out of its load balancer; set NEURULES_READY_MIN_WORKERS where training must be available.
+        """
+        if self.ready_min_workers is not None:
+            return self.ready_min_workers
+        return 1 if self.run_embedded_worker else 0
+
+    @property
+    def worker_alive_s(self) -> float:
+        """A worker whose heartbeat row is older than this (three missed beats) no longer counts as live."""
+        return 3 * self.heartbeat_interval_s
+
+    @property
     def resolved_train_threads(self) -> int | None:
         """Torch threads for training (embedded mode leaves cores for the API), None = torch's default."""
         if self.train_threads is not None:
@@ -131,7 +185,16 @@ class Settings(BaseSettings):
         return self.resolved_database_url.startswith("sqlite")
 
 
+def _url_part(url: str, part: str, variable: str) -> str | None:
+    """One part (username, database) of a database URL; ValueError naming the variable when it does not parse."""
+    try:
+        value: str | None = getattr(make_url(url), part)
+    except Exception:  # noqa: BLE001 -- sqlalchemy raises several kinds for a malformed URL
+        raise ValueError(f"NEURULES_{variable} is not a valid database URL") from None
+    return value
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings (read once from the environment)."""
-    return Settings()  # type: ignore[call-arg]  # values come from the environment
+    return Settings()  # values come from the environment

@@ -1,13 +1,15 @@
-"""Process-wide service state shared by routers: settings, database, caches, job queue."""
+"""Process-wide service state shared by routers: settings, database, caches, job queue, readiness checks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from app.audit import AuditWriter
 from app.db import Database
+from app.observability import Metrics
+from app.services.audit import AuditWriter
 from app.services.jobs import JobQueue
+from app.services.model_store import ModelStore
+from app.services.readiness import Check
 from app.services.serving import TTLCache
 from app.settings import Settings
 
@@ -19,17 +21,15 @@ class ServiceState:
     settings: Settings
     db: Database
     queue: JobQueue
-    broker_check: Any = None  # () -> None, raises when the broker is unreachable
-    metrics: Any = None  # app.observability.Metrics
-    worker_check: Any = None  # () -> None, raises when the embedded worker thread has died
+    metrics: Metrics
+    broker_check: Check | None = None  # raises when the broker is unreachable
+    worker_check: Check | None = None  # raises when no training worker can take jobs
     auth_cache: TTLCache = field(init=False)
-    model_cache: TTLCache = field(init=False)
-    alias_cache: TTLCache = field(init=False)
+    models: ModelStore = field(init=False)
     audit: AuditWriter = field(init=False)
 
     def __post_init__(self) -> None:
         s = self.settings
         self.auth_cache = TTLCache(10_000, s.auth_cache_ttl_s)
-        self.model_cache = TTLCache(s.model_cache_size, None)
-        self.alias_cache = TTLCache(10_000, s.alias_cache_ttl_s)
+        self.models = ModelStore(self.db, model_cache_size=s.model_cache_size, alias_ttl_s=s.alias_cache_ttl_s)
         self.audit = AuditWriter(self.db.engine)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.services.job_states import JobState
+
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -32,9 +34,6 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINAL_JOB_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
 
 def utcnow() -> datetime:
@@ -68,11 +67,26 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
+class JobStateType(TypeDecorator[JobState]):
+    """A job state stored as its string and read back as `JobState`."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: JobState | str | None, dialect: Dialect) -> str | None:
+        """Store the state's value (a plain string that is not a state is refused)."""
+        return None if value is None else JobState(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> JobState | None:
+        """Read the string back as a state."""
+        return None if value is None else JobState(value)
+
+
 class Base(DeclarativeBase):
     """Declarative base with a stable constraint naming convention."""
 
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class Tenant(Base):
@@ -180,7 +194,7 @@ class Job(Base):
     target: Mapped[str] = mapped_column(String(300))
     model_name: Mapped[str] = mapped_column(String(100))
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[JobState] = mapped_column(JobStateType(), default=JobState.QUEUED)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     n_epochs: Mapped[int] = mapped_column(Integer, default=0)
@@ -205,7 +219,12 @@ class Job(Base):
 
 
 class AuditRecord(Base):
-    """Append-only record of one prediction decision (UPDATE/DELETE refused by triggers)."""
+    """Append-only record of one prediction decision (UPDATE/DELETE refused by triggers).
+
+    Each tenant's rows form a hash chain (docs/audit.md): `seq` counts the tenant's rows from 1,
+    `prev_hash` is the previous row's `row_hash` and `row_hash` is the SHA-256 of the row's canonical
+    content (`app.services.audit_chain`).
+    """
 
     __tablename__ = "audit_log"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
@@ -216,5 +235,104 @@ class AuditRecord(Base):
     input_digest: Mapped[str] = mapped_column(String(64))
     output: Mapped[dict[str, Any]] = mapped_column(JSON)
     rule_id: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    row_hash: Mapped[str] = mapped_column(String(64))
+    # NULL: not recorded (a row written before migration 0002)
+    missing_filled: Mapped[bool | None] = mapped_column(Boolean, default=None)
 
-    __table_args__ = (Index("ix_audit_log_tenant_created", "tenant_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_audit_log_tenant_created", "tenant_id", "created_at"),
+        Index("ux_audit_log_tenant_seq", "tenant_id", "seq", unique=True),
+    )
+
+
+class AuditChainHead(Base):
+    """The last link of a tenant's audit chain, updated in the transaction that appends rows.
+
+    Locked FOR UPDATE by each batch that appends to the tenant's chain (so several server processes
+    extend it one after another), and what a truncated tail is detected against.
+    """
+
+    __tablename__ = "audit_chain_heads"
+    tenant_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    row_hash: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JobProgressPoint(Base):
+    """One progress point a worker wrote for a job (the training history; appended, never changed)."""
+
+    __tablename__ = "job_progress_points"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(Integer)
+    loss: Mapped[float | None] = mapped_column(Float, default=None)
+    val_score: Mapped[float | None] = mapped_column(Float, default=None)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_job_progress_points_job", "job_id", "id"),)
+
+
+class Evaluation(Base):
+    """A model version scored on a labelled dataset; immutable once succeeded or failed."""
+
+    __tablename__ = "evaluations"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
+    dataset_id: Mapped[str] = mapped_column(String(40))  # no foreign key: the result outlives its dataset
+    target: Mapped[str] = mapped_column(String(300))
+    slice_by: Mapped[str | None] = mapped_column(String(300), default=None)
+    state: Mapped[JobState] = mapped_column(JobStateType(), default=JobState.QUEUED)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    error_code: Mapped[str | None] = mapped_column(String(64), default=None)
+    n_rows_in_file: Mapped[int | None] = mapped_column(Integer, default=None)
+    n_rows: Mapped[int | None] = mapped_column(Integer, default=None)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    __table_args__ = (
+        Index("ix_evaluations_tenant_version_created", "tenant_id", "model_version_id", "created_at"),
+        Index("ix_evaluations_state_heartbeat", "state", "heartbeat_at"),
+    )
+
+
+class RegistryEvent(Base):
+    """A change of the registry (alias set / moved / deleted, version created), written with the change."""
+
+    __tablename__ = "registry_events"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    registered_model_id: Mapped[str] = mapped_column(ForeignKey("registered_models.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    action: Mapped[str] = mapped_column(String(32))
+    alias: Mapped[str | None] = mapped_column(String(64), default=None)
+    from_version: Mapped[int | None] = mapped_column(Integer, default=None)
+    to_version: Mapped[int | None] = mapped_column(Integer, default=None)
+    api_key_id: Mapped[str | None] = mapped_column(String(40), default=None)
+    job_id: Mapped[str | None] = mapped_column(String(40), default=None)
+
+    __table_args__ = (Index("ix_registry_events_model", "registered_model_id", "id"),)
+
+
+class WorkerHeartbeat(Base):
+    """A live training worker: written every few seconds by each worker, deleted when it stops cleanly."""
+
+    __tablename__ = "worker_heartbeats"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)  # Celery hostname / pid
+    queue: Mapped[str] = mapped_column(String(200))
+    hostname: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_worker_heartbeats_queue_seen", "queue", "seen_at"),)

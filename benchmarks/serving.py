@@ -31,7 +31,6 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 HEART = ROOT.parent / "shared" / "datasets" / "heart.csv"
-BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -46,14 +45,14 @@ def start_server(workers: int) -> tuple[str, str, subprocess.Popen[bytes], tempf
     tmp = tempfile.TemporaryDirectory(prefix="neurules-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURULES_")}
     env["NEURULES_LOG_LEVEL"] = "WARNING"
-    admin = str(BIN / "neurules-admin")
-    subprocess.run([admin, "create-tenant", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True)
+    admin = [sys.executable, "-m", "worker.cli"]  # the `neurules-admin` console script's code
+    subprocess.run([*admin, "create-tenant", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True)
     key = subprocess.run(
-        [admin, "create-key", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True, text=True
+        [*admin, "create-key", "bench"], cwd=tmp.name, env=env, check=True, capture_output=True, text=True
     ).stdout.strip()
     port = free_port()
     proc = subprocess.Popen(
-        [admin, "serve", "--port", str(port), "--workers", str(workers)],
+        [*admin, "serve", "--port", str(port), "--workers", str(workers)],
         cwd=tmp.name,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.rulelist import RuleList
+from models.rulelist import RuleList, decision_table
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -72,14 +72,11 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    """Predict a CSV with a stored rule list: class, per-class probabilities, matched rule id."""
+    """Predict a CSV with a stored rule list: index, prediction, probability, rule_id, p_<class>..."""
     rl = RuleList.from_dict(json.loads(Path(args.model).read_text()))
     df = pd.read_csv(args.data)
-    proba = rl.predict_proba(df)
-    out = pd.DataFrame({"prediction": rl.predict(df)})
-    for i, c in enumerate(rl.classes):
-        out[f"proba_{c}"] = proba[:, i]
-    out["rule"] = rl.apply(df)
+    header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
+    out = pd.DataFrame(rows, columns=header)
     if args.out:
         out.to_csv(args.out, index=False)
     else:

@@ -390,7 +390,7 @@ class RuleList:
         if doc.get("format") != FORMAT:
             _Doc.fail("format", f"must be {FORMAT!r}")
         version = doc.get("version")
-        if version != VERSION:
+        if type(version) is not int or version != VERSION:  # `true == 1` in Python: not a version
             _Doc.fail("version", f"unsupported version {version!r} (this code reads {VERSION})")
         target = doc.get("target", "target")
         if not isinstance(target, str):
@@ -670,8 +670,11 @@ class RuleList:
     def to_sql(self, table: str, *, output: str = "prediction") -> str:
         """One SQL `CASE WHEN` expression selecting the predicted class (or `rule_id`) per row.
 
-        Numeric columns: NULL is replaced by the training fill value. Categorical columns are
-        compared as text holding the category keys, NULL being the missing level.
+        Standard SQL (PostgreSQL, SQLite, SQL Server, Oracle; MySQL with ANSI_QUOTES and
+        NO_BACKSLASH_ESCAPES). `table` may be schema-qualified (`public.heart`: each dotted part is
+        quoted). Missing is what the document says: NULL or `''` (numeric columns: also blanks);
+        numeric columns then take the training fill value, categorical ones the missing level.
+        Categorical columns are compared as text holding the category keys.
         """
         if output not in ("prediction", "rule_id"):
             raise ValueError("output must be 'prediction' or 'rule_id'")
@@ -682,12 +685,12 @@ class RuleList:
                 return "1" if v else "0"
             if isinstance(v, (int, float)):
                 return repr(v)
-            return "'" + str(v).replace("'", "''") + "'"
+            return _sql_string(str(v))
 
         def cond_sql(c: Condition) -> str:
             col = _sql_ident(c.feature)
             if c.op == "between":
-                x = f"COALESCE({col}, {by_name[c.feature].fill_value!r})"
+                x = f"COALESCE({_sql_number(col)}, {by_name[c.feature].fill_value!r})"
                 parts = []
                 if c.low is not None:
                     parts.append(f"{x} >= {c.low!r}")
@@ -696,7 +699,8 @@ class RuleList:
                 return " AND ".join(parts)
             present = [v for v in c.values if v is not None]
             null_in = len(present) != len(c.values)
-            inlist = f"CAST({col} AS TEXT) IN ({', '.join(literal(v) for v in present)})" if present else "1 = 0"
+            col = f"NULLIF(CAST({col} AS TEXT), '')"  # '' is the missing level, like NULL
+            inlist = f"{col} IN ({', '.join(literal(v) for v in present)})" if present else "1 = 0"
             if c.op == "in":
                 return f"({inlist} OR {col} IS NULL)" if null_in else f"({col} IS NOT NULL AND {inlist})"
             return f"({col} IS NOT NULL AND NOT {inlist})" if null_in else f"({col} IS NULL OR NOT {inlist})"
@@ -709,7 +713,7 @@ class RuleList:
             cond = " AND ".join(cond_sql(c) for c in rule.conditions) or "1 = 1"
             whens.append(f"    -- rule {j}: {_one_line(rule.text(by_name))}\n    WHEN {cond} THEN {out(j)}")
         body = "\n".join(whens) if whens else "    WHEN 1 = 0 THEN NULL"
-        return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_ident(table)}"
+        return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_table(table)}"
 
     def to_python(self, function_name: str = "predict") -> str:
         """Source of a dependency-free function `predict(record) -> (class, rule_id, probabilities)`."""
@@ -760,8 +764,59 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def _sql_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+# the batch output every front end writes (`neurules predict`, the service's predict.csv); the JSON
+# answer uses the same names per record (`probabilities` holding the p_<class> values)
+DECISION_COLUMNS = ("index", "prediction", "probability", "rule_id")
+
+
+def label_key(label: Any) -> str:
+    """A class label as text in output names and JSON keys: `true`/`false` for booleans, else str()."""
+    if isinstance(label, (bool, np.bool_)):
+        return "true" if label else "false"
+    return str(label.item() if isinstance(label, np.generic) else label)
+
+
+def decision_table(rl: RuleList, X: Any) -> tuple[list[str], list[list[Any]]]:
+    """Header `index, prediction, probability, rule_id, p_<class>...` and one row per record.
+
+    `index` counts records from 0 (as `records[i]` does); probabilities are rounded to 6 places.
+    """
+    ids = rl.apply(X).tolist()
+    n = len(rl.rules) + 1
+    probs = [rl.rule(j).probabilities for j in range(n)]
+    preds = [json_label(rl.prediction_of(j)) for j in range(n)]
+    header = [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in rl.classes)]
+    rows = [[i, preds[r], round(max(probs[r]), 6), r, *(round(p, 6) for p in probs[r])] for i, r in enumerate(ids)]
+    return header, rows
+
+
+def _sql_text(text: str, what: str) -> str:
+    if "\x00" in text:
+        raise ValueError(f"{what} {text!r} contains a NUL character, which SQL cannot hold")
+    return text
+
+
+def _sql_ident(name: str, what: str = "column name") -> str:
+    """A quoted identifier: any character but NUL, `"` doubled."""
+    return '"' + _sql_text(name, what).replace('"', '""') + '"'
+
+
+def _sql_string(value: str) -> str:
+    """A standard SQL string literal: any character but NUL, `'` doubled."""
+    return "'" + _sql_text(value, "value").replace("'", "''") + "'"
+
+
+def _sql_number(col: str) -> str:
+    """A numeric column as a number, NULL when missing (NULL, or text that is empty or blank)."""
+    return f"CAST(NULLIF(TRIM(CAST({col} AS TEXT)), '') AS DOUBLE PRECISION)"
+
+
+def _sql_table(table: str) -> str:
+    """`table`, `schema.table` or `catalog.schema.table`, each part quoted."""
+    parts = table.split(".")
+    if not 1 <= len(parts) <= 3 or any(p.strip() == "" for p in parts):
+        raise ValueError(f"table {table!r}: give name, schema.name or catalog.schema.name")
+    return ".".join(_sql_ident(p, "table name") for p in parts)
 
 
 def _plain(value: Any) -> Any:

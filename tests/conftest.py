@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT.parent / "shared" / "datasets"
 PG_ADMIN_URL = os.environ.get("NEURULES_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/neurules_test")
+PG_HOST = PG_ADMIN_URL.rsplit("@", 1)[1].rsplit("/", 1)[0]  # host:port of the test PostgreSQL
 REDIS_URL = os.environ.get("NEURULES_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 
@@ -76,10 +77,11 @@ def doc() -> dict[str, Any]:
 
 
 class FakeQueue:
-    """Records job ids instead of sending them to a broker; can be told to fail."""
+    """Records job and evaluation ids instead of sending them to a broker; can be told to fail."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.evaluations: list[str] = []
         self.fail = False
 
     def send(self, job_id: str) -> None:
@@ -87,6 +89,12 @@ class FakeQueue:
         if self.fail:
             raise ConnectionError("broker down")
         self.sent.append(job_id)
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Record (or refuse) one evaluation id."""
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.evaluations.append(evaluation_id)
 
 
 def skip_unless_ci(reason: str) -> None:
@@ -103,7 +111,7 @@ def pg_database() -> Iterator[str]:
         skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
     from sqlalchemy import create_engine, text
 
-    from app.cli import migrate
+    from app.admin import migrate
 
     name = f"neurules_t_{uuid.uuid4().hex[:10]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -194,7 +202,7 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
     """Build an Api on SQLite (fresh file) or PostgreSQL (shared session database, truncated)."""
     from fastapi.testclient import TestClient
 
-    from app.cli import create_key, create_tenant, migrate
+    from app.admin import create_key, create_tenant, migrate
     from app.main import create_app
     from app.settings import Settings
 
@@ -218,7 +226,7 @@ def make_api(tmp_path: Path, backend: str, pg_url: str | None = None, **override
     _, ka = create_key(url, "tenant-a")
     _, kb = create_key(url, "tenant-b")
     queue = FakeQueue()
-    app = create_app(settings, queue=queue, background=False, configure_logs=False)
+    app = create_app(settings, queue=queue, configure_logs=False)
     with TestClient(app) as client:
         yield Api(client, app, settings, queue, url, ka, kb, ta, tb)
 
@@ -243,3 +251,73 @@ def heart_csv() -> bytes:
     if not p.exists():
         skip_unless_ci(f"shared dataset missing: {p}")
     return p.read_bytes()
+
+
+@dataclass
+class Roles:
+    """A database, its owner role and the app role (URLs for each)."""
+
+    owner: str
+    app: str
+    owner_url: str
+    app_url: str
+
+
+def roles_env(monkeypatch: pytest.MonkeyPatch, roles: Roles, tmp: Path) -> None:
+    """Point the NEURULES_* environment at the app role (service) and the owner (migrations)."""
+    for k in list(os.environ):
+        if k.startswith("NEURULES_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("NEURULES_DATABASE_URL", roles.app_url)
+    monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", roles.owner_url)
+    monkeypatch.setenv("NEURULES_DATA_DIR", str(tmp / "var"))
+
+
+@pytest.fixture(scope="module")
+def roles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Roles]:
+    """Owner and app roles on a fresh database, set up with the admin commands; all dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    tag = uuid.uuid4().hex[:10]
+    owner, app, db = f"nr_owner_{tag}", f"nr_app_{tag}", f"neurules_t_{tag}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"CREATE ROLE {owner} LOGIN CREATEROLE PASSWORD 'owner-pw'"))
+        c.execute(text(f'CREATE DATABASE "{db}" OWNER {owner}'))
+    r = Roles(
+        owner,
+        app,
+        f"postgresql+psycopg://{owner}:owner-pw@{PG_HOST}/{db}",
+        f"postgresql+psycopg://{app}:app-pw@{PG_HOST}/{db}",
+    )
+    mp = pytest.MonkeyPatch()
+    try:
+        _setup_roles(r, mp, tmp_path_factory.mktemp("roles"))
+        yield r
+    finally:
+        mp.undo()
+        with admin.connect() as c:
+            c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"))
+            c.execute(text(f'DROP DATABASE IF EXISTS "{db}"'))
+            c.execute(text(f"DROP ROLE IF EXISTS {app}"))
+            c.execute(text(f"DROP ROLE IF EXISTS {owner}"))
+        admin.dispose()
+
+
+def _setup_roles(r: Roles, mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    """`migrate` refuses a missing app role (nothing migrated); `create-app-role` then `migrate` succeed."""
+    from sqlalchemy import create_engine, text
+
+    from worker.cli import main
+
+    roles_env(mp, r, tmp)
+    with pytest.raises(SystemExit, match=f"the app role '{r.app}' does not exist"):
+        main(["migrate"])
+    eng = create_engine(r.owner_url)
+    with eng.connect() as c:  # the failed grant rolled the whole migration back
+        assert c.execute(text("SELECT to_regclass('audit_log')")).scalar() is None
+    eng.dispose()
+    main(["create-app-role"])
+    main(["migrate"])

@@ -8,23 +8,24 @@ the solo pool used for GPU workers cannot enforce them).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import setup_logging
 
+from app.observability import configure_logging
 from app.settings import Settings, get_settings
+from worker.evaluations import EVALUATE_TASK
+from worker.tasks import REAP_TASK, TRAIN_TASK, register_tasks
 
-TRAIN_TASK = "neurules.train"
-REAP_TASK = "neurules.reap"
 
-
-@setup_logging.connect
 def _json_logs(**_: Any) -> None:
     """Worker processes log JSON lines like the API (instead of Celery's own format)."""
-    from app.observability import configure_logging
-
     configure_logging(get_settings().log_level)
+
+
+setup_logging.connect(_json_logs)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
         "task_default_queue": settings.queue,
-        "task_routes": {TRAIN_TASK: {"queue": settings.queue}, REAP_TASK: {"queue": settings.queue}},
+        "task_routes": {task: {"queue": settings.queue} for task in (TRAIN_TASK, EVALUATE_TASK, REAP_TASK)},
         "task_serializer": "json",
         "accept_content": ["json"],
         "task_ignore_result": True,
@@ -75,14 +76,12 @@ def make_celery(settings: Settings) -> Celery:
     """A Celery app configured from settings, with the training tasks registered."""
     app = Celery("neurules", set_as_current=False)
     app.conf.update(celery_config(settings))
-    from worker.tasks import register_tasks
-
     register_tasks(app, settings)
     return app
 
 
 class CeleryQueue:
-    """JobQueue backed by Celery: sends the job id only."""
+    """JobQueue backed by Celery: sends the job or evaluation id only."""
 
     def __init__(self, app: Celery, queue: str) -> None:
         self.app, self.queue = app, queue
@@ -97,14 +96,22 @@ class CeleryQueue:
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
         )
 
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Enqueue one background evaluation id (fails fast when the broker is down)."""
+        self.app.send_task(
+            EVALUATE_TASK,
+            args=[evaluation_id],
+            queue=self.queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
+
     def check(self) -> None:
         """Raise when the broker is unreachable."""
         with self.app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=3)
             if self.app.conf.broker_url.startswith("filesystem"):
                 opts = self.app.conf.broker_transport_options
-                import os
-
                 if not os.access(opts["data_folder_in"], os.W_OK):
                     raise OSError(f"broker folder {opts['data_folder_in']} is not writable")
 
@@ -114,7 +121,7 @@ _app: Celery | None = None
 
 def __getattr__(name: str) -> Any:
     """`app` is built on first use from the environment (so importing this module has no side effects)."""
-    global _app
+    global _app  # noqa: PLW0603 -- one app per process, built lazily
     if name in ("app", "celery"):
         if _app is None:
             _app = make_celery(get_settings())

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from typing import Any
+from dataclasses import dataclass
 
 from celery import Celery
+from celery.worker import WorkController
 
 from app.settings import Settings
 
@@ -16,10 +17,16 @@ log = logging.getLogger("neurules.worker")
 EMBEDDED_HOST = f"embedded@{socket.gethostname()}"
 
 
-def start_embedded_worker(app: Celery, settings: Settings) -> Any:
-    """Start a solo-pool worker consuming the training queue inside this process."""
-    from celery.worker import WorkController
+@dataclass(frozen=True)
+class RunningWorker:
+    """An embedded worker and the thread it runs in."""
 
+    controller: WorkController
+    thread: threading.Thread
+
+
+def start_embedded_worker(app: Celery, settings: Settings) -> RunningWorker:
+    """Start a solo-pool worker consuming the training queue inside this process."""
     app.finalize()
     worker = WorkController(
         app=app,
@@ -33,21 +40,24 @@ def start_embedded_worker(app: Celery, settings: Settings) -> Any:
         without_gossip=True,
         ready_callback=None,
     )
-    t = threading.Thread(target=worker.start, name="neurules-embedded-worker", daemon=True)
+    t = threading.Thread(target=_run, args=(app, worker), name="neurules-embedded-worker", daemon=True)
     t.start()
-    worker._neurules_thread = t  # noqa: SLF001
     log.info("embedded worker started", extra={"queue": settings.queue})
-    return worker
+    return RunningWorker(worker, t)
 
 
-def stop_embedded_worker(worker: Any, timeout: float = 10.0) -> None:
+def _run(app: Celery, worker: WorkController) -> None:
+    """The worker thread: this app is its current app (the solo pool looks tasks up in the current app)."""
+    app.set_current()
+    worker.start()
+
+
+def stop_embedded_worker(worker: RunningWorker, timeout: float = 10.0) -> None:
     """Ask the embedded worker to stop and wait a little for it."""
     from celery.worker import state
 
     try:
-        worker.stop(in_sighandler=False)
-    except Exception:
+        worker.controller.stop(in_sighandler=False)
+    except Exception:  # noqa: BLE001 -- a worker that cannot stop cleanly is told to terminate
         state.should_terminate = 0
-    t: threading.Thread | None = getattr(worker, "_neurules_thread", None)
-    if t is not None:
-        t.join(timeout)
+    worker.thread.join(timeout)

@@ -9,22 +9,31 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.exc import IntegrityError
 
-from app.db import Database
+from app.db import Database, is_unavailable_error
 from app.services import jobs as jobsvc
 from app.services import registry
+from app.services.job_states import JobState
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
+from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
+from worker.liveness import heartbeat_step
+from worker.patience import retry_countdown, with_database
+from worker.pending import Scan, broker_scan
 from worker.training import TrainingInputError, TrainOutcome, package_versions, train_rule_list
 
 log = logging.getLogger("neurules.worker")
 
+TRAIN_TASK = "neurules.train"
+REAP_TASK = "neurules.reap"
 Trainer = Callable[[bytes, str, dict[str, Any], Callable[[dict[str, Any]], Any]], TrainOutcome]
 
 
@@ -60,9 +69,91 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
+RunOutcome = Literal["skipped", "succeeded", "failed", "cancelled", "discarded"]
+STORE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What a claimed job trains on, read once at its start."""
+
+    data: bytes
+    target: str
+    parameters: dict[str, Any]
+    tenant_id: str
+    model_name: str
+    dataset_id: str
+    dataset_sha256: str
+
+
+def _load_inputs(db: Database, job_id: str) -> JobInputs:
+    """The job's parameters and its dataset's bytes (TrainingInputError when the dataset is gone)."""
+    with db.session() as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise TrainingInputError("the job was deleted before training started")
+        ds = s.get(Dataset, job.dataset_id) if job.dataset_id else None
+        if ds is None:
+            raise TrainingInputError("the dataset was deleted before training started")
+        data = DatabaseBlobStore(s).get(ds.blob_key)
+        return JobInputs(data, job.target, dict(job.parameters), job.tenant_id, job.model_name, ds.id, ds.sha256)
+
+
+def _progress_callback(
+    db: Database, settings: Settings, job_id: str, worker_id: str
+) -> Callable[[dict[str, Any]], bool]:
+    """Per epoch: progress every few epochs, cancel and deadline checks every epoch."""
+    deadline = time.monotonic() + settings.training_soft_time_limit_s
+    every = settings.progress_every_epochs
+    last_write = [0.0]
+    offline_until = [0.0]  # the database was unavailable: train on, look again after a heartbeat interval
+
+    def callback(progress: dict[str, Any]) -> bool:
+        epoch = int(progress.get("epoch", 0))
+        n_epochs = int(progress.get("n_epochs", 0))
+        now = time.monotonic()
+        stop = False
+        if now >= offline_until[0]:
+            try:
+                with db.session() as s:
+                    if epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0:
+                        jobsvc.write_progress(s, job_id, worker_id, progress)
+                        last_write[0] = now
+                    stop = jobsvc.cancel_requested(s, job_id)
+            except Exception as e:
+                if not is_unavailable_error(e):
+                    raise
+                log.warning("database unavailable; training goes on without progress", extra={"job_id": job_id})
+                offline_until[0] = now + settings.heartbeat_interval_s
+        if stop:
+            raise _Stop("cancelled")
+        if now > deadline:
+            raise _Stop("time_limit")
+        return False
+
+    return callback
+
+
+def _provenance(inputs: JobInputs, outcome: TrainOutcome, job_id: str, worker_id: str) -> dict[str, Any]:
+    """Where a trained version came from: data, parameters, seed, packages, device, time, job and worker."""
+    return {
+        "dataset_id": inputs.dataset_id,
+        "dataset_sha256": inputs.dataset_sha256,
+        "target": inputs.target,
+        "parameters": outcome.parameters,
+        "request": inputs.parameters,
+        "seed": outcome.seed,
+        "packages": package_versions(),
+        "device": outcome.device,
+        "train_seconds": outcome.seconds,
+        "job_id": job_id,
+        "worker": worker_id,
+    }
+
+
 def run_job(
     db: Database, settings: Settings, job_id: str, *, worker: str | None = None, trainer: Trainer = train_rule_list
-) -> str:
+) -> RunOutcome:
     """Run one training job idempotently; returns what happened (skipped/succeeded/failed/cancelled/discarded)."""
     worker_id = f"{worker or socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
     with db.session() as s:
@@ -71,88 +162,58 @@ def run_job(
             log.info("job not claimable; skipping", extra={"job_id": job_id, "state": job.state if job else None})
             return "skipped"
     log.info("job started", extra={"job_id": job_id, "worker": worker_id})
+    patience = settings.stale_after_s  # the job stays ours this long without heartbeats; then the reaper requeues it
     try:
-        with db.session() as s:
-            job = s.get(Job, job_id)
-            assert job is not None
-            ds = s.get(Dataset, job.dataset_id) if job.dataset_id else None
-            if ds is None:
-                raise TrainingInputError("the dataset was deleted before training started")
-            data = DatabaseBlobStore(s).get(ds.blob_key)
-            target, params, tenant_id, model_name = job.target, dict(job.parameters), job.tenant_id, job.model_name
-            dataset_id, dataset_sha = ds.id, ds.sha256
-        deadline = time.monotonic() + settings.training_soft_time_limit_s
-        every = settings.progress_every_epochs
-        last_write = [0.0]
-
-        def callback(progress: dict[str, Any]) -> bool:
-            """Per epoch: progress every few epochs, cancel and deadline checks every epoch."""
-            epoch = int(progress.get("epoch", 0))
-            n_epochs = int(progress.get("n_epochs", 0))
-            now = time.monotonic()
-            with db.session() as s:
-                if epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0:
-                    jobsvc.write_progress(s, job_id, worker_id, progress)
-                    last_write[0] = now
-                stop = jobsvc.cancel_requested(s, job_id)
-            if stop:
-                raise _Stop("cancelled")
-            if now > deadline:
-                raise _Stop("time_limit")
-            return False
-
-        _limit_threads(settings.resolved_train_threads)
-        with Heartbeat(db, job_id, worker_id, settings.heartbeat_interval_s):
-            outcome = trainer(data, target, params, callback)
-        mv_id: str | None = None
-        for attempt in range(3):  # a concurrent version of the same model can take our number: retry
-            try:
-                mv_id = _store_result(
-                    db,
-                    job_id,
-                    worker_id,
-                    tenant_id,
-                    model_name,
-                    outcome,
-                    {
-                        "dataset_id": dataset_id,
-                        "dataset_sha256": dataset_sha,
-                        "target": target,
-                        "parameters": outcome.parameters,
-                        "request": params,
-                        "seed": outcome.seed,
-                        "packages": package_versions(),
-                        "device": outcome.device,
-                        "train_seconds": outcome.seconds,
-                        "job_id": job_id,
-                        "worker": worker_id,
-                    },
-                )
-                break
-            except IntegrityError:
-                if attempt == 2:
-                    raise
-        if mv_id is None:
-            log.warning("job changed hands while training; result discarded", extra={"job_id": job_id})
-            return "discarded"
-        log.info("job succeeded", extra={"job_id": job_id, "model_version_id": mv_id, "seconds": outcome.seconds})
-        return "succeeded"
+        return _train_and_store(db, settings, job_id, worker_id, trainer)
     except _Stop as e:
-        return _end(db, job_id, worker_id, e.reason)
+        end = partial(_end, db, job_id, worker_id, e.reason)
     except SoftTimeLimitExceeded:
-        return _end(db, job_id, worker_id, "time_limit")
+        end = partial(_end, db, job_id, worker_id, "time_limit")
     except Exception as e:
-        if type(e).__name__ == "TrainingCancelled" or isinstance(e.__cause__ or e.__context__, _Stop):
-            reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
-            return _end(db, job_id, worker_id, reason)
-        if isinstance(e, TrainingInputError):
-            msg = str(e)
-        else:
-            log.exception("training failed", extra={"job_id": job_id})
-            msg = f"training failed: {type(e).__name__}: {e}"[:2000]
-        with db.session() as s:
-            jobsvc.finish(s, job_id, worker_id, "failed", error=msg)
-        return "failed"
+        if is_unavailable_error(e):  # the database stayed away longer than our patience: the reaper takes over
+            raise
+        end = partial(_fail, db, job_id, worker_id, e)  # whatever training raised fails the job, with the reason
+    return with_database(end, patience_s=patience, what="end job")
+
+
+def _train_and_store(db: Database, settings: Settings, job_id: str, worker_id: str, trainer: Trainer) -> RunOutcome:
+    """Train the claimed job and store its version; `discarded` when the job changed hands meanwhile."""
+    patience = settings.stale_after_s
+    inputs = with_database(partial(_load_inputs, db, job_id), patience_s=patience, what="load inputs")
+    callback = _progress_callback(db, settings, job_id, worker_id)
+    _limit_threads(settings.resolved_train_threads)
+    with Heartbeat(db, job_id, worker_id, settings.heartbeat_interval_s):
+        outcome = trainer(inputs.data, inputs.target, inputs.parameters, callback)
+    provenance = _provenance(inputs, outcome, job_id, worker_id)
+    mv_id: str | None = None
+    for attempt in range(STORE_ATTEMPTS):  # a concurrent version of the same model can take our number: retry
+        try:
+            store = partial(_store_result, db, job_id, worker_id, inputs, outcome, provenance)
+            mv_id = with_database(store, patience_s=patience, what="store result")
+            break
+        except IntegrityError:
+            if attempt == STORE_ATTEMPTS - 1:
+                raise
+    if mv_id is None:
+        log.warning("job changed hands while training; result discarded", extra={"job_id": job_id})
+        return "discarded"
+    log.info("job succeeded", extra={"job_id": job_id, "model_version_id": mv_id, "seconds": outcome.seconds})
+    return "succeeded"
+
+
+def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome:
+    """End a job that raised: cancelled when the learner relayed our stop, else failed with a readable reason."""
+    if type(e).__name__ == "TrainingCancelled" or isinstance(e.__cause__ or e.__context__, _Stop):
+        reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
+        return _end(db, job_id, worker_id, reason)
+    if isinstance(e, TrainingInputError):
+        msg = str(e)
+    else:
+        log.error("training failed", extra={"job_id": job_id}, exc_info=e)
+        msg = f"training failed: {type(e).__name__}: {e}"[:2000]
+    with db.session() as s:
+        jobsvc.finish(s, job_id, worker_id, JobState.FAILED, error=msg)
+    return "failed"
 
 
 def _limit_threads(n: int | None) -> None:
@@ -172,56 +233,54 @@ def _store_result(
     db: Database,
     job_id: str,
     worker_id: str,
-    tenant_id: str,
-    model_name: str,
+    inputs: JobInputs,
     outcome: TrainOutcome,
     provenance: dict[str, Any],
 ) -> str | None:
     """In one transaction: the new model version and the job's success; None when the job is no longer ours."""
     with db.session() as s:
-        job = s.get(Job, job_id, with_for_update=True)
-        if job is None or job.state != "running" or job.worker != worker_id:
+        if jobsvc.lock_if_ours(s, job_id, worker_id) is None:
             return None
         mv = registry.add_version(
             s,
-            tenant_id=tenant_id,
-            name=model_name,
+            tenant_id=inputs.tenant_id,
+            name=inputs.model_name,
             document=outcome.document,
             metrics=outcome.metrics,
             provenance=provenance,
             job_id=job_id,
         )
-        job.device = outcome.device
-        job.state, job.model_version_id, job.error = "succeeded", mv.id, None
-        job.finished_at = jobsvc.utcnow()
+        jobsvc.succeed(s, job_id, worker_id, model_version_id=mv.id, device=outcome.device)
         return mv.id
 
 
-def _end(db: Database, job_id: str, worker_id: str, reason: str) -> str:
+def _end(db: Database, job_id: str, worker_id: str, reason: str) -> RunOutcome:
+    """End a stopped job: failed on the time limit, else cancelled."""
     with db.session() as s:
         if reason == "time_limit":
             jobsvc.finish(
                 s,
                 job_id,
                 worker_id,
-                "failed",
+                JobState.FAILED,
                 error="time limit exceeded; train with fewer epochs or a smaller dataset",
             )
             return "failed"
-        jobsvc.finish(s, job_id, worker_id, "cancelled", error="cancelled by request")
+        jobsvc.finish(s, job_id, worker_id, JobState.CANCELLED, error="cancelled by request")
     log.info("job cancelled", extra={"job_id": job_id})
     return "cancelled"
 
 
-class _Lazy:
-    def __init__(self, settings: Settings) -> None:
+class _LazyDatabase:
+    """The worker's database, opened on first use (a Celery app is configured long before it runs a task)."""
+
+    def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
-        self._db: Database | None = None
+        self._db = db
         self._lock = threading.Lock()
 
-    @property
-    def db(self) -> Database:
-        """The worker's database, created on first use."""
+    def get(self) -> Database:
+        """The database, created on first call."""
         with self._lock:
             if self._db is None:
                 self._db = Database(self.settings.resolved_database_url)
@@ -229,36 +288,96 @@ class _Lazy:
 
 
 def register_tasks(app: Celery, settings: Settings, db: Database | None = None) -> None:
-    """Register the training and reaper tasks on a Celery app."""
-    holder = _Lazy(settings)
-    if db is not None:
-        holder._db = db
+    """Register the training, evaluation and reaper tasks, and every worker's heartbeat row, on a Celery app."""
+    holder = _LazyDatabase(settings, db)
+    app.steps["worker"].add(heartbeat_step(holder.get, settings))
 
-    @app.task(name="neurules.train", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+    def hand_back(self: Any, error: Exception, what: str, ident: str) -> Exception:
+        """Database down: the message goes back to the broker, to be tried again after a delay."""
+        # not acknowledged as done: a copy goes back to the broker and is tried again after the delay
+        # (a duplicate is harmless: only a queued job or evaluation can be claimed, once)
+        countdown = retry_countdown(self.request.retries)
+        log.warning(
+            f"database unavailable; {what} handed back to the broker",
+            extra={f"{what}_id": ident, "retry_in_s": countdown, "error": repr(error)[:300]},
+        )
+        return self.retry(countdown=countdown)  # type: ignore[no-any-return]
+
     def train(self: Any, job_id: str) -> str:
-        """Train one job (idempotent: a job that is not queued is skipped)."""
-        return run_job(holder.db, settings, job_id, worker=self.request.hostname)
+        """Train one job (idempotent: a job that is not queued is skipped); database down: the message goes back."""
+        try:
+            return run_job(holder.get(), settings, job_id, worker=self.request.hostname)
+        except Exception as e:
+            if not is_unavailable_error(e):
+                raise
+            raise hand_back(self, e, "job", job_id) from None
 
-    @app.task(name="neurules.reap", ignore_result=True)
+    def evaluate(self: Any, evaluation_id: str) -> str:
+        """Score one background evaluation (idempotent: a finished or live-held one is skipped)."""
+        try:
+            return run_evaluation(holder.get(), settings, evaluation_id, worker=self.request.hostname)
+        except Exception as e:
+            if not is_unavailable_error(e):
+                raise
+            raise hand_back(self, e, "evaluation", evaluation_id) from None
+
     def reap() -> list[str]:
-        """Requeue or fail running jobs whose worker stopped sending heartbeats."""
-        return [f"{a.job_id}:{a.action}" for a in reap_and_requeue(holder.db, settings, app)]
+        """Requeue or fail running jobs whose worker stopped sending heartbeats; re-send lost messages."""
+        actions = reap_and_requeue(holder.get(), settings, app, scan=broker_scan_for(app, settings))
+        return [f"{a.job_id}:{a.action}" for a in actions]
+
+    # shared=False: each app gets its own closures (a shared task would be the first app's, settings and all)
+    # max_retries=None: a job waits out a database outage of any length (`self.retry(max_retries=None)` would
+    # mean the task's default, 3)
+    for name, fn in ((TRAIN_TASK, train), (EVALUATE_TASK, evaluate)):
+        app.task(
+            name=name,
+            bind=True,
+            acks_late=True,
+            reject_on_worker_lost=True,
+            ignore_result=True,
+            shared=False,
+            max_retries=None,
+        )(fn)
+    app.task(name=REAP_TASK, ignore_result=True, shared=False)(reap)
 
 
 def reap_and_requeue(
-    db: Database, settings: Settings, app: Celery | None, dead_worker_prefix: str | None = None
+    db: Database,
+    settings: Settings,
+    app: Celery | None,
+    dead_worker_prefix: str | None = None,
+    *,
+    scan: Scan | None = None,
 ) -> list[jobsvc.ReapAction]:
-    """Sweep stale running jobs (and those of a worker known to be dead) and requeue them."""
+    """Sweep stale running jobs (and those of a worker known to be dead) and requeue them; re-send queued jobs
+    whose message is gone (`scan`: the job ids the broker holds; without one, those queued for too long)."""
+    pending: set[str] | None = None
+    resend_after: float | None = settings.resend_queued_after_s
+    if scan is not None:
+        try:
+            pending = scan()
+        except Exception as e:  # noqa: BLE001 -- the broker is down: nothing can be sent now; stale jobs still reaped
+            log.warning("broker scan failed; no re-send this sweep", extra={"error": repr(e)[:300]})
+            resend_after = None
     with db.session() as s:
         actions = jobsvc.reap(
             s,
             stale_after_s=settings.stale_after_s,
             max_attempts=settings.max_attempts,
             dead_worker_prefix=dead_worker_prefix,
-            resend_queued_after_s=settings.resend_queued_after_s,
+            resend_queued_after_s=resend_after,
+            pending_job_ids=pending,
+            lost_grace_s=settings.lost_message_grace_s,
         )
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
-            app.send_task("neurules.train", args=[a.job_id], queue=settings.queue)
+            app.send_task(TRAIN_TASK, args=[a.job_id], queue=settings.queue)
+    reap_evaluations(db, settings, app)  # background evaluations run on the same workers
     return actions
+
+
+def broker_scan_for(app: Celery, settings: Settings) -> Scan:
+    """The scan of the training queue in this app's broker (see `worker.pending`)."""
+    return broker_scan(app, settings.queue, TRAIN_TASK)

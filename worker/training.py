@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from app.services.csvdata import parse_csv, profile, to_float
+from app.services.evaluation import evaluate_split
+from models.rulelist import RuleList
 
 
 class TrainingInputError(ValueError):
@@ -84,11 +86,11 @@ def stratified_split(y: np.ndarray, test_size: float, seed: int) -> tuple[np.nda
     """Per-class shuffled split; classes with one row stay in training."""
     rng = np.random.default_rng(seed)
     train, test = [], []
-    labels = [v for v in dict.fromkeys(y.tolist())]
+    labels = list(dict.fromkeys(y.tolist()))
     for lab in labels:
         idx = np.flatnonzero(y == lab)
         rng.shuffle(idx)
-        n_test = int(round(len(idx) * test_size)) if len(idx) >= 2 else 0
+        n_test = round(len(idx) * test_size) if len(idx) >= 2 else 0
         n_test = min(max(n_test, 1 if len(idx) >= 2 else 0), len(idx) - 1)
         test.append(idx[:n_test])
         train.append(idx[n_test:])
@@ -192,6 +194,8 @@ def train_rule_list(
         "test_size": parameters.get("test_size", 0.2),
         "n_rules": len(doc["rules"]),
         "rows_without_target_dropped": prep.n_dropped,
+        # per-rule held-out accuracy and the evaluation blocks, read off the same split (null: no held-out rows)
+        "holdout_evaluation": evaluate_split(RuleList.from_dict(doc), X_te, y_te) if len(te) else None,
     }
     params = clf.get_params() if hasattr(clf, "get_params") else kwargs
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}

@@ -1,16 +1,15 @@
-"""The tenant's append-only audit log of prediction decisions (read-only)."""
+"""The tenant's append-only audit log of prediction decisions (read-only) and the check of its hash chain."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
 from app.deps import CurrentTenant, DbSession
 from app.errors import responses
-from app.schemas.audit import AuditList, AuditPublic
-from app.tables import AuditRecord
+from app.schemas.audit import AuditList, AuditPublic, AuditVerification
+from app.services import audit, audit_verify
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -30,12 +29,23 @@ def list_audit(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditList:
     """The tenant's audit records (time, key, model version, input digest, output, rule id)."""
-    q = select(AuditRecord).where(AuditRecord.tenant_id == principal.tenant_id)
-    if model_version_id:
-        q = q.where(AuditRecord.model_version_id == model_version_id)
-    if input_digest:
-        q = q.where(AuditRecord.input_digest == input_digest)
-    if before_id:
-        q = q.where(AuditRecord.id < before_id)
-    rows = session.scalars(q.order_by(AuditRecord.id.desc()).limit(limit)).all()
+    rows = audit.list_records(
+        session,
+        principal.tenant_id,
+        model_version_id=model_version_id,
+        input_digest=input_digest,
+        before_id=before_id,
+        limit=limit,
+    )
     return AuditList(items=[AuditPublic.model_validate(r) for r in rows], limit=limit, before_id=before_id)
+
+
+@router.get(
+    "/verify",
+    response_model=AuditVerification,
+    responses=responses(401),
+    summary="Check the tenant's audit hash chain: intact, or the first broken link",
+)
+def verify_audit(session: DbSession, principal: CurrentTenant) -> AuditVerification:
+    """Recompute every row's hash in chain order and compare the tail with the chain head (streamed in pages)."""
+    return AuditVerification.model_validate(audit_verify.verify_tenant(session, principal.tenant_id))

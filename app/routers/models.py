@@ -2,44 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from app.deps import CurrentTenant, DbSession
-from app.errors import Conflict, responses
+from app.errors import responses
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
-from app.services import registry
-from app.tables import ModelAlias, ModelVersion, RegisteredModel
-from models.rulelist import RuleList
+from app.services import registry, versions
+from app.services.versions import ExportFormat, NamedVersion
+from app.tables import ModelVersion
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
 def summary(mv: ModelVersion, name: str) -> ModelVersionSummary:
-    """Version row -> summary."""
+    """Version row (with its model's name) -> summary."""
     return ModelVersionSummary(
-        id=mv.id, name=name, version=mv.version, metrics=mv.metrics, job_id=mv.job_id, created_at=mv.created_at
+        id=mv.id,
+        name=name,
+        version=mv.version,
+        n_rules=len(mv.rule_list.get("rules") or []),
+        metrics=mv.metrics,
+        job_id=mv.job_id,
+        created_at=mv.created_at,
     )
 
 
-def public(session: Session, mv: ModelVersion) -> ModelVersionPublic:
-    """Version row -> full response (with its aliases)."""
-    name = session.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
-    aliases = session.scalars(
-        select(ModelAlias.alias).where(ModelAlias.version_id == mv.id).order_by(ModelAlias.alias)
-    ).all()
+def public(v: NamedVersion) -> ModelVersionPublic:
+    """Version row with name and aliases -> full response."""
+    mv = v.version
     return ModelVersionPublic(
-        **summary(mv, name).model_dump(),
+        **summary(mv, v.name).model_dump(),
         rule_list=mv.rule_list,
         text=mv.text,
         input_schema=mv.input_schema,
         provenance=mv.provenance,
-        aliases=list(aliases),
+        aliases=v.aliases,
     )
 
 
@@ -47,28 +47,15 @@ def public(session: Session, mv: ModelVersion) -> ModelVersionPublic:
     "",
     status_code=201,
     response_model=ModelVersionPublic,
-    responses=responses(401, 422),
+    responses=responses(401, 409, 422),
     summary="Import a rule-list document as a new immutable version",
 )
 def import_model(body: ModelCreate, session: DbSession, principal: CurrentTenant) -> ModelVersionPublic:
     """Store a rule list trained elsewhere as the next version of a named model."""
-    for attempt in range(3):  # a concurrent import of the same name can take our version number: retry
-        try:
-            mv = registry.add_version(
-                session,
-                tenant_id=principal.tenant_id,
-                name=body.name,
-                document=body.rule_list,
-                metrics=body.metrics,
-                provenance={"source": "import"},
-            )
-            session.commit()
-            return public(session, mv)
-        except IntegrityError:
-            session.rollback()
-            if attempt == 2:
-                raise Conflict("concurrent imports of the same model; try again", code="version_conflict") from None
-    raise AssertionError("unreachable")
+    mv = versions.import_version(
+        session, principal.tenant_id, body.name, body.rule_list, body.metrics, api_key_id=principal.key_id
+    )
+    return public(versions.describe(session, mv))
 
 
 @router.get("", response_model=ModelVersionList, responses=responses(401))
@@ -80,18 +67,10 @@ def list_versions(
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> ModelVersionList:
     """The tenant's model versions, newest first."""
-    q = (
-        select(ModelVersion, RegisteredModel.name)
-        .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
-        .where(ModelVersion.tenant_id == principal.tenant_id)
+    page = versions.list_versions(session, principal.tenant_id, name=name, limit=limit, offset=offset)
+    return ModelVersionList(
+        items=[summary(mv, n) for mv, n in page.items], total=page.total, limit=limit, offset=offset
     )
-    if name:
-        q = q.where(RegisteredModel.name == name)
-    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = session.execute(
-        q.order_by(ModelVersion.created_at.desc(), ModelVersion.id).limit(limit).offset(offset)
-    ).all()
-    return ModelVersionList(items=[summary(mv, n) for mv, n in rows], total=total, limit=limit, offset=offset)
 
 
 @router.get(
@@ -102,7 +81,7 @@ def list_versions(
 )
 def read_version(ref: str, session: DbSession, principal: CurrentTenant) -> ModelVersionPublic:
     """One version with its document, text, metrics, schema and provenance."""
-    return public(session, registry.resolve(session, principal.tenant_id, ref))
+    return public(versions.describe(session, registry.resolve(session, principal.tenant_id, ref)))
 
 
 @router.get(
@@ -110,11 +89,13 @@ def read_version(ref: str, session: DbSession, principal: CurrentTenant) -> Mode
     response_class=PlainTextResponse,
     responses={
         200: {
-            "description": "text (if / else if / else), SQL CASE, Python or the JSON document",
+            "description": "text/plain for every format: if / else if / else text, a SQL CASE expression, "
+            "a Python function or the JSON document",
             "content": {
                 "text/plain": {
+                    "schema": {"type": "string"},
                     "example": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)"
-                    "\nelse risk = low  (p=0.80, support 150)\n"
+                    "\nelse risk = low  (p=0.80, support 150)\n",
                 }
             },
         },
@@ -126,18 +107,12 @@ def export_version(
     ref: str,
     session: DbSession,
     principal: CurrentTenant,
-    format: Annotated[Literal["text", "sql", "python", "json"], Query()] = "text",
-    table: Annotated[str, Query(max_length=200, description="table name for SQL")] = "records",
-) -> Any:
+    format: Annotated[ExportFormat, Query()] = "text",
+    table: Annotated[
+        str,
+        Query(max_length=200, description="table for SQL: name, schema.name or catalog.schema.name (parts quoted)"),
+    ] = "records",
+) -> PlainTextResponse:
     """Export a version."""
     mv = registry.resolve(session, principal.tenant_id, ref)
-    rl = RuleList.from_dict(mv.rule_list)
-    if format == "text":
-        return PlainTextResponse(rl.to_text() + "\n")
-    if format == "sql":
-        return PlainTextResponse(rl.to_sql(table), media_type="application/sql")
-    if format == "python":
-        return PlainTextResponse(rl.to_python(), media_type="text/x-python")
-    import json
-
-    return PlainTextResponse(json.dumps(mv.rule_list, indent=2), media_type="application/json")
+    return PlainTextResponse(versions.export(mv, format, table))

@@ -1,17 +1,18 @@
-"""Operations: liveness, readiness (database + broker), Prometheus metrics."""
+"""Operations: liveness, readiness (database, broker, training worker), Prometheus metrics."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from functools import partial
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.deps import AppState
+from app.services import readiness
 
 router = APIRouter(tags=["ops"])
 
@@ -22,53 +23,57 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def _check_db(state: Any) -> None:
-    with state.db.engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
+READYZ_RULE = """Each dependency on its own, plus the live training workers.
+
+- `checks.database`: `SELECT 1` answers; `checks.broker`: the job broker accepts a connection;
+  `checks.embedded_worker` (embedded mode): the in-process worker thread runs;
+- `checks.workers` and `workers.live`: training workers whose heartbeat row is younger than three
+  heartbeat intervals (`NEURULES_HEARTBEAT_INTERVAL_S`, default 5 s).
+
+**Ready (200)** when the database and the broker answer, the embedded worker (if any) runs and at least
+`workers.required` workers are live; otherwise **503** with `status: unavailable` and the failing check.
+`workers.required` is `NEURULES_READY_MIN_WORKERS`, by default 1 in embedded mode (the worker thread is
+part of this process) and 0 in distributed mode: an API process serves predictions without any training
+worker, so a worker fleet scaled to zero must not take it out of its load balancer. No live worker is
+then reported as `workers.live: 0` with a warning (jobs wait queued), not as unready.
+"""
 
 
 @router.get(
     "/readyz",
-    summary="Readiness: database and broker reachable",
+    summary="Readiness: database, broker and live training workers, each reported",
+    description=READYZ_RULE,
     responses={503: {"description": "a dependency is down; `checks` says which"}},
 )
 async def readyz(state: AppState) -> JSONResponse:
-    """200 when the database and the broker answer, else 503 naming the failing one."""
-    checks: dict[str, str] = {}
-    try:
-        await run_in_threadpool(_check_db, state)
-        checks["database"] = "ok"
-    except Exception as e:
-        checks["database"] = f"error: {type(e).__name__}: {str(e)[:200]}"
-    if state.broker_check is None:
-        checks["broker"] = "not configured"
-    else:
-        try:
-            await run_in_threadpool(state.broker_check)
-            checks["broker"] = "ok"
-        except Exception as e:
-            checks["broker"] = f"error: {type(e).__name__}: {str(e)[:200]}"
+    """200 when ready (see the rule in the description), else 503 naming the failing check."""
+    s = state.settings
+    checks = {
+        "database": await run_in_threadpool(readiness.run_check, partial(readiness.check_database, state.db)),
+        "broker": await run_in_threadpool(readiness.run_check, state.broker_check),
+    }
     if state.worker_check is not None:
-        try:
-            state.worker_check()
-            checks["embedded_worker"] = "ok"
-        except Exception as e:
-            checks["embedded_worker"] = f"error: {e}"
-    ok = all(v in ("ok", "not configured") for v in checks.values())
-    return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+        checks["embedded_worker"] = readiness.run_check(state.worker_check)
+    count = await run_in_threadpool(
+        partial(readiness.count_workers, within_s=s.worker_alive_s, required=s.required_workers), state.db, s.queue
+    )
+    checks["workers"] = readiness.workers_result(count)
+    ok = readiness.is_ready(checks)
+    body = {
+        "status": "ok" if ok else "unavailable",
+        "checks": checks,
+        "workers": {"live": count.live, "required": count.required},
+    }
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(request: Request) -> Response:
+def metrics(state: AppState) -> Response:
     """Request latency histogram, predictions counter, jobs by state."""
-    metrics = request.app.state.metrics
-    registry = metrics.registry
+    registry = state.metrics.registry
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # several server processes: aggregate their files
-        from prometheus_client import CollectorRegistry
-        from prometheus_client.multiprocess import MultiProcessCollector
-
         registry = CollectorRegistry()
-        MultiProcessCollector(registry)
-        if metrics.jobs_collector is not None:
-            registry.register(metrics.jobs_collector)
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
+        if state.metrics.jobs_collector is not None:
+            registry.register(state.metrics.jobs_collector)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

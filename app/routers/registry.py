@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.deps import AppState, CurrentTenant, DbSession
-from app.errors import NotFound, responses
+from app.errors import responses
 from app.schemas.models import AliasPublic, AliasUpdate, RegisteredModelList, RegisteredModelPublic
-from app.services import registry
-from app.tables import ModelAlias, ModelVersion, RegisteredModel
+from app.schemas.registry_events import RegistryEventList, RegistryEventPublic
+from app.services import aliases, registry, registry_events
+from app.tables import RegisteredModel
 
 router = APIRouter(prefix="/v1/registered-models", tags=["registered models"])
 
 
 def to_public(session: Session, rm: RegisteredModel) -> RegisteredModelPublic:
     """Named model row -> response."""
-    latest, n = session.execute(
-        select(func.max(ModelVersion.version), func.count()).where(ModelVersion.registered_model_id == rm.id)
-    ).one()
+    latest, n = registry.version_stats(session, rm.id)
     return RegisteredModelPublic(
         name=rm.name,
         latest_version=latest,
@@ -39,10 +37,9 @@ def list_models(
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> RegisteredModelList:
     """The tenant's named models, by name."""
-    q = select(RegisteredModel).where(RegisteredModel.tenant_id == principal.tenant_id)
-    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = session.scalars(q.order_by(RegisteredModel.name).limit(limit).offset(offset)).all()
-    return RegisteredModelList(items=[to_public(session, r) for r in rows], total=total, limit=limit, offset=offset)
+    page = registry.list_models(session, principal.tenant_id, limit=limit, offset=offset)
+    items = [to_public(session, r) for r in page.items]
+    return RegisteredModelList(items=items, total=page.total, limit=limit, offset=offset)
 
 
 @router.get("/{name}", response_model=RegisteredModelPublic, responses=responses(401, 404))
@@ -59,33 +56,43 @@ def read_model(name: str, session: DbSession, principal: CurrentTenant) -> Regis
 )
 def put_alias(
     name: str, alias: str, body: AliasUpdate, session: DbSession, principal: CurrentTenant, state: AppState
-) -> Any:
+) -> AliasPublic:
     """Point `name@alias` at a version of that model."""
-    rm = registry.get_model(session, principal.tenant_id, name)
-    registry.check_alias(alias)
-    if body.version_id is not None:
-        mv = session.get(ModelVersion, body.version_id)
-        if mv is None or mv.tenant_id != principal.tenant_id:
-            raise NotFound(f"model version {body.version_id!r} not found")
-    else:
-        mv = session.scalar(
-            select(ModelVersion).where(ModelVersion.registered_model_id == rm.id, ModelVersion.version == body.version)
-        )
-        if mv is None:
-            raise NotFound(f"model {name!r} has no version {body.version}")
-    row = registry.set_alias(session, rm, alias, mv)
-    session.commit()
-    state.alias_cache.discard((principal.tenant_id, f"{name}@{alias}"))
-    return AliasPublic(name=name, alias=alias, version=mv.version, version_id=mv.id, updated_at=row.updated_at)
+    t = aliases.put_alias(
+        session,
+        state.models,
+        principal.tenant_id,
+        name,
+        alias,
+        version=body.version,
+        version_id=body.version_id,
+        api_key_id=principal.key_id,
+    )
+    return AliasPublic(name=t.name, alias=t.alias, version=t.version, version_id=t.version_id, updated_at=t.updated_at)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(401, 404))
 def delete_alias(name: str, alias: str, session: DbSession, principal: CurrentTenant, state: AppState) -> Response:
     """Remove an alias."""
-    rm = registry.get_model(session, principal.tenant_id, name)
-    res = session.execute(delete(ModelAlias).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias))
-    if res.rowcount == 0:  # type: ignore[attr-defined]
-        raise NotFound(f"alias {name}@{alias} not found")
-    session.commit()
-    state.alias_cache.discard((principal.tenant_id, f"{name}@{alias}"))
+    aliases.delete_alias(session, state.models, principal.tenant_id, name, alias, api_key_id=principal.key_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/{name}/events",
+    response_model=RegistryEventList,
+    responses=responses(401, 404),
+    summary="Who moved or deleted which alias and created which version, newest first",
+)
+def list_events(
+    name: str,
+    session: DbSession,
+    principal: CurrentTenant,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> RegistryEventList:
+    """A named model's registry events (written in the same transaction as each change)."""
+    rm = registry.get_model(session, principal.tenant_id, name)
+    page = registry_events.list_events(session, rm, limit=limit, offset=offset)
+    items = [RegistryEventPublic.from_row(e) for e in page.items]
+    return RegistryEventList(items=items, total=page.total, limit=limit, offset=offset)

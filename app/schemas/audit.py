@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AuditPublic(BaseModel):
@@ -23,6 +23,10 @@ class AuditPublic(BaseModel):
                     "input_digest": "3b9d...",
                     "output": {"prediction": "high", "probabilities": {"low": 0.09, "high": 0.91}},
                     "rule_id": 1,
+                    "seq": 318,
+                    "prev_hash": "9f1c...",
+                    "row_hash": "04ab...",
+                    "missing_filled": False,
                 }
             ]
         },
@@ -35,6 +39,12 @@ class AuditPublic(BaseModel):
     input_digest: str
     output: dict[str, Any]
     rule_id: int
+    seq: int = Field(description="the row's place in the tenant's hash chain (1, 2, 3, ...)")
+    prev_hash: str = Field(description="row_hash of the tenant's previous row (64 zeros for the first)")
+    row_hash: str = Field(description="SHA-256 of this row's canonical content (docs/audit.md)")
+    missing_filled: bool | None = Field(
+        description="a numeric value was missing and evaluated at its fill value (null: not recorded, older rows)"
+    )
 
 
 class AuditList(BaseModel):
@@ -43,3 +53,70 @@ class AuditList(BaseModel):
     items: list[AuditPublic]
     limit: int
     before_id: int | None
+
+
+BreakKind = Literal[
+    "sequence_gap",
+    "sequence_repeated",
+    "previous_hash_mismatch",
+    "content_hash_mismatch",
+    "truncated_tail",
+    "head_mismatch",
+    "beyond_head",
+    "missing_head",
+]
+
+
+class ChainBreakPublic(BaseModel):
+    """The first broken link of a chain."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: BreakKind = Field(
+        description="sequence_gap: rows deleted; sequence_repeated: a duplicated row; previous_hash_mismatch: "
+        "a row replaced or forged; content_hash_mismatch: a row changed; truncated_tail: rows deleted at the end; "
+        "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
+        "missing_head: the chain head was deleted"
+    )
+    message: str
+    row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")
+    seq: int | None = Field(description="the sequence number at the break")
+
+
+class ChainHeadPublic(BaseModel):
+    """The last link of a chain, as the chain head records it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    seq: int
+    row_hash: str
+
+
+class AuditVerification(BaseModel):
+    """The check of the tenant's audit hash chain: intact with the rows checked, or the first broken link."""
+
+    model_config = ConfigDict(
+        from_attributes=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "tenant_id": "tn_8c1d...",
+                    "intact": False,
+                    "rows_checked": 41,
+                    "head": {"seq": 318, "row_hash": "04ab..."},
+                    "first_break": {
+                        "kind": "sequence_gap",
+                        "message": "row 1077 has seq 43 where seq 42 was expected: seq 42 missing (deleted)",
+                        "row_id": 1077,
+                        "seq": 43,
+                    },
+                }
+            ]
+        },
+    )
+
+    tenant_id: str
+    intact: bool
+    rows_checked: int = Field(description="rows whose links were checked, up to the first break")
+    head: ChainHeadPublic | None
+    first_break: ChainBreakPublic | None

@@ -70,3 +70,16 @@ class DatasetList(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class DatasetPreview(BaseModel):
+    """The first rows of a dataset as the file has them: cells as strings, missing values as null."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"columns": ["age", "sex", "target"], "rows": [["63", "1", "1"], ["41", None, "0"]]}]
+        }
+    )
+
+    columns: list[str]
+    rows: list[list[str | None]]

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-Scalar = int | Annotated[float, Field(allow_inf_nan=False)] | str | bool | None
+from app.schemas.training import TrainingParameters
+from app.services.job_states import JobState
 
-
-class TrainingParameters(BaseModel):
-    """Hyper-parameters of one training run (anything else goes to `options`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_rules: int = Field(10, ge=1, description="number of rules in the list (the default rule comes on top)")
-    epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
-        "auto", description="training epochs, or 'auto' (enough for a fixed number of optimiser steps)"
-    )
-    random_state: int = Field(0, ge=0, le=2**63 - 1, description="seed for the split and the learner")
-    test_size: float = Field(0.2, gt=0.0, lt=0.9, description="held-out fraction for the reported metrics")
-    features: list[str] | None = Field(None, description="input columns (default: every column but the target)")
-    options: dict[str, Scalar] = Field(
-        default_factory=dict, description="further NeuRulesClassifier keyword arguments, e.g. lr, batch_size"
-    )
+if TYPE_CHECKING:
+    from app.tables import Job
 
 
 class JobCreate(BaseModel):
@@ -33,13 +19,14 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {
                     "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
                     "target": "target",
                     "model_name": "heart-disease",
-                    "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0},
+                    "parameters": {"n_rules": 10, "epochs": 200, "random_state": 0, "options": {"lr": 0.02}},
                 }
             ]
         },
@@ -88,6 +75,7 @@ class JobPublic(BaseModel):
                     "attempts": 1,
                     "device": "cpu",
                     "model_version_id": None,
+                    "n_rules_kept": None,
                     "created_at": "2026-11-25T10:00:00Z",
                     "started_at": "2026-11-25T10:00:01Z",
                     "finished_at": None,
@@ -108,9 +96,36 @@ class JobPublic(BaseModel):
     attempts: int
     device: str | None
     model_version_id: str | None
+    n_rules_kept: int | None = Field(
+        None,
+        description="rules the trained list kept, besides the default rule (at most `parameters.n_rules`); "
+        "null until the job succeeded",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, job: Job, n_rules_kept: int | None = None) -> JobPublic:
+        """The response for a job row (with the rule count of the version it produced, when known)."""
+        return cls(
+            id=job.id,
+            dataset_id=job.dataset_id,
+            target=job.target,
+            model_name=job.model_name,
+            parameters=job.parameters,
+            state=job.state,
+            cancel_requested=job.cancel_requested,
+            progress=JobProgress(epoch=job.epoch, n_epochs=job.n_epochs, loss=job.loss, val_score=job.val_score),
+            error=job.error,
+            attempts=job.attempts,
+            device=job.device,
+            model_version_id=job.model_version_id,
+            n_rules_kept=n_rules_kept,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
 
 
 class JobList(BaseModel):
@@ -120,3 +135,42 @@ class JobList(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class JobHistoryPoint(BaseModel):
+    """One progress point the worker wrote."""
+
+    epoch: int
+    loss: float | None = Field(description="training loss of the epoch")
+    val_score: float | None = Field(
+        description="weighted F1 on the held-out split (the `parameters.test_size` share of rows the worker "
+        "passes to the learner as eval_set), of the rules evaluated crisply (zero temperature) at this epoch; "
+        "null on epochs where it was not measured, or without held-out rows"
+    )
+    attempt: int = Field(description="the job's attempt that wrote it (a lost worker's job restarts at epoch 0)")
+    at: datetime
+
+
+class JobHistory(BaseModel):
+    """Every progress point of a job, oldest first: the loss and validation curves."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "job_0a1b2c3d4e5f60718293a4b5",
+                    "val_score_name": "weighted F1 on the held-out split",
+                    "points": [
+                        {"epoch": 5, "loss": 0.61, "val_score": 0.74, "attempt": 1, "at": "2026-11-25T10:00:03Z"}
+                    ],
+                }
+            ]
+        }
+    )
+
+    job_id: str
+    val_score_name: str = Field(description="what `val_score` measures")
+    points: list[JobHistoryPoint]
+
+
+__all__ = ["JobCreate", "JobHistory", "JobHistoryPoint", "JobList", "JobProgress", "JobPublic", "TrainingParameters"]

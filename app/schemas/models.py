@@ -37,6 +37,7 @@ class ModelCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={"examples": [{"name": "credit-risk", "rule_list": EXAMPLE_RULE_LIST, "metrics": {}}]},
     )
 
@@ -51,6 +52,10 @@ class ModelVersionSummary(BaseModel):
     id: str
     name: str
     version: int
+    n_rules: int = Field(
+        description="rules in the list, besides the default rule (a training job's `parameters.n_rules` is the "
+        "most it may keep)"
+    )
     metrics: dict[str, Any]
     job_id: str | None
     created_at: datetime
@@ -66,6 +71,7 @@ class ModelVersionPublic(ModelVersionSummary):
                     "id": "mv_1a2b3c4d5e6f708192a3b4c5",
                     "name": "credit-risk",
                     "version": 3,
+                    "n_rules": 1,
                     "metrics": {"holdout": {"accuracy": 0.84, "weighted_f1": 0.83, "n_rows": 54}},
                     "job_id": None,
                     "created_at": "2026-11-25T10:00:00Z",
@@ -137,7 +143,7 @@ class RegisteredModelList(BaseModel):
 class AliasUpdate(BaseModel):
     """Point an alias at a version, by number or by id."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 3}]})
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"version": 3}]})
 
     version: int | None = Field(None, ge=1, le=2**31 - 1)
     version_id: str | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,10 +12,17 @@ class PredictionCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={"examples": [{"records": [{"age": 67, "smoker": "yes"}, {"age": 41, "smoker": None}]}]},
     )
 
     records: list[Any] = Field(min_length=1, description="one object per record")
+    explain: Literal["rules", "counterfactual", "none"] = Field(
+        "rules",
+        description="rules: the deciding rule and the earlier ones that failed; counterfactual: that, plus the "
+        "smallest change of the record that leads to another class; none: the decision only "
+        "(the query `explain=false` also means none)",
+    )
 
 
 class ConditionExplained(BaseModel):
@@ -50,14 +57,42 @@ class Explanation(BaseModel):
     not_fired: list[RuleNotFired]
 
 
+class FeatureChange(BaseModel):
+    """One feature value to change."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    feature: str
+    from_: Any = Field(alias="from", description="the record's value (null when missing)")
+    to: Any = Field(description="a number (numeric features) or a category (categorical ones)")
+
+
+class Counterfactual(BaseModel):
+    """The smallest change of the record, read off the rule list, that makes another class win; applying
+    `changes` and predicting again gives `prediction` by `rule_id`."""
+
+    found: bool
+    reason: str | None = Field(None, description="why no change can (found: false)")
+    changes: list[FeatureChange] | None = None
+    prediction: int | str | bool | None = None
+    probabilities: dict[str, float] | None = None
+    rule_id: int | None = Field(None, description="the rule that would then decide (0 = default rule)")
+    rule_text: str | None = None
+    n_changes: int | None = None
+    distance: float | None = Field(None, description="sum of |to - from| / (max - min), plus 1 per category changed")
+    exact: bool | None = Field(None, description="false when the search budget ran out (a smaller change may exist)")
+
+
 class PredictionPublic(BaseModel):
     """The decision for one record."""
 
-    index: int = Field(description="position of the record in the request")
+    index: int = Field(description="position of the record in the request, from 0 (as in `records[i]`)")
     prediction: int | str | bool
+    probability: float = Field(description="probability of the predicted class")
     probabilities: dict[str, float] = Field(description="class -> probability (sums to 1)")
     rule_id: int = Field(description="deciding rule: 1..k, 0 for the default rule")
     explanation: Explanation | None = None
+    counterfactual: Counterfactual | None = Field(None, description='with `"explain": "counterfactual"` only')
 
 
 class ModelRef(BaseModel):
@@ -81,6 +116,7 @@ class PredictionList(BaseModel):
                         {
                             "index": 0,
                             "prediction": "high",
+                            "probability": 0.9111,
                             "probabilities": {"low": 0.0889, "high": 0.9111},
                             "rule_id": 1,
                             "explanation": {

@@ -14,17 +14,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.services import decimal_comma
+from app.services.errors import Invalid, TooLarge
+
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
 
 
-class CSVError(ValueError):
+class CSVError(Invalid, ValueError):
     """A CSV that cannot be accepted; `code` is stable, the message names the row/column."""
 
-    def __init__(self, code: str, message: str, *, status_code: int = 422) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status_code = status_code
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message, code=code)
+
+
+class CSVTooManyRows(TooLarge, CSVError):
+    """A CSV with more data rows than the configured limit."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,11 @@ def decode(data: bytes) -> str:
 
 
 def sniff_delimiter(text: str) -> str:
-    """Comma, unless the header line has none and has semicolons or tabs."""
+    """The separator the header line uses most: `,`, `;`, tab or `|` (comma on a tie or when it has none)."""
     first = text.split("\n", 1)[0]
-    if "," in first:
-        return ","
-    for d in (";", "\t", "|"):
-        if d in first:
-            return d
-    return ","
+    counts = {d: first.count(d) for d in (",", ";", "\t", "|")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > counts[","] else ","
 
 
 def _is_number(s: str) -> bool:
@@ -93,13 +94,20 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -> Table:
-    """Parse a CSV strictly: header required, unique non-empty names, every row the same width."""
-    if not data.strip():
-        raise CSVError("csv_empty", "the file is empty")
-    text = decode(data)
-    delimiter = sniff_delimiter(text)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+def _check_nul(header: list[str], row: list[str], line: int) -> None:
+    """Refuse a NUL character, naming its line and column (no database can store it in text)."""
+    for j, cell in enumerate(row):
+        if "\x00" in cell:
+            column = f"column {j + 1} ({header[j]!r})" if j < len(header) else f"column {j + 1}"
+            raise CSVError(
+                "csv_nul_byte",
+                f"line {line}, {column}: contains a NUL character (byte 0); remove it (is the file a text CSV? "
+                "save it as UTF-8 text)",
+            )
+
+
+def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
+    """The header line, checked: named, unique columns, not data."""
     try:
         header = next(reader)
     except StopIteration:
@@ -107,6 +115,8 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line 1: {e}") from None
     header = [h.strip() for h in header]
+    if has_nul:
+        _check_nul(header, header, 1)
     if len(header) > max_columns:
         raise CSVError("csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed")
     empty = [i + 1 for i, h in enumerate(header) if h == ""]
@@ -126,6 +136,11 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
             dups.append(h)
     if dups:
         raise CSVError("csv_duplicate_columns", f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
+    return header
+
+
+def _read_rows(reader: Any, header: list[str], max_rows: int, has_nul: bool) -> tuple[list[list[str | None]], int]:
+    """Cells per column (None for missing tokens) and the number of data rows."""
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     n = 0
@@ -133,21 +148,43 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -
         for row in reader:
             if not row:
                 continue  # blank line
+            if has_nul:
+                _check_nul(header, row, reader.line_num)
             if len(row) != width:
                 raise CSVError(
                     "csv_ragged_rows", f"line {reader.line_num}: {len(row)} fields, but the header has {width} columns"
                 )
             n += 1
             if n > max_rows:
-                raise CSVError("csv_too_many_rows", f"the file has more than {max_rows} data rows", status_code=413)
+                raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
             for j, cell in enumerate(row):
                 c = cell.strip()
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line {reader.line_num}: {e}") from None
+    return cols, n
+
+
+def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -> Table:
+    """Parse a CSV strictly: header required, unique non-empty names, every row the same width, no NUL.
+
+    Separated by `,`, `;`, tab or `|` (the header line's most frequent); in a file not separated by
+    commas, decimal commas are read as numbers (`decimal_comma`).
+    """
+    if not data.strip():
+        raise CSVError("csv_empty", "the file is empty")
+    text = decode(data)
+    delimiter = sniff_delimiter(text)
+    has_nul = "\x00" in text
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header = _read_header(reader, max_columns, has_nul)
+    cols, n = _read_rows(reader, header, max_rows, has_nul)
     if n == 0:
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
-    return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n)
+    columns = dict(zip(header, cols, strict=True))
+    if delimiter != ",":
+        columns = decimal_comma.normalise(columns)
+    return Table(header=header, columns=columns, n_rows=n)
 
 
 def to_float(cell: str) -> float | None:

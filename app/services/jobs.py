@@ -1,24 +1,40 @@
-"""Job state machine on the job row (the source of truth): claim, progress, finish, cancel, reap."""
+"""Job state machine on the job row (the source of truth): claim, progress, finish, cancel, reap; job queries."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict
-from app.tables import FINAL_JOB_STATES, Job, utcnow
+from app.services import job_history
+from app.services.errors import Conflict, NotFound
+from app.services.job_states import FINAL_JOB_STATES, JobState
+from app.services.paging import Page, page_of_scalars
+from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
+
+ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
 
 class JobQueue(Protocol):
-    """Sends a training job id to the workers (messages carry ids only)."""
+    """Sends work to the training workers: a job id to train, an evaluation id to score (ids only)."""
 
     def send(self, job_id: str) -> None:
-        """Enqueue one job id."""
+        """Enqueue one training job id."""
         ...
+
+    def send_evaluation(self, evaluation_id: str) -> None:
+        """Enqueue one background evaluation id."""
+        ...
+
+
+def _changed_one(result: Any) -> bool:
+    """Whether an UPDATE changed exactly one row (`Result` is typed without `rowcount`)."""
+    return int(result.rowcount) == 1
 
 
 def claim(session: Session, job_id: str, worker: str, now: datetime | None = None) -> bool:
@@ -26,29 +42,36 @@ def claim(session: Session, job_id: str, worker: str, now: datetime | None = Non
     now = now or utcnow()
     res = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.state == "queued", Job.cancel_requested.is_(False))
-        .values(state="running", attempts=Job.attempts + 1, worker=worker, started_at=now, heartbeat_at=now, error=None)
+        .where(Job.id == job_id, Job.state == JobState.QUEUED, Job.cancel_requested.is_(False))
+        .values(
+            state=JobState.RUNNING,
+            attempts=Job.attempts + 1,
+            worker=worker,
+            started_at=now,
+            heartbeat_at=now,
+            error=None,
+        )
         .execution_options(synchronize_session=False)
     )
-    return res.rowcount == 1  # type: ignore[attr-defined]
+    return _changed_one(res)
 
 
 def heartbeat(session: Session, job_id: str, worker: str) -> bool:
     """Refresh the heartbeat of a job this worker runs; False when the job is no longer ours."""
     res = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
         .values(heartbeat_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    return res.rowcount == 1  # type: ignore[attr-defined]
+    return _changed_one(res)
 
 
 def write_progress(session: Session, job_id: str, worker: str, progress: dict[str, Any]) -> None:
-    """Record epoch / loss / validation score (and a heartbeat)."""
+    """Record epoch / loss / validation score (and a heartbeat), and append the point to the history."""
     session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
         .values(
             epoch=int(progress.get("epoch", 0)),
             n_epochs=int(progress.get("n_epochs", 0)),
@@ -58,26 +81,27 @@ def write_progress(session: Session, job_id: str, worker: str, progress: dict[st
         )
         .execution_options(synchronize_session=False)
     )
+    job_history.append_point(session, job_id, worker, progress)
 
 
 def _num(v: Any) -> float | None:
     if v is None:
         return None
     f = float(v)
-    return f if f == f and abs(f) != float("inf") else None
+    return f if math.isfinite(f) else None
 
 
 def cancel_requested(session: Session, job_id: str) -> bool:
     """Whether cancellation was asked for (or the job left the running state)."""
     row = session.execute(select(Job.cancel_requested, Job.state).where(Job.id == job_id)).one_or_none()
-    return row is None or bool(row[0]) or row[1] != "running"
+    return row is None or bool(row[0]) or row[1] != JobState.RUNNING
 
 
 def finish(
     session: Session,
     job_id: str,
     worker: str,
-    state: str,
+    state: JobState,
     *,
     error: str | None = None,
     model_version_id: str | None = None,
@@ -85,11 +109,31 @@ def finish(
     """Move a running job of this worker to a final state; False when it was no longer ours."""
     res = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+        .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
         .values(state=state, error=error, model_version_id=model_version_id, finished_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    return res.rowcount == 1  # type: ignore[attr-defined]
+    return _changed_one(res)
+
+
+def succeed(session: Session, job_id: str, worker: str, *, model_version_id: str, device: str) -> None:
+    """Mark a running job of this worker succeeded with its new model version (the caller holds its row lock)."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == JobState.RUNNING, Job.worker == worker)
+        .values(
+            state=JobState.SUCCEEDED, model_version_id=model_version_id, device=device, error=None, finished_at=utcnow()
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def lock_if_ours(session: Session, job_id: str, worker: str) -> Job | None:
+    """The job row, locked, when this worker still runs it; None otherwise."""
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None or job.state != JobState.RUNNING or job.worker != worker:
+        return None
+    return job
 
 
 def request_cancel(session: Session, job: Job) -> Job:
@@ -102,8 +146,8 @@ def request_cancel(session: Session, job: Job) -> Job:
         if job.state in FINAL_JOB_STATES:
             raise Conflict(f"job {job.id} already {job.state}; nothing to cancel", code="job_finished")
         values: dict[str, Any] = {"cancel_requested": True}
-        if job.state == "queued":
-            values.update(state="cancelled", finished_at=utcnow(), error="cancelled before it started")
+        if job.state == JobState.QUEUED:
+            values.update(state=JobState.CANCELLED, finished_at=utcnow(), error="cancelled before it started")
         res = session.execute(
             update(Job)
             .where(Job.id == job.id, Job.state == job.state)
@@ -111,9 +155,16 @@ def request_cancel(session: Session, job: Job) -> Job:
             .execution_options(synchronize_session=False)
         )
         session.refresh(job)
-        if res.rowcount == 1:  # type: ignore[attr-defined]
+        if _changed_one(res):
             return job
     raise Conflict(f"job {job.id} is changing state; try again", code="job_busy")
+
+
+def cancel_job(session: Session, tenant_id: str, job_id: str) -> Job:
+    """Cancel one of the tenant's jobs (see `request_cancel`); committed."""
+    job = request_cancel(session, get_job(session, tenant_id, job_id))
+    session.commit()
+    return job
 
 
 @dataclass(frozen=True)
@@ -121,7 +172,7 @@ class ReapAction:
     """What the reaper did to one job."""
 
     job_id: str
-    action: str  # "requeued" | "resent" | "cancelled" | "failed"
+    action: ReapKind
 
 
 def reap(
@@ -132,30 +183,41 @@ def reap(
     now: datetime | None = None,
     dead_worker_prefix: str | None = None,
     resend_queued_after_s: float | None = None,
+    pending_job_ids: Collection[str] | None = None,
+    lost_grace_s: float = 10.0,
 ) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
-    requeue them while attempts are left, else fail them. Queued jobs whose last enqueue
-    (`heartbeat_at` of a queued job) is older than `resend_queued_after_s` are marked "resent":
-    their message may be lost, and a duplicate is harmless because only a queued job is claimed."""
+    requeue them while attempts are left, else fail them.
+
+    Queued jobs whose message is gone are marked "resent" (the caller sends them again; a duplicate is
+    harmless because only a queued job is claimed, once): with `pending_job_ids` (the jobs the broker
+    holds a message for), those enqueued over `lost_grace_s` ago that have none; without it, those
+    whose last enqueue (`heartbeat_at` of a queued job) is older than `resend_queued_after_s`."""
     now = now or utcnow()
-    out = _resend_queued(session, now, resend_queued_after_s) if resend_queued_after_s else []
+    out: list[ReapAction] = []
+    if pending_job_ids is not None:
+        out = _resend_queued(session, now, lost_grace_s, skip=pending_job_ids)
+    elif resend_queued_after_s:
+        out = _resend_queued(session, now, resend_queued_after_s)
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
     if dead_worker_prefix:
         cond = or_(cond, Job.worker.startswith(dead_worker_prefix, autoescape=True))
-    stale = session.scalars(select(Job).where(Job.state == "running", cond).with_for_update(skip_locked=True)).all()
+    stale = session.scalars(
+        select(Job).where(Job.state == JobState.RUNNING, cond).with_for_update(skip_locked=True)
+    ).all()
     for job in stale:
         last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
         if job.cancel_requested:
-            job.state, job.finished_at = "cancelled", now
+            job.state, job.finished_at = JobState.CANCELLED, now
             job.error = f"cancelled; worker {job.worker} vanished (last heartbeat {last})"
             out.append(ReapAction(job.id, "cancelled"))
         elif job.attempts < max_attempts:
             job.error = f"worker {job.worker} vanished (last heartbeat {last}); requeued"
-            job.state, job.worker, job.heartbeat_at = "queued", None, now
+            job.state, job.worker, job.heartbeat_at = JobState.QUEUED, None, now
             out.append(ReapAction(job.id, "requeued"))
         else:
-            job.state, job.finished_at = "failed", now
+            job.state, job.finished_at = JobState.FAILED, now
             job.error = (
                 f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} "
                 f"attempt(s); resubmit the job"
@@ -165,18 +227,72 @@ def reap(
     return out
 
 
-def _resend_queued(session: Session, now: datetime, after_s: float) -> list[ReapAction]:
-    """Queued jobs enqueued longer than `after_s` ago: stamp a new enqueue time, report "resent"."""
+def _resend_queued(session: Session, now: datetime, after_s: float, skip: Collection[str] = ()) -> list[ReapAction]:
+    """Queued jobs enqueued longer than `after_s` ago and not in `skip`: stamp a new enqueue time, report "resent"."""
     cutoff = now - timedelta(seconds=after_s)
     waiting = session.scalars(
         select(Job)
         .where(
-            Job.state == "queued",
+            Job.state == JobState.QUEUED,
             Job.cancel_requested.is_(False),
             func.coalesce(Job.heartbeat_at, Job.created_at) < cutoff,
         )
         .with_for_update(skip_locked=True)
     ).all()
-    for job in waiting:
+    lost = [job for job in waiting if job.id not in skip]
+    for job in lost:
         job.heartbeat_at = now
-    return [ReapAction(job.id, "resent") for job in waiting]
+    return [ReapAction(job.id, "resent") for job in lost]
+
+
+def history(session: Session, tenant_id: str, job_id: str) -> list[JobProgressPoint]:
+    """Every progress point of one of the tenant's jobs, oldest first; NotFound otherwise."""
+    return job_history.points(session, get_job(session, tenant_id, job_id).id)
+
+
+def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
+    """The tenant's job; NotFound otherwise."""
+    job = session.get(Job, job_id)
+    if job is None or job.tenant_id != tenant_id:
+        raise NotFound(f"job {job_id!r} not found")
+    return job
+
+
+def list_jobs(
+    session: Session,
+    tenant_id: str,
+    *,
+    state: JobState | None = None,
+    dataset_id: str | None = None,
+    model_name: str | None = None,
+    limit: int,
+    offset: int,
+) -> Page[Job]:
+    """The tenant's jobs, newest first, optionally filtered."""
+    q = select(Job).where(Job.tenant_id == tenant_id)
+    if state:
+        q = q.where(Job.state == state)
+    if dataset_id:
+        q = q.where(Job.dataset_id == dataset_id)
+    if model_name:
+        q = q.where(Job.model_name == model_name)
+    return page_of_scalars(session, q, (Job.created_at.desc(), Job.id), limit, offset)
+
+
+def count_by_state(session: Session) -> dict[JobState, int]:
+    """Job counts per state over all tenants (for the metrics gauge)."""
+    return {JobState(k): int(v) for k, v in session.execute(select(Job.state, func.count()).group_by(Job.state)).all()}
+
+
+def rules_kept(session: Session, jobs: Sequence[Job]) -> dict[str, int]:
+    """How many rules the version each succeeded job produced kept (job id -> count; others absent)."""
+    job_of = {j.model_version_id: j.id for j in jobs if j.model_version_id}
+    if not job_of:
+        return {}
+    rows = session.execute(select(ModelVersion.id, ModelVersion.metrics).where(ModelVersion.id.in_(list(job_of))))
+    out = {}
+    for version_id, metrics in rows:
+        n = (metrics or {}).get("n_rules")
+        if isinstance(n, int):
+            out[job_of[version_id]] = n
+    return out

@@ -11,7 +11,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import NotFound, Unprocessable
+from app.services import registry_events
+from app.services.errors import Invalid, NotFound
+from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
 from models.rulelist import RuleList
 
@@ -47,7 +49,7 @@ def parse_ref(ref: str) -> Ref:
 def check_name(name: str) -> str:
     """Validate a model name."""
     if not NAME_RE.match(name):
-        raise Unprocessable(
+        raise Invalid(
             f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; at most 100; no '@')",
             details=[{"field": "name", "message": "invalid model name"}],
         )
@@ -57,7 +59,7 @@ def check_name(name: str) -> str:
 def check_alias(alias: str) -> str:
     """Validate an alias name."""
     if not ALIAS_RE.match(alias) or alias == LATEST:
-        raise Unprocessable(
+        raise Invalid(
             f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
             "'-'; 'latest' is reserved)",
             details=[{"field": "alias", "message": "invalid alias"}],
@@ -151,7 +153,7 @@ def _check_numbers(document: Any, metrics: Any, provenance: Any) -> None:
     for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
         bad = non_finite_path(value, field)
         if bad:
-            raise Unprocessable(
+            raise Invalid(
                 f"{bad}: NaN, Infinity and numbers beyond the float range are not allowed",
                 code="invalid_rule_list" if field == "rule_list" else "invalid_input",
                 details=[{"field": bad, "message": "NaN, Infinity and numbers beyond the float range are not allowed"}],
@@ -167,14 +169,16 @@ def add_version(
     metrics: dict[str, Any],
     provenance: dict[str, Any],
     job_id: str | None = None,
+    api_key_id: str | None = None,
 ) -> ModelVersion:
-    """Validate a rule-list document and store it as the next immutable version of `name`."""
+    """Validate a rule-list document and store it as the next immutable version of `name` (with its
+    `version_created` event, by the API key or the job that made it)."""
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
-        raise Unprocessable(
+        raise Invalid(
             f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list", "message": msg}]
         ) from None
     rm = get_or_create_model(session, tenant_id, name)
@@ -192,33 +196,49 @@ def add_version(
         job_id=job_id,
     )
     session.add(mv)
+    registry_events.record(
+        session, rm, "version_created", registry_events.Actor(api_key_id, job_id), to_version=mv.version
+    )
     session.flush()
     return mv
 
 
-def set_alias(session: Session, rm: RegisteredModel, alias: str, version: ModelVersion) -> ModelAlias:
-    """Point `name@alias` at a version of the same model (create or move)."""
+def set_alias(
+    session: Session,
+    rm: RegisteredModel,
+    alias: str,
+    version: ModelVersion,
+    actor: registry_events.Actor = registry_events.SYSTEM,
+) -> ModelAlias:
+    """Point `name@alias` at a version of the same model (create or move), with its `alias_set` event."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
-        raise Unprocessable(
+        raise Invalid(
             f"version {version.id!r} belongs to another model",
             details=[{"field": "version", "message": "version of another model"}],
         )
-    row = session.get(ModelAlias, (rm.id, alias))
+    row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
     if row is None:
         try:
             with session.begin_nested():  # a concurrent request may create the same alias first
                 row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
                 session.add(row)
+            registry_events.record(session, rm, "alias_set", actor, alias=alias, to_version=version.version)
             return row
         except IntegrityError:
             row = session.scalar(
-                select(ModelAlias).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+                select(ModelAlias)
+                .where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+                .with_for_update()
             )
             if row is None:
                 raise
+    before = session.scalar(select(ModelVersion.version).where(ModelVersion.id == row.version_id))
     row.version_id = version.id
     row.updated_at = utcnow()
+    registry_events.record(
+        session, rm, "alias_set", actor, alias=alias, from_version=before, to_version=version.version
+    )
     session.flush()
     return row
 
@@ -228,4 +248,35 @@ def aliases_of(session: Session, rm_id: str) -> dict[str, str]:
     rows = session.execute(
         select(ModelAlias.alias, ModelAlias.version_id).where(ModelAlias.registered_model_id == rm_id)
     ).all()
-    return {a: v for a, v in rows}
+    return dict(rows)
+
+
+def version_stats(session: Session, rm_id: str) -> tuple[int | None, int]:
+    """The latest version number (None without versions) and how many versions a model has."""
+    latest, n = session.execute(
+        select(func.max(ModelVersion.version), func.count()).where(ModelVersion.registered_model_id == rm_id)
+    ).one()
+    return latest, int(n)
+
+
+def list_models(session: Session, tenant_id: str, *, limit: int, offset: int) -> Page[RegisteredModel]:
+    """The tenant's named models, by name."""
+    q = select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id)
+    return page_of_scalars(session, q, (RegisteredModel.name,), limit, offset)
+
+
+def find_version(
+    session: Session, tenant_id: str, rm: RegisteredModel, *, version: int | None, version_id: str | None
+) -> ModelVersion:
+    """A version of the tenant by id, or of `rm` by number; NotFound otherwise."""
+    if version_id is not None:
+        mv = session.get(ModelVersion, version_id)
+        if mv is None or mv.tenant_id != tenant_id:
+            raise NotFound(f"model version {version_id!r} not found")
+        return mv
+    found = session.scalar(
+        select(ModelVersion).where(ModelVersion.registered_model_id == rm.id, ModelVersion.version == version)
+    )
+    if found is None:
+        raise NotFound(f"model {rm.name!r} has no version {version}")
+    return found

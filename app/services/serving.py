@@ -15,25 +15,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
-from models.rulelist import RuleList
+from app.services.errors import Invalid
+from models.rulelist import RuleList, decision_table, label_key
 
 MAX_ERROR_DETAILS = 50
 FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as a number
 SCALAR_PATH_MAX = 8  # up to this many records, evaluate record by record (no numpy column set-up)
 
 
-class RecordError(ValueError):
-    """Invalid records; `details` lists `{field, message}` with `records[i].name` paths."""
+class RecordError(Invalid, ValueError):
+    """Invalid records (code `invalid_record`); `details` lists `{field, message}` with `records[i].name` paths."""
 
     def __init__(self, details: list[dict[str, Any]], *, total: int | None = None) -> None:
-        self.details = details[:MAX_ERROR_DETAILS]
         n = total if total is not None else len(details)
         first = details[0]
         msg = f"{first['field']}: {first['message']}"
         if n > 1:
             msg += f" (and {n - 1} more problem(s))"
-        super().__init__(msg)
-        self.message = msg
+        super().__init__(msg, code="invalid_record", details=details[:MAX_ERROR_DETAILS])
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,7 @@ class ServedModel:
 
 def class_key(c: Any) -> str:
     """String key of a class label in `probabilities` objects (JSON object keys are strings)."""
-    if isinstance(c, bool):
-        return "true" if c else "false"
-    return str(c)
+    return label_key(c)
 
 
 def _type_name(v: Any) -> str:
@@ -184,6 +181,7 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
             item = {
                 "index": i,
                 "prediction": _label(pred),
+                "probability": max(probs),
                 "probabilities": dict(zip(keys, probs, strict=True)),
                 "rule_id": ex["rule_id"],
             }
@@ -198,6 +196,7 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
             {
                 "index": i,
                 "prediction": _label(rl.prediction_of(rid)),
+                "probability": max(probs),
                 "probabilities": dict(zip(keys, probs, strict=True)),
                 "rule_id": rid,
             }
@@ -243,17 +242,9 @@ def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = Fals
 
 
 def batch_csv_rows(model: ServedModel, records: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]], list[int]]:
-    """Vectorised evaluation for the CSV batch: header, rows, rule ids."""
-    rl = model.rule_list
-    ids = rl.apply(records).tolist()
-    table = [rl.rule(j).probabilities for j in range(len(rl.rules) + 1)]
-    preds = [_label(rl.prediction_of(j)) for j in range(len(rl.rules) + 1)]
-    header = ["row", "prediction", "probability", "rule_id"] + [f"p_{k}" for k in model.class_keys]
-    rows = []
-    for i, rid in enumerate(ids):
-        p = table[rid]
-        rows.append([i + 1, preds[rid], round(max(p), 6), rid, *(round(x, 6) for x in p)])
-    return header, rows, ids
+    """Vectorised evaluation for the CSV batch: header and rows as `models.rulelist.decision_table`, rule ids."""
+    header, rows = decision_table(model.rule_list, records)
+    return header, rows, [r[3] for r in rows]
 
 
 class TTLCache:

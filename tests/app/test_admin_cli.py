@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from app.cli import main, port_in_use, reuseport_socket
+from worker.cli import main
+from worker.serve import port_in_use, reuseport_socket
 
 
 @pytest.fixture
@@ -56,3 +57,20 @@ def test_port_probe_and_reuseport() -> None:
     finally:
         s.close()
     assert not port_in_use("127.0.0.1", port)
+
+
+def test_roles_are_for_postgresql_and_config_hides_passwords(env, capsys, monkeypatch) -> None:
+    with pytest.raises(SystemExit, match="SQLite has no roles"):
+        main(["create-app-role"])
+    main(["config"])
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["app_role"] is None and cfg["migration_database_url"] == cfg["database_url"]
+    monkeypatch.setenv("NEURULES_DATABASE_URL", "postgresql+psycopg://app:app-secret@db/neurules")
+    monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", "postgresql+psycopg://owner:owner-secret@db/neurules")
+    main(["config"])
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["app_role"] == "app" and "secret" not in json.dumps(cfg)
+    assert cfg["database_url"] == "postgresql+psycopg://app:***@db/neurules"
+    monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", "postgresql+psycopg://owner@db/elsewhere")
+    with pytest.raises(SystemExit, match="must name the same database"):
+        main(["config"])

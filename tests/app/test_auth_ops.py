@@ -31,7 +31,7 @@ def test_bearer_and_wrong_secret(sqlite_api) -> None:
 
 
 def test_revoked_key(sqlite_api) -> None:
-    from app.cli import create_key, list_tenants, revoke_key
+    from app.admin import create_key, list_tenants, revoke_key
 
     key_id, key = create_key(sqlite_api.url, "tenant-a", "temp")
     assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": key}).status_code == 200

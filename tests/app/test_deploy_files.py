@@ -16,7 +16,18 @@ def compose() -> dict:
 
 
 def _env(service: dict) -> dict[str, str]:
-    return {k: str(v).replace("${POSTGRES_PASSWORD:-neurules}", "neurules") for k, v in service["environment"].items()}
+    defaults = {"${POSTGRES_PASSWORD:-neurules}": "neurules", "${NEURULES_APP_PASSWORD:-neurules_app}": "neurules_app"}
+    out = {}
+    for k, v in service["environment"].items():
+        text = str(v)
+        for var, default in defaults.items():
+            text = text.replace(var, default)
+        out[k] = text
+    return out
+
+
+def _settings(env: dict[str, str]) -> Settings:
+    return Settings(**{k.removeprefix("NEURULES_").lower(): v for k, v in env.items()})
 
 
 def test_services_and_dependencies() -> None:
@@ -39,11 +50,24 @@ def test_worker_reserves_a_gpu_and_runs_the_solo_worker() -> None:
 
 def test_environment_passes_the_fail_fast_settings() -> None:
     s = compose()["services"]
-    envs = [_env(s[n]) for n in ("api", "worker", "migrate")]
-    assert envs[0] == envs[1] == envs[2]
-    settings = Settings(**{k.removeprefix("NEURULES_").lower(): v for k, v in envs[0].items()})
+    api, worker, migrate = (_env(s[n]) for n in ("api", "worker", "migrate"))
+    assert api == worker and {k: v for k, v in migrate.items() if k != "NEURULES_MIGRATION_DATABASE_URL"} == api
+    settings = _settings(api)
     assert settings.mode == "distributed" and not settings.run_embedded_worker
     assert settings.visibility_timeout_s > settings.training_time_limit_s
+
+
+def test_two_database_roles() -> None:
+    """The service connects as the app role; only the migrate service has the owner's URL and sets the role up."""
+    s = compose()["services"]
+    owner = s["postgres"]["environment"]["POSTGRES_USER"]
+    api, migrate = _settings(_env(s["api"])), _settings(_env(s["migrate"]))
+    assert api.app_role is None and api.migration_database_url is None  # no owner credentials in the service
+    assert migrate.app_role == "neurules_app" != owner
+    assert migrate.resolved_migration_database_url.startswith(f"postgresql+psycopg://{owner}:")
+    assert migrate.resolved_database_url == api.resolved_database_url
+    assert s["migrate"]["command"] == ["sh", "-c", "neurules-admin create-app-role && neurules-admin migrate"]
+    assert "--no-migrate" in s["api"]["command"] and s["worker"]["command"] == ["neurules-admin", "worker"]
 
 
 def test_dockerfile() -> None:
@@ -54,3 +78,14 @@ def test_dockerfile() -> None:
         assert f"COPY {path}" in text
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and "var" in ignored
+
+
+def test_console_scripts_resolve() -> None:
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["neurules-admin"] == "worker.cli:main"  # the admin CLI needs both app and worker
+    for target in scripts.values():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), target

@@ -158,14 +158,14 @@ def test_job_options_refuse_nan(api) -> None:
 
 
 def test_csv_batch_without_audit_is_503(sqlite_api, doc, monkeypatch) -> None:
-    from app.routers import predictions
+    from app.services import audit
 
     v = sqlite_api.import_model(doc)["id"]
 
     def broken(engine, rows) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(predictions, "write_rows", broken)
+    monkeypatch.setattr(audit, "write_rows", broken)
     r = _client(sqlite_api).post(
         f"/v1/models/{v}/predict.csv",
         headers=sqlite_api.h(),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
-from app.errors import Conflict
 from app.services import jobs as jobsvc
+from app.services.errors import Conflict
 from app.tables import Job
 from tests.app.test_jobs_api import dataset
 

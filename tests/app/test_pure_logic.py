@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from app.errors import NotFound
 from app.services import csvdata, keys, serving
+from app.services.errors import NotFound, TooLarge
 from app.services.registry import parse_ref
 
 
@@ -41,7 +41,7 @@ def test_parse_errors(data: bytes, code: str) -> None:
 def test_limits() -> None:
     with pytest.raises(csvdata.CSVError) as e:
         csvdata.parse_csv(b"a\n1\n2\n3\n", max_rows=2)
-    assert e.value.status_code == 413
+    assert isinstance(e.value, TooLarge) and e.value.code == "csv_too_many_rows"
     with pytest.raises(csvdata.CSVError, match="columns"):
         csvdata.parse_csv(b"a,b,c\n1,2,3\n", max_columns=2)
 

@@ -11,7 +11,7 @@ def test_no_torch_or_pandas_on_the_request_path(tmp_path) -> None:
     code = textwrap.dedent(f"""
         import sys
         from fastapi.testclient import TestClient
-        from app.cli import create_key, create_tenant, migrate
+        from app.admin import create_key, create_tenant, migrate
         from app.main import create_app
         from app.settings import Settings
         from tests.conftest import FakeQueue, rule_list_doc
@@ -19,7 +19,7 @@ def test_no_torch_or_pandas_on_the_request_path(tmp_path) -> None:
         migrate(url)
         create_tenant(url, "t")
         _, key = create_key(url, "t")
-        app = create_app(Settings(database_url=url, data_dir="{tmp_path}/var"), background=False)
+        app = create_app(Settings(database_url=url, data_dir="{tmp_path}/var"), queue=FakeQueue())
         with TestClient(app) as c:
             h = {{"X-API-Key": key}}
             v = c.post("/v1/models", json={{"name": "m", "rule_list": rule_list_doc()}}, headers=h).json()

@@ -47,7 +47,7 @@ def test_env_prefix(monkeypatch) -> None:
 
 
 def test_cli_reports_bad_config(monkeypatch, capsys) -> None:
-    from app.cli import main
+    from worker.cli import main
 
     monkeypatch.setenv("NEURULES_MODE", "distributed")
     with pytest.raises(SystemExit, match="invalid configuration: distributed mode needs"):

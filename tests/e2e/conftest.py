@@ -19,6 +19,9 @@ import pytest
 from tests.conftest import ROOT, fresh_pg_database, pg_available, redis_available, skip_unless_ci
 
 BIN = Path(sys.executable).parent
+# the `neurules-admin` console script's code (`worker.cli:main`), run from this checkout whatever the
+# installed script points at
+ADMIN = [sys.executable, "-m", "worker.cli"]
 
 
 def free_port() -> int:
@@ -81,9 +84,7 @@ def wait_ready(url: str, proc: Proc, timeout: float = 60) -> None:
 
 def admin(args: list[str], env: dict[str, str], cwd: Path) -> str:
     """Run `neurules-admin ...` and return its stdout."""
-    out = subprocess.run(
-        [str(BIN / "neurules-admin"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run([*ADMIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -133,11 +134,17 @@ class Service:
 @pytest.fixture(scope="module")
 def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """uvicorn + a separate `celery worker` process on PostgreSQL + Redis (fresh database and queue)."""
+    yield from distributed_service(tmp_path_factory)
+
+
+def distributed_service(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Service]:
+    """The `distributed` service, with further NEURULES_* settings (`evaluation_sync_max_rows="0"`)."""
     if not (pg_available() and redis_available()):
         skip_unless_ci("PostgreSQL and Redis are needed (scripts/services.sh starts them)")
     tmp = tmp_path_factory.mktemp("distributed")
     db_url, drop = fresh_pg_database()
     env = clean_env(
+        **{f"NEURULES_{k.upper()}": v for k, v in settings.items()},
         NEURULES_MODE="distributed",
         NEURULES_DATABASE_URL=db_url,
         NEURULES_BROKER_URL="redis://127.0.0.1:6379/0",
@@ -155,7 +162,7 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     api = Proc(
         [
             str(BIN / "uvicorn"),
-            "app.main:app",
+            "worker.service:app",
             "--host",
             "127.0.0.1",
             "--port",
@@ -189,7 +196,7 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
-    proc = Proc([str(BIN / "neurules-admin"), "serve", "--port", str(port)], env, tmp, tmp / "serve.log")
+    proc = Proc([*ADMIN, "serve", "--port", str(port)], env, tmp, tmp / "serve.log")
     svc = Service(f"http://127.0.0.1:{port}", key, [proc])
     try:
         wait_ready(svc.url, proc)
@@ -206,9 +213,7 @@ def embedded_two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)
-    proc = Proc(
-        [str(BIN / "neurules-admin"), "serve", "--port", str(port), "--workers", "2"], env, tmp, tmp / "serve2.log"
-    )
+    proc = Proc([*ADMIN, "serve", "--port", str(port), "--workers", "2"], env, tmp, tmp / "serve2.log")
     svc = Service(f"http://127.0.0.1:{port}", key, [proc], env, tmp)
     try:
         wait_ready(svc.url, proc)

@@ -105,6 +105,11 @@ def check_flow(url: str, key: str) -> None:
         doc = mv["rule_list"]
         assert mv["name"] == "heart" and 1 <= len(doc["rules"]) <= 10
         assert mv["metrics"]["holdout"]["n_rows"] == 54 and mv["provenance"]["dataset_sha256"]
+        held_out = mv["metrics"]["holdout_evaluation"]
+        assert held_out["n_rows"] == 54 and sum(r["n"] for r in held_out["rules"]) == 54
+        points = client.get(f"/v1/jobs/{job['id']}/history").json()["points"]
+        epochs = [p["epoch"] for p in points]
+        assert epochs == sorted(epochs) and epochs[-1] == EPOCHS and len(epochs) >= 3, points
         assert mv["provenance"]["packages"]["torch"] != "absent"
 
         records = heart_records(20)
@@ -232,7 +237,7 @@ def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes)
     import subprocess
 
     from tests.conftest import rule_list_doc
-    from tests.e2e.conftest import BIN
+    from tests.e2e.conftest import ADMIN
 
     svc = embedded_two_processes
     with httpx.Client(base_url=svc.url, headers={"X-API-Key": svc.key}, timeout=30) as client:
@@ -254,7 +259,7 @@ def test_two_server_processes_share_the_port_and_metrics(embedded_two_processes)
     assert len(pids) == 2, pids
     port = svc.url.rsplit(":", 1)[1]
     out = subprocess.run(
-        [str(BIN / "neurules-admin"), "serve", "--port", port],
+        [*ADMIN, "serve", "--port", port],
         env=svc.env,
         cwd=svc.tmp,
         capture_output=True,

@@ -66,16 +66,17 @@ def test_fit_then_predict(tmp_path: Path) -> None:
     pred = _run("predict", str(model), str(data), "--out", str(preds))
     assert pred.returncode == 0, pred.stderr
     out = pd.read_csv(preds)
-    assert list(out.columns) == ["prediction", "proba_no", "proba_yes", "rule"]
-    assert len(out) == n
+    assert list(out.columns) == ["index", "prediction", "probability", "rule_id", "p_no", "p_yes"]
+    assert len(out) == n and out["index"].tolist() == list(range(n))
     assert (out["prediction"] == df["sick"]).mean() > 0.9
-    np.testing.assert_allclose(out["proba_no"] + out["proba_yes"], 1.0)
-    assert out["rule"].between(0, len(doc["rules"])).all()
+    np.testing.assert_allclose(out["p_no"] + out["p_yes"], 1.0, atol=2e-6)
+    np.testing.assert_allclose(out["probability"], out[["p_no", "p_yes"]].max(axis=1))
+    assert out["rule_id"].between(0, len(doc["rules"])).all()
 
     # features only (no target column) also works, to stdout
     df.drop(columns=["sick"]).to_csv(tmp_path / "x.csv", index=False)
     again = _run("predict", str(model), str(tmp_path / "x.csv"))
-    assert again.returncode == 0 and again.stdout.startswith("prediction,")
+    assert again.returncode == 0 and again.stdout.startswith("index,prediction,probability,rule_id,")
 
 
 def test_bad_target_is_a_clean_error(tmp_path: Path) -> None:

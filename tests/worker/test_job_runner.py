@@ -92,6 +92,10 @@ def test_success_creates_version_with_provenance(api) -> None:
     prov = mv["provenance"]
     assert len(prov["dataset_sha256"]) == 64 and prov["seed"] == 0 and "numpy" in prov["packages"]
     assert prov["parameters"]["n_rules"] == 10
+    # n_rules is the most the list may keep: 10 asked, the learner kept 1, and both responses say so
+    assert job["parameters"]["n_rules"] == 10 and job["n_rules_kept"] == 1 and mv["n_rules"] == 1
+    listed = api.client.get("/v1/jobs", headers=api.h()).json()["items"]
+    assert [j["n_rules_kept"] for j in listed] == [1]
     assert mv["rule_list"]["target"] == "target"
     # idempotent: a redelivered message for a finished job does nothing
     assert run_job(st.db, st.settings, jid, trainer=trainer()) == "skipped"

@@ -1,0 +1,101 @@
+"""Administration on a database URL (migrations, roles, tenants, keys, audit checks) for `neurules-admin` and tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session
+
+from app import db_roles
+from app.db import Database, make_engine
+from app.services import audit_verify, tenants
+from app.services.audit_verify import ChainReport
+
+T = TypeVar("T")
+
+
+def _migrations_dir() -> Path:
+    """The Alembic folder: beside the package (source checkout, editable install) or in the working directory."""
+    candidates = (Path(__file__).resolve().parent.parent / "migrations", Path.cwd() / "migrations")
+    return next((c for c in candidates if (c / "env.py").exists()), candidates[0])
+
+
+MIGRATIONS = _migrations_dir()
+
+
+def migrate(url: str, app_role: str | None = None) -> list[str]:
+    """Apply every Alembic migration to the database at `url` (as the owner); then, on PostgreSQL, give
+    `app_role` exactly its rights in the same transaction. The grant statements run."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["configure_logging"] = False
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            if app_role is not None and conn.dialect.name == "postgresql":
+                return db_roles.grant_app_role(conn, app_role)
+    finally:
+        engine.dispose()
+    return []
+
+
+def create_app_role(owner_url: str, role: str, password: str | None) -> bool:
+    """Create (or re-password) the service's login role on PostgreSQL and grant it its rights; True if created."""
+    engine = make_engine(owner_url)
+    try:
+        with engine.begin() as conn:
+            created = db_roles.create_app_role(conn, role, password)
+            db_roles.grant_app_role(conn, role)
+    finally:
+        engine.dispose()
+    return created
+
+
+def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:
+    """Check the audit chains (every tenant's, or one tenant's by name or id): one report per tenant."""
+    db = Database(url)
+    try:
+        with db.session() as s:
+            if tenant is None:
+                return list(audit_verify.verify_all(s))
+            return [audit_verify.verify_tenant(s, audit_verify.resolve_tenant(s, tenant))]
+    finally:
+        db.dispose()
+
+
+def _run(url: str, action: Callable[[Session], T]) -> T:
+    """Run `action` in one committed transaction on a database opened for it."""
+    db = Database(url)
+    try:
+        with db.session() as s:
+            return action(s)
+    finally:
+        db.dispose()
+
+
+def create_tenant(url: str, name: str) -> str:
+    """Create a tenant; returns its id (Conflict when the name is taken)."""
+    return _run(url, lambda s: tenants.create_tenant(s, name)).id
+
+
+def create_key(url: str, tenant: str, label: str = "") -> tuple[str, str]:
+    """Create an API key for a tenant (by name or id); returns (key id, the key shown once)."""
+    row, key = _run(url, lambda s: tenants.create_key(s, tenant, label))
+    return row.id, key
+
+
+def revoke_key(url: str, key_id: str) -> None:
+    """Revoke an API key by id (NotFound when there is none)."""
+    _run(url, lambda s: tenants.revoke_key(s, key_id))
+
+
+def list_tenants(url: str) -> list[dict[str, Any]]:
+    """Tenants with their keys (ids, labels, revocation; never the keys)."""
+    return _run(url, tenants.list_tenants)

@@ -1,0 +1,1 @@
+"""HTTP helpers shared by routers (request bodies the routers read themselves)."""

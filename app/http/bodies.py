@@ -1,0 +1,53 @@
+"""Why a request body could not be read, in words the caller can act on; and the methods a path allows.
+
+FastAPI answers a JSON body it cannot parse for a reason other than a syntax error (nesting deeper than
+the parser's recursion limit, an integer longer than Python converts, bytes that are not UTF-8) with a
+bare 400 "There was an error parsing the body", the reason in `__cause__`. The service answers 422
+`invalid_input` naming the reason instead, as documented for every operation with a body.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
+def is_unreadable_body(status_code: int, detail: object) -> bool:
+    """Whether an HTTP error is FastAPI's bare "could not parse the body" 400."""
+    return status_code == 400 and detail == FASTAPI_BODY_ERROR
+
+
+def unreadable_body_message(cause: BaseException | None) -> str:
+    """`body: <reason>` for the exception that stopped the JSON parser."""
+    if isinstance(cause, RecursionError):
+        return "body: the JSON is nested too deeply to be read; flatten it (a few hundred levels at most)"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"body: not valid UTF-8 (byte {cause.start}); send JSON encoded as UTF-8"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        limit = sys.get_int_max_str_digits()
+        return f"body: a number has more than {limit} digits; send it as a string or round it"
+    reason = f": {cause}" if cause is not None else ""
+    return f"body: cannot be read as JSON{reason}"[:300]
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]+\})", template)
+    return re.compile("^" + "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$")
+
+
+class AllowedMethods:
+    """The methods each documented path answers (for the `Allow` header of a 405)."""
+
+    def __init__(self, paths: dict[str, Iterable[str]]) -> None:
+        self._table = [(_template_regex(t), {m.upper() for m in methods}) for t, methods in paths.items()]
+
+    def of(self, path: str) -> list[str]:
+        """Every method of every path template that matches `path`, sorted."""
+        methods: set[str] = set()
+        for regex, ms in self._table:
+            if regex.match(path):
+                methods |= ms
+        return sorted(methods)

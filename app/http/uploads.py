@@ -1,0 +1,107 @@
+"""Reading a CSV upload from a multipart body (shared by the datasets and CSV prediction endpoints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message
+
+from app.services.compression import gunzip, looks_gzipped
+from app.services.datasets import Upload
+from app.services.errors import Invalid, Malformed, TooLarge, Unsupported
+
+ACCEPTED_TYPES = frozenset(
+    {
+        "text/csv",
+        "application/csv",
+        "text/plain",
+        "application/vnd.ms-excel",
+        "application/octet-stream",
+        "text/x-csv",
+        "application/x-csv",
+        "text/comma-separated-values",
+    }
+)
+GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x-gunzip"})
+MULTIPART_OVERHEAD = 64 * 1024
+
+
+def multipart_body(file_description: str, *, with_name: bool = False) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of an endpoint that takes a CSV in the multipart field `file`."""
+    properties: dict[str, Any] = {"file": {"type": "string", "format": "binary", "description": file_description}}
+    if with_name:
+        properties["name"] = {"type": "string", "description": "dataset name (default: file name stem)"}
+    schema = {"type": "object", "required": ["file"], "properties": properties}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+def _check_headers(request: Request, limit: int) -> None:
+    ctype = request.headers.get("content-type", "")
+    if not ctype.startswith("multipart/form-data"):
+        raise Unsupported(
+            f"send the CSV as multipart/form-data with a 'file' part (got content type {ctype or 'none'!r})"
+        )
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit + MULTIPART_OVERHEAD:
+        raise TooLarge(f"upload is {int(length)} bytes; the limit is {limit} bytes")
+
+
+async def _decoded(request: Request, limit: int) -> Request:
+    """The request with its body gunzipped when it came with `Content-Encoding: gzip`."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return request
+    if encoding != "gzip":
+        raise Unsupported(f"Content-Encoding {encoding!r} is not supported; send the body as is or gzip-compressed")
+    body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body")
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, receive)
+
+
+def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
+    """A `.gz` name, a gzip content type or encoding on the part, or gzip's magic bytes."""
+    named = (file.filename or "").lower().endswith(".gz")
+    encoded = file.headers.get("content-encoding", "").strip().lower() == "gzip"
+    return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
+
+
+async def read_upload(request: Request, limit: int) -> Upload:
+    """The file part of a multipart body (at most `limit` bytes, decompressed), its file name and `name` field.
+
+    A gzip-compressed file (`.csv.gz`, a gzip part type or `Content-Encoding`, or the whole body sent with
+    `Content-Encoding: gzip`) is decompressed; the limit applies to the decompressed size.
+    """
+    _check_headers(request, limit)
+    request = await _decoded(request, limit)
+    try:
+        form = await request.form(max_files=1, max_fields=10)
+    except StarletteHTTPException:  # the body went over the size limit while it arrived
+        raise
+    except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
+        raise Malformed(f"malformed multipart body: {e}", code="malformed_multipart") from None
+    try:
+        file = form.get("file")
+        if not isinstance(file, UploadFile):
+            raise Invalid(
+                "file: missing the 'file' part (multipart field name must be 'file')",
+                details=[{"field": "file", "message": "required"}],
+            )
+        part_type = (file.content_type or "application/octet-stream").split(";")[0].strip().lower()
+        if part_type not in ACCEPTED_TYPES | GZIP_TYPES:
+            raise Unsupported(f"file: content type {part_type!r} is not a CSV; use text/csv")
+        data = await file.read(limit + 1)
+        if len(data) > limit:
+            raise TooLarge(f"file is over the upload limit of {limit} bytes")
+        if _gzipped(file, part_type, data):
+            data = await run_in_threadpool(gunzip, data, limit)
+        name = form.get("name")
+        return Upload(data, file.filename or "upload.csv", name if isinstance(name, str) and name else None)
+    finally:
+        await form.close()

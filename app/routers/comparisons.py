@@ -1,0 +1,37 @@
+"""Comparisons: two versions side by side (rules; predictions and metrics on a dataset)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.deps import CurrentTenant, DbSession
+from app.errors import responses
+from app.schemas.comparisons import ComparisonPublic
+from app.services.comparisons import compare_versions
+
+router = APIRouter(prefix="/v1/models", tags=["comparisons"])
+
+
+@router.get(
+    "/{ref}/compare",
+    response_model=ComparisonPublic,
+    responses=responses(401, 404, 422),
+    summary="Compare two versions: rules added / removed / changed, and both on a dataset",
+)
+def compare(
+    ref: str,
+    session: DbSession,
+    principal: CurrentTenant,
+    other: Annotated[str, Query(min_length=1, max_length=200, description="the other version's reference")],
+    dataset_id: Annotated[
+        str | None, Query(max_length=40, description="score both on this dataset: disagreement, cross-table, metrics")
+    ] = None,
+    target: Annotated[
+        str | None, Query(min_length=1, max_length=300, description="label column (default: the model's target)")
+    ] = None,
+) -> ComparisonPublic:
+    """`ref` is the base version, `other` the one compared with it."""
+    body = compare_versions(session, principal.tenant_id, ref, other, dataset_id=dataset_id, target=target)
+    return ComparisonPublic.model_validate(body)

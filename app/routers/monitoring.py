@@ -1,0 +1,38 @@
+"""Monitoring: a named model's live decisions from the audit trail (rule shares, drift, missing values)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.deps import AppState, CurrentTenant, DbSession
+from app.errors import responses
+from app.schemas.monitoring import MonitoringPublic
+from app.services import model_monitoring
+
+router = APIRouter(prefix="/v1/models", tags=["monitoring"])
+
+
+@router.get(
+    "/{ref}/monitoring",
+    response_model=MonitoringPublic,
+    responses=responses(401, 404, 422),
+    summary="Decisions per rule and version in a window, against training: drift score and alert",
+)
+def read_monitoring(
+    ref: str,
+    session: DbSession,
+    principal: CurrentTenant,
+    state: AppState,
+    since: Annotated[datetime | None, Query(description="ISO 8601 (naive = UTC); default: until - 7 days")] = None,
+    until: Annotated[datetime | None, Query(description="ISO 8601 (naive = UTC); default: now")] = None,
+    buckets: Annotated[int, Query(ge=1, le=1000, description="equal time slices of the window")] = 24,
+) -> MonitoringPublic:
+    """`ref` selects the named model; every version of it that decided something in the window is reported."""
+    w = model_monitoring.window(since, until, buckets)
+    body = model_monitoring.monitor(
+        session, principal.tenant_id, ref, w, alert_threshold=state.settings.drift_alert_psi
+    )
+    return MonitoringPublic.model_validate(body)

@@ -1,0 +1,168 @@
+"""Evaluation schemas: a model version scored on a labelled dataset (docs/governance-api.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.predictions import ModelRef
+from app.services.job_states import JobState
+
+Label = int | str | bool
+
+
+class EvaluationCreate(BaseModel):
+    """Score a version on one of the tenant's datasets."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b", "slice_by": "sex"}]},
+    )
+
+    dataset_id: str = Field(max_length=40, description="a dataset the tenant uploaded, with the target column")
+    target: str | None = Field(
+        None, min_length=1, max_length=300, description="the label column (default: the model's training target)"
+    )
+    slice_by: str | None = Field(
+        None, min_length=1, max_length=300, description="a column: the same metrics per group of it"
+    )
+
+
+class PerClassMetrics(BaseModel):
+    """Precision, recall, F1 and support of one class (0 where a denominator is 0)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    class_: Label = Field(alias="class")
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+class MetricsBlock(BaseModel):
+    """Classification metrics on the scored rows (as scikit-learn defines them)."""
+
+    accuracy: float | None
+    f1_weighted: float | None
+    f1_macro: float | None
+    per_class: list[PerClassMetrics]
+    roc_auc: float | None = Field(description="binary targets, both classes present; else null")
+    brier: float | None = Field(description="binary targets: mean squared error of P(classes[1]); else null")
+
+
+class LabelMatrix(BaseModel):
+    """A square count table with its labels (confusion matrix: rows = true class)."""
+
+    labels: list[Label]
+    matrix: list[list[int]]
+
+
+class CalibrationBin(BaseModel):
+    """One reliability bin [lower, upper)."""
+
+    lower: float
+    upper: float
+    mean_predicted: float
+    observed_rate: float
+    count: int
+
+
+class Calibration(BaseModel):
+    """Reliability bins: binary, P(positive_class) vs its rate; multi-class, top probability vs accuracy."""
+
+    positive_class: Label | None
+    bins: list[CalibrationBin]
+
+
+class RuleEvaluation(BaseModel):
+    """One rule (list order, then the default rule, id 0) on the scored rows."""
+
+    rule_id: int
+    rule_text: str
+    prediction: Label
+    n: int = Field(description="scored rows this rule decided")
+    share: float
+    accuracy: float | None = Field(description="null where n is 0")
+    class_counts: dict[str, int] = Field(description="true classes of the rows it decided")
+    training_support: int
+    training_share: float | None
+
+
+class Excluded(BaseModel):
+    """Rows left out of the metrics, counted (never dropped silently)."""
+
+    missing_target: int
+    unseen_class: int
+    unseen_class_values: dict[str, int] = Field(description="the 50 most frequent, as the file writes them")
+
+
+class SliceGroup(BaseModel):
+    """The metrics of one group of the slice column."""
+
+    value: str | None
+    n_rows: int
+    metrics: MetricsBlock
+    positive_rate: float | None
+
+
+class Slices(BaseModel):
+    """Per group of `slice_by` (largest first; at most 50, the rest pooled as "(other)")."""
+
+    column: str
+    groups: list[SliceGroup]
+
+
+class EvaluationSummary(BaseModel):
+    """An evaluation without its per-rule, slice and calibration blocks (list entries)."""
+
+    model_config = ConfigDict(protected_namespaces=())
+
+    id: str
+    model_version: ModelRef
+    dataset_id: str
+    target: str
+    slice_by: str | None
+    state: JobState = Field(description="queued / running (background) -> succeeded or failed")
+    progress: float = Field(description="0..1")
+    error: str | None
+    error_code: str | None = Field(description="stable code of the error (as in 4xx answers)")
+    created_at: datetime
+    finished_at: datetime | None
+    n_rows_in_file: int | None
+    n_rows: int | None = Field(description="rows scored; per-rule `n` and the confusion matrix add up to it")
+    excluded: Excluded | None
+    unseen_categories: dict[str, dict[str, int]] | None = Field(
+        description="per categorical feature, values of scored rows the model never saw (scored; in no set)"
+    )
+    classes: list[Label] | None
+    metrics: MetricsBlock | None
+    confusion_matrix: LabelMatrix | None
+
+
+class EvaluationPublic(EvaluationSummary):
+    """A stored, immutable evaluation (the result blocks are null until it succeeded)."""
+
+    calibration: Calibration | None
+    rules: list[RuleEvaluation] | None
+    slices: Slices | None
+
+
+class EvaluationList(BaseModel):
+    """A page of a version's evaluations, newest first."""
+
+    items: list[EvaluationSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+SUMMARY_KEYS = ("excluded", "unseen_categories", "classes", "metrics", "confusion_matrix")
+DETAIL_KEYS = ("calibration", "rules", "slices")
+
+
+def result_fields(result: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The named blocks of a stored result (all null before it exists)."""
+    return {k: (result or {}).get(k) for k in keys}

@@ -1,0 +1,56 @@
+"""Monitoring schemas: decisions per rule and version from the audit trail, against training."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+
+class RuleShare(BaseModel):
+    """One rule (list order, then the default rule, id 0) in the window."""
+
+    rule_id: int
+    rule_text: str | None
+    count: int = Field(description="decisions it made in the window")
+    share: float
+    training_share: float | None = Field(description="its share of the training rows")
+
+
+class SeriesBucket(BaseModel):
+    """One time slice [start, end) of the window."""
+
+    start: datetime
+    end: datetime
+    total: int
+    shares: dict[str, float] = Field(description="rule id -> share of the bucket's decisions (rules that decided)")
+
+
+class VersionMonitoring(BaseModel):
+    """One version that decided something in the window."""
+
+    version_id: str
+    version: int
+    aliases: list[str]
+    total: int
+    drift_psi: float | None = Field(
+        description="population stability index of the rule shares against the training shares (null: no "
+        "training counts in the document)"
+    )
+    alert: bool = Field(description="drift_psi >= alert_threshold")
+    missing_filled_share: float = Field(
+        description="share of decisions whose record had a missing numeric value replaced by its fill value"
+    )
+    rules: list[RuleShare]
+    series: list[SeriesBucket]
+
+
+class MonitoringPublic(BaseModel):
+    """A named model's decisions in a window, per version (newest first), from the audit trail."""
+
+    model: str
+    since: datetime
+    until: datetime
+    total: int = Field(description="decisions made in the window (every version)")
+    alert_threshold: float = Field(description="NEURULES_DRIFT_ALERT_PSI")
+    versions: list[VersionMonitoring]

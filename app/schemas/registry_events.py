@@ -1,0 +1,61 @@
+"""Registry event schemas."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from app.tables import RegistryEvent
+
+
+class RegistryEventPublic(BaseModel):
+    """One change of a named model: an alias set, moved or deleted, or a version created."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "at": "2026-11-25T10:00:00Z",
+                    "action": "alias_set",
+                    "alias": "production",
+                    "from_version": 2,
+                    "to_version": 3,
+                    "api_key_id": "key_0a1b2c3d4e5f60718293a4b5",
+                    "job_id": None,
+                }
+            ]
+        }
+    )
+
+    at: datetime
+    action: Literal["alias_set", "alias_deleted", "version_created"]
+    alias: str | None = Field(description="the alias (alias events)")
+    from_version: int | None = Field(description="version the alias pointed at before (null: it was new)")
+    to_version: int | None = Field(description="version the alias points at now, or the version created")
+    api_key_id: str | None = Field(description="the API key that made the change (null: a training job did)")
+    job_id: str | None = Field(description="the training job that created the version")
+
+    @classmethod
+    def from_row(cls, row: RegistryEvent) -> RegistryEventPublic:
+        """The response for an event row."""
+        return cls(
+            at=row.at,
+            action=row.action,
+            alias=row.alias,
+            from_version=row.from_version,
+            to_version=row.to_version,
+            api_key_id=row.api_key_id,
+            job_id=row.job_id,
+        )
+
+
+class RegistryEventList(BaseModel):
+    """A page of a named model's events, newest first."""
+
+    items: list[RegistryEventPublic]
+    total: int
+    limit: int
+    offset: int

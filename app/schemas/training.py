@@ -1,0 +1,169 @@
+"""Training parameters, typed: the job's top-level parameters and the learner's options, each described.
+
+`TrainingOptions` mirrors `models.estimator.NeuRulesClassifier`'s keyword arguments (all but `n_rules`,
+`epochs` and `random_state`, which are top-level parameters, and `device` and `verbose`, which the worker
+sets); a test keeps the two lists equal. An option left out takes the learner's default; only the options
+sent are stored with the job and passed to the learner. Numbers are strict: `true` is not 1, `"0.1"` is
+not a number.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+INT_MAX = 2**31 - 1
+RESERVED_OPTIONS = ("n_rules", "epochs", "random_state", "device", "verbose")
+NULL_MEANS_NONE = frozenset({"max_candidates", "n_threads"})  # the learner takes None for these; else null = default
+
+
+def one_message(message: str) -> WrapValidator:
+    """A validator that reports any failure of the wrapped type as one plain message (not one per union member)."""
+
+    def validate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError("invalid_value", message) from None
+
+    return WrapValidator(validate)
+
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1, le=INT_MAX)]
+PositiveIntOrAuto = Annotated[PositiveInt | Literal["auto"], one_message("must be a positive integer or 'auto'")]
+PositiveIntOrNone = Annotated[PositiveInt | None, one_message("must be a positive integer or null")]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+Temperatures = Annotated[
+    list[Annotated[float, Field(strict=True, gt=0.0, allow_inf_nan=False)]],
+    Field(min_length=2, max_length=2),
+    one_message("must be a [start, end] pair of positive numbers"),
+]
+
+
+class TrainingOptions(BaseModel):
+    """The learner's further options (NeuRulesClassifier keyword arguments); any left out keeps its default."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    batch_size: PositiveInt | None = Field(
+        None, description="mini-batch size (default 1024; smaller for very wide data, so one step's work is bounded)"
+    )
+    lr: Annotated[Number, Field(gt=0.0)] | None = Field(None, description="Adam learning rate (default 0.02)")
+    min_support: Fraction | None = Field(
+        None, description="support regulariser: the least share of rows a rule should capture (default 0.02)"
+    )
+    max_support: Fraction | None = Field(
+        None, description="support regulariser: the largest share of rows a rule should capture (default 0.9)"
+    )
+    lambda_support: Annotated[Number, Field(ge=0.0)] | None = Field(
+        None, description="weight of the support regulariser (default 0.4)"
+    )
+    t_pi: Temperatures | None = Field(
+        None,
+        description="[start, end] temperature of the predicates, annealed over the second half (default [0.2, 0.04])",
+    )
+    t_rl: Temperatures | None = Field(
+        None, description="[start, end] temperature of the rule selector, annealed likewise (default [1.0, 0.2])"
+    )
+    eps: Annotated[Number, Field(gt=0.0)] | None = Field(
+        None, description="slack of the relaxed conjunction (default 0.001)"
+    )
+    smoothing: Annotated[Number, Field(ge=0.0)] | None = Field(
+        None, description="additive smoothing of the rule probabilities measured on training rows (default 1.0)"
+    )
+    init: Literal["range", "quantile"] | None = Field(
+        None,
+        description="start of each rule: 'range' (every predicate the whole training range) or 'quantile' "
+        "(a random quantile box over two features) (default 'quantile')",
+    )
+    seed_features: Literal["uniform", "score"] | None = Field(
+        None,
+        description="how the two features of a rule's quantile box are drawn: 'uniform', or 'score' (by their "
+        "best one-threshold Gini gain on even restarts) (default 'uniform')",
+    )
+    free_weight: Annotated[Number, Field(gt=0.0, le=1.0)] | None = Field(
+        None, description="start weight of the predicates that are not a rule's seed, in (0, 1] (default 0.5)"
+    )
+    max_candidates: PositiveIntOrNone = Field(
+        None,
+        description="on wide data (over 4 x this many inputs) only this many best-scoring inputs may enter rules; "
+        "null: no restriction (default 32)",
+    )
+    consequent_init: Literal["cycle", "lift", "mixed"] | None = Field(
+        None,
+        description="class of each rule's initial consequent: 'cycle' (classes in turn), 'lift' (the class most "
+        "over-represented in the rule's box) or 'mixed' (restarts alternate) (default 'mixed')",
+    )
+    n_restarts: PositiveIntOrAuto | None = Field(
+        None,
+        description="rule lists trained together, the best on the training rows kept; 'auto': as many as fit a "
+        "fixed compute budget, at most max_restarts (default 'auto')",
+    )
+    max_restarts: PositiveInt | None = Field(None, description="the most restarts 'auto' picks (default 8)")
+    target_steps: PositiveInt | None = Field(None, description="optimiser steps epochs='auto' aims at (default 600)")
+    min_epochs: PositiveInt | None = Field(None, description="the fewest epochs epochs='auto' picks (default 20)")
+    max_epochs: PositiveInt | None = Field(None, description="the most epochs epochs='auto' picks (default 300)")
+    n_threads: PositiveIntOrNone = Field(None, description="CPU threads for torch during training (default: one)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        """Unknown option names answered with the known ones (reserved ones with where they go)."""
+        if isinstance(data, dict):
+            reserved = sorted(set(data) & set(RESERVED_OPTIONS))
+            if reserved:
+                raise ValueError(
+                    f"{', '.join(reserved)} cannot be set in options (n_rules, epochs and random_state are "
+                    "top-level parameters; the worker picks the device)"
+                )
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(
+                    f"unknown option(s) {', '.join(map(repr, unknown))}; known: {', '.join(cls.model_fields)}"
+                )
+        return data
+
+
+class TrainingParameters(BaseModel):
+    """Hyper-parameters of one training run; the learner's further options go in `options`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    n_rules: PositiveInt = Field(
+        10,
+        description="the MOST rules the list may have, besides the default rule; training can keep fewer "
+        "(the job and the version say how many: `n_rules_kept`, `n_rules`)",
+    )
+    epochs: PositiveIntOrAuto = Field(
+        "auto", description="training epochs, or 'auto' (enough for `options.target_steps` optimiser steps)"
+    )
+    random_state: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] = Field(
+        0, description="seed for the split and the learner"
+    )
+    test_size: Annotated[float, Field(strict=True, gt=0.0, lt=0.9)] = Field(
+        0.2, description="held-out fraction for the reported metrics"
+    )
+    features: list[Annotated[str, Field(strict=True)]] | None = Field(
+        None, description="input columns (default: every column but the target)"
+    )
+    options: TrainingOptions = Field(
+        default_factory=TrainingOptions, description="the learner's further options, each described below"
+    )
+
+    @field_serializer("options")
+    def _sent_options_only(self, options: TrainingOptions) -> dict[str, Any]:
+        """Only the options the caller sent are stored and passed to the learner (null: the default)."""
+        sent = options.model_dump(exclude_unset=True)
+        return {k: v for k, v in sent.items() if v is not None or k in NULL_MEANS_NONE}

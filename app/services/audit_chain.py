@@ -1,0 +1,173 @@
+"""The audit hash chain (pure): canonical row content, row hashes, linking rows and checking a chain.
+
+Each tenant's audit rows form one chain: row `seq` (1, 2, 3, ...) carries `prev_hash`, the `row_hash`
+of the tenant's row `seq - 1` (`GENESIS` for row 1), and its own `row_hash`, the SHA-256 of
+
+    neurules.audit.v1 \\n <seq> \\n <prev_hash> \\n <canonical JSON of the other columns>
+
+so changing any column of a row, deleting a row or re-linking one breaks the chain at that row.
+The layout is specified in docs/audit.md; the writer (`app.services.audit`) and the verifier
+(`app.services.audit_verify`) both use these functions and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+GENESIS = "0" * 64  # the prev_hash of a tenant's first row
+HASH_PREFIX = "neurules.audit.v1"
+BODY_COLUMNS = (
+    "api_key_id",
+    "created_at",
+    "input_digest",
+    "missing_filled",
+    "model_version_id",
+    "output",
+    "rule_id",
+    "tenant_id",
+)
+
+
+BREAK_KINDS = (  # what `ChainBreak.kind` can be, in the order the checks run
+    "sequence_gap",
+    "sequence_repeated",
+    "previous_hash_mismatch",
+    "content_hash_mismatch",
+    "truncated_tail",
+    "head_mismatch",
+    "beyond_head",
+    "missing_head",
+)
+
+
+class Link(NamedTuple):
+    """One link of a chain: a row's (or the head's) sequence number and hash; `Link(0, GENESIS)` is the start."""
+
+    seq: int
+    row_hash: str
+
+
+START = Link(0, GENESIS)
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # = json.dumps(..., sort_keys, separators)
+
+
+def timestamp(value: datetime) -> str:
+    """A time as the chain hashes it: UTC, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (a naive time is taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds") + "Z"
+
+
+def canonical_body(row: Mapping[str, Any]) -> str:
+    """Canonical JSON (sorted keys, compact, ASCII) of a row's columns besides id, seq and the hashes."""
+    body = {name: row[name] for name in BODY_COLUMNS}
+    body["created_at"] = timestamp(row["created_at"])
+    return _ENCODER.encode(body)
+
+
+def row_hash(seq: int, prev_hash: str, body: str) -> str:
+    """The SHA-256 (hex) of a row's canonical content."""
+    return hashlib.sha256(f"{HASH_PREFIX}\n{seq}\n{prev_hash}\n{body}".encode()).hexdigest()
+
+
+def link_rows(rows: Sequence[dict[str, Any]], head: Link) -> Link:
+    """Give `rows` (one tenant's, in order) their seq, prev_hash and row_hash after `head`; the new head."""
+    seq, prev = head
+    for row in rows:
+        seq += 1
+        row["seq"], row["prev_hash"] = seq, prev
+        prev = row["row_hash"] = row_hash(seq, prev, canonical_body(row))
+    return Link(seq, prev)
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """The first broken link of a chain: what differs, at which row (id and seq) where there is one."""
+
+    kind: str
+    message: str
+    row_id: int | None = None
+    seq: int | None = None
+
+
+class ChainChecker:
+    """Checks one tenant's rows fed in `seq` order, then the tail against the chain head; stops at the first break."""
+
+    def __init__(self) -> None:
+        self.last = START
+        self.rows_checked = 0
+        self.first_break: ChainBreak | None = None
+
+    def feed(self, row: Mapping[str, Any]) -> bool:
+        """Check the next row; False once the chain is broken (at this row or before)."""
+        if self.first_break is None:
+            self.first_break = self._check(row)
+            if self.first_break is None:
+                self.last = Link(row["seq"], row["row_hash"])
+                self.rows_checked += 1
+        return self.first_break is None
+
+    def _check(self, row: Mapping[str, Any]) -> ChainBreak | None:
+        rid, seq, expected = row["id"], row["seq"], self.last.seq + 1
+        if seq != expected:
+            if seq > expected:
+                gone = _span(expected, seq - 1)
+                msg = f"row {rid} has seq {seq} where seq {expected} was expected: {gone} missing (deleted)"
+                return ChainBreak("sequence_gap", msg, rid, seq)
+            msg = f"row {rid} has seq {seq} again after seq {self.last.seq} (a duplicated or inserted row)"
+            return ChainBreak("sequence_repeated", msg, rid, seq)
+        if row["prev_hash"] != self.last.row_hash:
+            msg = (
+                f"row {rid} (seq {seq}) links to previous hash {row['prev_hash']} but the row before it "
+                f"(seq {self.last.seq}) has hash {self.last.row_hash} (a row was replaced or forged)"
+            )
+            return ChainBreak("previous_hash_mismatch", msg, rid, seq)
+        actual = row_hash(seq, row["prev_hash"], canonical_body(row))
+        if actual != row["row_hash"]:
+            msg = f"row {rid} (seq {seq}) content hashes to {actual} but its row_hash is {row['row_hash']} (changed)"
+            return ChainBreak("content_hash_mismatch", msg, rid, seq)
+        return None
+
+    def finish(self, head_before: Link | None, head_after: Link | None) -> ChainBreak | None:
+        """Check the tail against the head read before the rows (truncation) and after them (rows beyond it)."""
+        if self.first_break is None:
+            self.first_break = tail_break(self.last, head_before, head_after)
+        return self.first_break
+
+
+def tail_break(last: Link, head_before: Link | None, head_after: Link | None) -> ChainBreak | None:
+    """What is wrong with a chain ending at `last` whose rows all linked, given its head before and after."""
+    if head_before is None and head_after is None:
+        if last.seq == 0:
+            return None
+        msg = f"rows up to seq {last.seq} exist but the tenant has no chain head (the head row was deleted)"
+        return ChainBreak("missing_head", msg, None, last.seq)
+    if head_before is not None and last.seq < head_before.seq:
+        gone = _span(last.seq + 1, head_before.seq)
+        msg = (
+            f"the chain head is at seq {head_before.seq} but the last row has seq {last.seq}: {gone} missing (deleted)"
+        )
+        return ChainBreak("truncated_tail", msg, None, last.seq + 1)
+    for head in (head_before, head_after):
+        if head is not None and head.seq == last.seq and head.row_hash != last.row_hash:
+            msg = f"the chain head at seq {head.seq} has hash {head.row_hash} but the last row has {last.row_hash}"
+            return ChainBreak("head_mismatch", msg, None, last.seq)
+    if head_after is None:
+        msg = "the chain head disappeared while the chain was checked (the head row was deleted)"
+        return ChainBreak("missing_head", msg, None, last.seq)
+    if last.seq > head_after.seq:
+        beyond = _span(head_after.seq + 1, last.seq)
+        msg = f"{beyond} exist beyond the chain head at seq {head_after.seq} (appended outside the writer)"
+        return ChainBreak("beyond_head", msg, None, head_after.seq + 1)
+    return None
+
+
+def _span(first: int, last: int) -> str:
+    return f"seq {first}" if first == last else f"seqs {first}..{last}"

@@ -1,0 +1,92 @@
+"""Datasets: validate, profile and store an uploaded CSV; look up, list and delete them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.db import Database
+from app.services import csvdata
+from app.services.errors import Conflict, NotFound
+from app.services.job_states import ACTIVE_JOB_STATES
+from app.services.paging import Page, page_of_scalars
+from app.storage import DatabaseBlobStore
+from app.tables import Dataset, Job, new_id
+
+
+@dataclass(frozen=True)
+class Upload:
+    """The bytes of an uploaded file, its file name and the optional name the user gave it."""
+
+    data: bytes
+    filename: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class TableLimits:
+    """The configured ceilings for an uploaded table."""
+
+    max_rows: int
+    max_columns: int
+
+
+def _stem(filename: str) -> str:
+    """`heart.csv` and `heart.csv.gz` -> `heart`."""
+    path = PurePath(filename)
+    return (PurePath(path.stem) if path.suffix.lower() == ".gz" else path).stem
+
+
+def get_dataset(session: Session, tenant_id: str, dataset_id: str) -> Dataset:
+    """The tenant's dataset; NotFound otherwise."""
+    ds = session.get(Dataset, dataset_id)
+    if ds is None or ds.tenant_id != tenant_id:
+        raise NotFound(f"dataset {dataset_id!r} not found")
+    return ds
+
+
+def create_dataset(db: Database, tenant_id: str, upload: Upload, limits: TableLimits) -> Dataset:
+    """Parse, profile and store a CSV with its bytes in one transaction (blocking: run it off the event loop)."""
+    table = csvdata.parse_csv(upload.data, max_rows=limits.max_rows, max_columns=limits.max_columns)
+    profile = csvdata.profile(table)
+    with db.session() as session:
+        ds = Dataset(
+            id=new_id("ds"),
+            tenant_id=tenant_id,
+            name=(upload.name or _stem(upload.filename) or "dataset")[:200],
+            filename=upload.filename[:300],
+            sha256=csvdata.sha256(upload.data),
+            size_bytes=len(upload.data),
+            n_rows=table.n_rows,
+            n_columns=len(table.header),
+            columns=[p.to_dict() for p in profile],
+            blob_key="",
+        )
+        ds.blob_key = f"datasets/{ds.id}.csv"
+        DatabaseBlobStore(session).put(ds.blob_key, upload.data)
+        session.add(ds)
+    return ds
+
+
+def list_datasets(session: Session, tenant_id: str, *, limit: int, offset: int) -> Page[Dataset]:
+    """The tenant's datasets, newest first."""
+    q = select(Dataset).where(Dataset.tenant_id == tenant_id)
+    return page_of_scalars(session, q, (Dataset.created_at.desc(), Dataset.id), limit, offset)
+
+
+def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
+    """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed."""
+    ds = get_dataset(session, tenant_id, dataset_id)
+    active = session.scalar(
+        select(func.count()).select_from(Job).where(Job.dataset_id == ds.id, Job.state.in_(sorted(ACTIVE_JOB_STATES)))
+    )
+    if active:
+        raise Conflict(
+            f"dataset {dataset_id!r} has {active} queued/running job(s); cancel them first", code="dataset_in_use"
+        )
+    DatabaseBlobStore(session).delete(ds.blob_key)
+    session.delete(ds)
+    session.commit()

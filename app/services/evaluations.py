@@ -1,0 +1,177 @@
+"""Evaluations: score a model version on one of the tenant's labelled datasets, store the result.
+
+Small datasets are scored in the request; larger ones are queued for the training workers
+(`evaluation_runs` drives them). Input the scoring would refuse is refused before anything is
+stored, from the dataset's profile (columns) and, in the request, from the scoring itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.services import datasets, registry, versions
+from app.services.csvdata import Table, parse_csv
+from app.services.errors import NotFound, Unavailable
+from app.services.evaluation import Progress, evaluate_table, require_column, typed_records
+from app.services.job_states import JobState
+from app.services.jobs import JobQueue
+from app.services.paging import Page, page_of_scalars
+from app.storage import DatabaseBlobStore
+from app.tables import Dataset, Evaluation, ModelVersion, new_id, utcnow
+from models.rulelist import RuleList
+
+log = logging.getLogger("neurules.evaluations")
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """What to score: a dataset, its label column (None: the model's target) and an optional slice column."""
+
+    dataset_id: str
+    target: str | None = None
+    slice_by: str | None = None
+
+
+@dataclass(frozen=True)
+class VersionRef:
+    """The version an evaluation belongs to, as `model_version` in answers."""
+
+    id: str
+    name: str
+    version: int
+
+
+def version_ref(session: Session, mv: ModelVersion) -> VersionRef:
+    """The version's id, model name and number."""
+    return VersionRef(mv.id, versions.describe(session, mv).name, mv.version)
+
+
+def check_columns(rule_list: RuleList, header: Sequence[str], target: str, slice_by: str | None) -> None:
+    """Refuse a file that cannot be scored, from its header alone, exactly as the scoring would (target,
+    slice column, the model's columns): EvaluationInputError naming the request field."""
+    table = Table(header=list(header), columns={h: [] for h in header}, n_rows=0)
+    require_column(table, target, "target")
+    if slice_by is not None:
+        require_column(table, slice_by, "slice_by")
+    typed_records(rule_list, table)
+
+
+def score_file(
+    rule_list: RuleList, data: bytes, target: str, slice_by: str | None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Parse the stored CSV and score the rule list on it (the result body of an evaluation)."""
+    return evaluate_table(rule_list, parse_csv(data), target, slice_by=slice_by, progress=progress)
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A scoring result as the row keeps it: the counts in their columns, the blocks as JSON."""
+
+    n_rows_in_file: int
+    n_rows: int
+    blocks: dict[str, Any]
+
+    @classmethod
+    def of(cls, result: dict[str, Any]) -> StoredResult:
+        """Split the body `evaluate_table` returns."""
+        blocks = {k: v for k, v in result.items() if k not in ("n_rows_in_file", "n_rows")}
+        return cls(int(result["n_rows_in_file"]), int(result["n_rows"]), blocks)
+
+
+def _new_row(tenant_id: str, mv: ModelVersion, ds: Dataset, target: str, slice_by: str | None) -> Evaluation:
+    return Evaluation(
+        id=new_id("ev"),
+        tenant_id=tenant_id,
+        model_version_id=mv.id,
+        dataset_id=ds.id,
+        target=target,
+        slice_by=slice_by,
+        progress=0.0,
+        attempts=0,
+    )
+
+
+def create_evaluation(
+    session: Session, queue: JobQueue, tenant_id: str, ref: str, req: EvaluationRequest, *, sync_max_rows: int
+) -> Evaluation:
+    """Score now (datasets up to `sync_max_rows` rows: a succeeded row) or queue it (a queued row); committed.
+    Bad input raises before anything is stored; a broker that refuses the message leaves nothing either."""
+    mv = registry.resolve(session, tenant_id, ref)
+    ds = datasets.get_dataset(session, tenant_id, req.dataset_id)
+    rule_list = RuleList.from_dict(mv.rule_list)
+    target = req.target if req.target is not None else rule_list.target
+    check_columns(rule_list, [c["name"] for c in ds.columns], target, req.slice_by)
+    row = _new_row(tenant_id, mv, ds, target, req.slice_by)
+    if ds.n_rows <= sync_max_rows:
+        result = score_file(rule_list, DatabaseBlobStore(session).get(ds.blob_key), target, req.slice_by)
+        now = utcnow()
+        stored = StoredResult.of(result)
+        row.state, row.progress, row.started_at, row.finished_at = JobState.SUCCEEDED, 1.0, now, now
+        row.n_rows_in_file, row.n_rows, row.result = stored.n_rows_in_file, stored.n_rows, stored.blocks
+        session.add(row)
+        session.commit()
+        return row
+    row.state, row.heartbeat_at = JobState.QUEUED, utcnow()  # on a queued row: when it was last enqueued
+    session.add(row)
+    session.commit()
+    _enqueue(session, queue, row)
+    return row
+
+
+def _enqueue(session: Session, queue: JobQueue, row: Evaluation) -> None:
+    """Send the evaluation to the workers; when the broker refuses, remove the row and raise Unavailable."""
+    try:
+        queue.send_evaluation(row.id)
+    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
+        log.error("could not enqueue evaluation", extra={"evaluation_id": row.id, "error": repr(e)})
+        session.execute(delete(Evaluation).where(Evaluation.id == row.id))
+        session.commit()
+        raise Unavailable(
+            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
+        ) from None
+    log.info("evaluation queued", extra={"evaluation_id": row.id, "tenant_id": row.tenant_id})
+
+
+def get_evaluation(session: Session, tenant_id: str, evaluation_id: str) -> Evaluation:
+    """The tenant's evaluation; NotFound otherwise."""
+    row = session.get(Evaluation, evaluation_id)
+    if row is None or row.tenant_id != tenant_id:
+        raise NotFound(f"evaluation {evaluation_id!r} not found")
+    return row
+
+
+def version_of(session: Session, row: Evaluation) -> VersionRef:
+    """The version an evaluation scored."""
+    mv = session.get(ModelVersion, row.model_version_id)
+    if mv is None:  # the foreign key cascades: a row without its version is gone
+        raise NotFound(f"evaluation {row.id!r} not found")
+    return version_ref(session, mv)
+
+
+def list_evaluations(
+    session: Session, tenant_id: str, ref: str, *, limit: int, offset: int
+) -> tuple[VersionRef, Page[Evaluation]]:
+    """A version's evaluations, newest first."""
+    mv = registry.resolve(session, tenant_id, ref)
+    q = select(Evaluation).where(Evaluation.tenant_id == tenant_id, Evaluation.model_version_id == mv.id)
+    page = page_of_scalars(session, q, (Evaluation.created_at.desc(), Evaluation.id), limit, offset)
+    return version_ref(session, mv), page
+
+
+__all__ = [
+    "EvaluationRequest",
+    "StoredResult",
+    "VersionRef",
+    "check_columns",
+    "create_evaluation",
+    "get_evaluation",
+    "list_evaluations",
+    "score_file",
+    "version_of",
+]

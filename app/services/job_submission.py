@@ -1,0 +1,138 @@
+"""Submitting a training job: checks against the dataset profile and limits, the row, the message."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from app.schemas.jobs import JobCreate
+from app.services import datasets
+from app.services.errors import Invalid, Unavailable
+from app.services.job_states import JobState
+from app.services.jobs import JobQueue
+from app.services.registry import NAME_RE
+from app.services.training_params import check_options
+from app.tables import Dataset, Job, new_id, utcnow
+
+log = logging.getLogger("neurules.jobs")
+
+MIN_TRAINING_ROWS = 10
+MAX_TARGET_CHARS = 300  # the job row's target column
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """The configured ceilings a job request is checked against."""
+
+    max_classes: int
+    max_rules: int
+    max_epochs: int
+
+
+def _bad(field: str, message: str, code: str = "invalid_input") -> Invalid:
+    return Invalid.field(field, message, code)
+
+
+def _check_target(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
+    cols = {c["name"]: c for c in ds.columns}
+    if body.target not in cols:
+        raise _bad(
+            "target",
+            f"column {body.target!r} is not in dataset {ds.id} (columns: {', '.join(list(cols)[:30])})",
+            "target_not_found",
+        )
+    if len(body.target) > MAX_TARGET_CHARS:
+        raise _bad(
+            "target",
+            f"column names over {MAX_TARGET_CHARS} characters are not supported as a target "
+            f"({len(body.target)} characters); rename the column",
+        )
+    tc = cols[body.target]
+    if tc["distinct"] < 2:
+        raise _bad(
+            "target",
+            f"column {body.target!r} has a single class; a classifier needs at least two",
+            "single_class_target",
+        )
+    if tc["distinct"] > limits.max_classes:
+        raise _bad(
+            "target",
+            f"column {body.target!r} has {tc['distinct']} distinct values; at most "
+            f"{limits.max_classes} classes are supported (is it a continuous column?)",
+            "too_many_classes",
+        )
+    if ds.n_rows - tc["missing"] < MIN_TRAINING_ROWS:
+        raise _bad(
+            "target",
+            f"only {ds.n_rows - tc['missing']} rows have a target value; need {MIN_TRAINING_ROWS}",
+            "too_few_rows",
+        )
+
+
+def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
+    cols = {c["name"] for c in ds.columns}
+    p = body.parameters
+    if p.n_rules > limits.max_rules:
+        raise _bad("parameters.n_rules", f"at most {limits.max_rules}")
+    if isinstance(p.epochs, int) and p.epochs > limits.max_epochs:
+        raise _bad("parameters.epochs", f"at most {limits.max_epochs}")
+    if p.features is not None:
+        if not p.features:
+            raise _bad("parameters.features", "must not be empty")
+        unknown = [f for f in p.features if f not in cols]
+        if unknown:
+            raise _bad("parameters.features", f"unknown column(s): {', '.join(map(repr, unknown))}")
+        if body.target in p.features:
+            raise _bad("parameters.features", "must not contain the target column")
+        if len(set(p.features)) != len(p.features):
+            raise _bad("parameters.features", "duplicate column names")
+    elif len(cols) < 2:
+        raise _bad("target", "the dataset has no column besides the target")
+    problem = check_options(p.n_rules, p.epochs, p.random_state, p.model_dump()["options"])
+    if problem:
+        raise _bad("parameters.options", problem)
+
+
+def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
+    """Validate a job request against the dataset profile and limits; returns the model name."""
+    _check_target(body, ds, limits)
+    _check_parameters(body, ds, limits)
+    name = body.model_name or re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model"
+    if not NAME_RE.match(name[:100]):
+        raise _bad("model_name", "letters, digits, '_', '.', '-' only; at most 100; must not start with '-' or '.'")
+    return name[:100]
+
+
+def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreate, limits: JobLimits) -> Job:
+    """Check, store and enqueue a job; when the broker refuses, the row is removed and Unavailable raised."""
+    ds = datasets.get_dataset(session, tenant_id, body.dataset_id)
+    model_name = check_job(body, ds, limits)
+    job = Job(
+        id=new_id("job"),
+        tenant_id=tenant_id,
+        dataset_id=ds.id,
+        dataset_sha256=ds.sha256,
+        target=body.target,
+        model_name=model_name,
+        parameters=body.parameters.model_dump(),
+        state=JobState.QUEUED,
+        heartbeat_at=utcnow(),  # on a queued job: when it was last enqueued (see jobs.reap)
+        n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0,
+    )
+    session.add(job)
+    session.commit()
+    try:
+        queue.send(job.id)
+    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
+        log.error("could not enqueue job", extra={"job_id": job.id, "error": repr(e)})
+        session.execute(delete(Job).where(Job.id == job.id))
+        session.commit()
+        raise Unavailable(
+            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
+        ) from None
+    log.info("job queued", extra={"job_id": job.id, "tenant_id": tenant_id, "dataset_id": ds.id})
+    return job

@@ -1,0 +1,188 @@
+"""Monitoring from the audit trail (pure): rule shares against training, drift (PSI), time series.
+
+The database side runs one GROUP BY over the audit rows of a model in a time window and hands the
+result here as plain tuples: `(version_id, bucket, rule_id, count)` with `bucket` the index of the
+time bucket (`bucket_of`), and `(version_id, n_missing_filled)`. Counts per rule are the sums over
+buckets, so they equal the number of decisions made.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from models.rulelist import Feature, RuleList, category_key
+
+BucketCount = tuple[str, int, int, int]  # (version_id, bucket index, rule_id, decisions)
+FilledCount = tuple[str, int]  # (version_id, decisions whose record had a missing numeric value filled)
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """What monitoring needs to know of one model version."""
+
+    version_id: str
+    version: int
+    aliases: tuple[str, ...]
+    rule_list: RuleList
+
+
+def bucket_edges(since: datetime, until: datetime, n: int) -> list[tuple[datetime, datetime]]:
+    """`n` equal time buckets covering [since, until)."""
+    if n < 1 or until <= since:
+        raise ValueError("need at least one bucket and until after since")
+    width = (until - since) / n
+    return [(since + i * width, until if i == n - 1 else since + (i + 1) * width) for i in range(n)]
+
+
+def bucket_of(at: datetime, since: datetime, until: datetime, n: int) -> int:
+    """Index of the bucket holding `at`: floor((at - since) / width), clamped to 0..n-1 (SQL can
+    compute the same from epoch seconds)."""
+    i = math.floor((at - since).total_seconds() * n / (until - since).total_seconds())
+    return min(max(i, 0), n - 1)
+
+
+def psi(actual: Sequence[int], expected: Sequence[int]) -> float | None:
+    """Population stability index sum((a - e) * ln(a / e)) of two count vectors over the same cells;
+    an empty cell's share is 0.5 / n (n: that side's total); cells empty on both sides are skipped.
+    None when a side has no count at all."""
+    n_a, n_e = sum(actual), sum(expected)
+    if n_a == 0 or n_e == 0:
+        return None
+    total = 0.0
+    for a_count, e_count in zip(actual, expected, strict=True):
+        if a_count == 0 and e_count == 0:
+            continue
+        a = a_count / n_a if a_count else 0.5 / n_a
+        e = e_count / n_e if e_count else 0.5 / n_e
+        total += (a - e) * math.log(a / e)
+    return total
+
+
+def records_missing_filled(features: Sequence[Feature], records: Iterable[Mapping[str, Any]]) -> list[bool]:
+    """Per record: was any numeric feature missing (so evaluated at its fill value)?"""
+    numeric = [f.name for f in features if f.type == "numeric"]
+    return [any(_missing(rec.get(name)) for name in numeric) for rec in records]
+
+
+def _missing(value: Any) -> bool:
+    return category_key(value) is None or (isinstance(value, str) and not value.strip())
+
+
+def _rules_block(rl: RuleList, counts: Mapping[int, int], total: int) -> list[dict[str, Any]]:
+    """Count, share and training share per rule (list order, the default rule, then unknown ids)."""
+    ids = [*range(1, len(rl.rules) + 1), 0]
+    ids += sorted(set(counts) - set(ids))
+    train_total = sum(rl.rule(j).support for j in range(len(rl.rules) + 1))
+    out = []
+    for j in ids:
+        known = 0 <= j <= len(rl.rules)
+        support = rl.rule(j).support if known else 0
+        out.append(
+            {
+                "rule_id": j,
+                "rule_text": ("else" if j == 0 else rl.rule(j).text()) if known else None,
+                "count": counts.get(j, 0),
+                "share": counts.get(j, 0) / total if total else 0.0,
+                "training_share": support / train_total if train_total else None,
+            }
+        )
+    return out
+
+
+def _series(
+    edges: Sequence[tuple[datetime, datetime]], by_bucket: Mapping[int, Mapping[int, int]], order: Sequence[int]
+) -> list[dict[str, Any]]:
+    """Rule shares per time bucket (every bucket, empty ones with total 0)."""
+    out = []
+    for b, (start, end) in enumerate(edges):
+        counts = by_bucket.get(b, {})
+        total = sum(counts.values())
+        shares = {str(j): counts[j] / total for j in order if counts.get(j)}
+        out.append({"start": start.isoformat(), "end": end.isoformat(), "total": total, "shares": shares})
+    return out
+
+
+def version_block(
+    info: VersionInfo,
+    by_bucket: Mapping[int, Mapping[int, int]],
+    n_filled: int,
+    edges: Sequence[tuple[datetime, datetime]],
+    alert_threshold: float,
+) -> dict[str, Any]:
+    """One entry of `versions`: totals, rules, drift, alert, missing-filled share and the series."""
+    counts: dict[int, int] = defaultdict(int)
+    for per_rule in by_bucket.values():
+        for j, c in per_rule.items():
+            counts[j] += c
+    total = sum(counts.values())
+    rules = _rules_block(info.rule_list, counts, total)
+    training = [info.rule_list.rule(r["rule_id"]).support if r["rule_text"] is not None else 0 for r in rules]
+    drift = psi([r["count"] for r in rules], training)
+    return {
+        "version_id": info.version_id,
+        "version": info.version,
+        "aliases": list(info.aliases),
+        "total": total,
+        "drift_psi": drift,
+        "alert": drift is not None and drift >= alert_threshold,
+        "missing_filled_share": n_filled / total if total else 0.0,
+        "rules": rules,
+        "series": _series(edges, by_bucket, [r["rule_id"] for r in rules]),
+    }
+
+
+def monitoring_report(
+    model: str,
+    since: datetime,
+    until: datetime,
+    versions: Sequence[VersionInfo],
+    bucket_counts: Iterable[BucketCount],
+    filled_counts: Iterable[FilledCount],
+    *,
+    n_buckets: int,
+    alert_threshold: float,
+) -> dict[str, Any]:
+    """The monitoring answer of docs/governance-api.md: every version that decided something in
+    the window, newest version first."""
+    edges = bucket_edges(since, until, n_buckets)
+    by_id = {v.version_id: v for v in versions}
+    grouped: dict[str, dict[int, dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
+    for version_id, bucket, rule_id, count in bucket_counts:
+        if version_id not in by_id:
+            raise ValueError(f"counts for unknown version {version_id!r}")
+        if not 0 <= bucket < n_buckets:
+            raise ValueError(f"bucket {bucket} outside 0..{n_buckets - 1}")
+        cell = grouped[version_id][bucket]
+        cell[rule_id] = cell.get(rule_id, 0) + count
+    filled = dict(filled_counts)
+    blocks = [
+        version_block(by_id[vid], grouped[vid], filled.get(vid, 0), edges, alert_threshold)
+        for vid in sorted(grouped, key=lambda v: -by_id[v].version)
+    ]
+    blocks = [b for b in blocks if b["total"] > 0]
+    return {
+        "model": model,
+        "since": since.isoformat(),
+        "until": until.isoformat(),
+        "total": sum(b["total"] for b in blocks),
+        "alert_threshold": alert_threshold,
+        "versions": blocks,
+    }
+
+
+__all__ = [
+    "BucketCount",
+    "FilledCount",
+    "VersionInfo",
+    "bucket_edges",
+    "bucket_of",
+    "monitoring_report",
+    "psi",
+    "records_missing_filled",
+    "version_block",
+]

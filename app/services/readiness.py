@@ -1,0 +1,70 @@
+"""Readiness: each dependency checked on its own; ready when every configured one answers.
+
+A check's result is `ok`, `not configured`, `warning: ...` (reported, does not make the service
+unready) or `error: ...` (makes it unready).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from app.db import Database
+from app.services import workers
+
+Check = Callable[[], None]  # raises when what it checks is not ready
+OK = "ok"
+NOT_CONFIGURED = "not configured"
+WARNING = "warning: "
+
+
+def check_database(db: Database) -> None:
+    """Raise when the database does not answer `SELECT 1`."""
+    with db.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
+def run_check(check: Check | None) -> str:
+    """`ok`, `not configured`, or `error: <what failed>`."""
+    if check is None:
+        return NOT_CONFIGURED
+    try:
+        check()
+    except Exception as e:  # noqa: BLE001 -- any failure means not ready; the message says which
+        return f"error: {type(e).__name__}: {str(e)[:200]}"
+    return OK
+
+
+@dataclass(frozen=True)
+class WorkerCount:
+    """Live training workers on the queue (None when they cannot be counted) and how many readiness needs."""
+
+    live: int | None
+    required: int
+
+
+def count_workers(db: Database, queue: str, *, within_s: float, required: int) -> WorkerCount:
+    """Workers whose heartbeat row is fresher than `within_s`; `live` None when the database cannot say."""
+    try:
+        with db.sessionmaker() as s:
+            return WorkerCount(len(workers.live_workers(s, queue, within_s=within_s)), required)
+    except Exception:  # noqa: BLE001 -- the database check reports why
+        return WorkerCount(None, required)
+
+
+def workers_result(count: WorkerCount) -> str:
+    """The `workers` check: an error below the required number, a warning at zero when none is required."""
+    if count.live is None:
+        return "error: cannot count training workers while the database is unavailable"
+    if count.live < count.required:
+        return f"error: {count.live} live training worker(s), at least {count.required} required"
+    if count.live == 0:
+        return WARNING + "no live training worker: jobs wait queued until one starts"
+    return OK
+
+
+def is_ready(results: Mapping[str, str]) -> bool:
+    """Ready when every check answered ok, is not configured, or only warns."""
+    return all(v in (OK, NOT_CONFIGURED) or v.startswith(WARNING) for v in results.values())

@@ -1,0 +1,97 @@
+"""Model versions: import with retries, listing, the detail view's extra facts, and exports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.services import registry
+from app.services.errors import Conflict, Invalid
+from app.services.paging import Page, count
+from app.tables import ModelAlias, ModelVersion, RegisteredModel
+from models.rulelist import RuleList
+
+IMPORT_ATTEMPTS = 3
+ExportFormat = Literal["text", "sql", "python", "json"]
+
+
+@dataclass(frozen=True)
+class NamedVersion:
+    """A version with its model's name and the aliases that point at it."""
+
+    version: ModelVersion
+    name: str
+    aliases: list[str]
+
+
+def describe(session: Session, mv: ModelVersion) -> NamedVersion:
+    """A version with its model's name and aliases."""
+    name = session.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
+    aliases = session.scalars(
+        select(ModelAlias.alias).where(ModelAlias.version_id == mv.id).order_by(ModelAlias.alias)
+    ).all()
+    return NamedVersion(mv, name, list(aliases))
+
+
+def import_version(
+    session: Session,
+    tenant_id: str,
+    name: str,
+    document: dict[str, Any],
+    metrics: dict[str, Any],
+    api_key_id: str | None = None,
+) -> ModelVersion:
+    """Store a rule list trained elsewhere as the next version of `name` (committed)."""
+    for _ in range(IMPORT_ATTEMPTS):  # a concurrent import of the same name can take our version number: retry
+        try:
+            mv = registry.add_version(
+                session,
+                tenant_id=tenant_id,
+                name=name,
+                document=document,
+                metrics=metrics,
+                provenance={"source": "import"},
+                api_key_id=api_key_id,
+            )
+            session.commit()
+            return mv
+        except IntegrityError:
+            session.rollback()
+    raise Conflict("concurrent imports of the same model; try again", code="version_conflict")
+
+
+def list_versions(
+    session: Session, tenant_id: str, *, name: str | None, limit: int, offset: int
+) -> Page[tuple[ModelVersion, str]]:
+    """The tenant's versions with their model names, newest first (optionally of one model)."""
+    q = (
+        select(ModelVersion, RegisteredModel.name)
+        .join(RegisteredModel, RegisteredModel.id == ModelVersion.registered_model_id)
+        .where(ModelVersion.tenant_id == tenant_id)
+    )
+    if name:
+        q = q.where(RegisteredModel.name == name)
+    rows = session.execute(
+        q.order_by(ModelVersion.created_at.desc(), ModelVersion.id).limit(limit).offset(offset)
+    ).all()
+    return Page([(mv, n) for mv, n in rows], count(session, q))
+
+
+def export(mv: ModelVersion, fmt: ExportFormat, table: str) -> str:
+    """The version as if/else text, a SQL CASE expression, a Python function or the JSON document."""
+    if fmt == "json":
+        return json.dumps(mv.rule_list, indent=2)
+    rl = RuleList.from_dict(mv.rule_list)
+    if fmt == "sql":
+        try:
+            return rl.to_sql(table)
+        except ValueError as e:  # a table name SQL cannot hold, or a NUL in a category
+            raise Invalid.field("table" if str(e).startswith("table") else "format", str(e)) from None
+    if fmt == "python":
+        return rl.to_python()
+    return rl.to_text() + "\n"

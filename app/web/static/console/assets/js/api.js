@@ -1,0 +1,120 @@
+// The JSON API client. The API key lives in sessionStorage (gone when the tab closes) and travels
+// only as the X-API-Key header: never in a URL, a cookie or a log line.
+
+const KEY_SLOT = "neurules.apiKey";
+
+export function getKey() {
+  return sessionStorage.getItem(KEY_SLOT);
+}
+
+export function setKey(key) {
+  sessionStorage.setItem(KEY_SLOT, key);
+}
+
+export function clearKey() {
+  sessionStorage.removeItem(KEY_SLOT);
+}
+
+/** An error answer of the API: status, stable code, message and per-field details. */
+export class ApiError extends Error {
+  constructor(status, code, message, details = []) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+
+  /** Whether the server does not have this endpoint (or the resource) at all. */
+  get notFound() {
+    return this.status === 404;
+  }
+}
+
+function errorFrom(status, body, fallback) {
+  const e = body && typeof body === "object" ? body.error : null;
+  if (e && typeof e === "object") return new ApiError(status, e.code || "error", e.message || fallback, e.details || []);
+  return new ApiError(status, "error", fallback);
+}
+
+function parse(text) {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+let onUnauthorized = () => {};
+/** Called when the server answers 401 (a revoked or wrong key): the app signs out. */
+export function setUnauthorizedHandler(fn) {
+  onUnauthorized = fn;
+}
+
+/** Call the API; resolves with the parsed JSON body (or text), rejects with ApiError. */
+export async function api(method, path, body, { key = getKey(), accept = "application/json", signingIn = false } = {}) {
+  const headers = { Accept: accept };
+  if (key) headers["X-API-Key"] = key;
+  const init = { method, headers, credentials: "omit", cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, "network_error", `the service did not answer (${err.message})`);
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    const error = errorFrom(res.status, parse(text), `${res.status} ${res.statusText}`);
+    if (res.status === 401 && !signingIn) onUnauthorized(error);
+    throw error;
+  }
+  if (res.status === 204) return null;
+  return (res.headers.get("content-type") || "").includes("json") ? parse(text) : text;
+}
+
+export const get = (path, opts) => api("GET", path, undefined, opts);
+export const post = (path, body, opts) => api("POST", path, body ?? {}, opts);
+export const put = (path, body, opts) => api("PUT", path, body, opts);
+export const del = (path, opts) => api("DELETE", path, undefined, opts);
+
+/** A query string from an object, leaving out empty values. */
+export function qs(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+/** A path segment (model names, aliases, ids) safely encoded. */
+export const seg = (value) => encodeURIComponent(String(value));
+
+/** Upload a file as multipart/form-data with progress (XMLHttpRequest reports upload progress; fetch does not). */
+export function upload(path, file, fields, onProgress) {
+  return new Promise((resolve, reject) => {
+    const form = new FormData();
+    form.append("file", file, file.name);
+    for (const [k, v] of Object.entries(fields || {})) if (v) form.append(k, v);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", path);
+    xhr.setRequestHeader("X-API-Key", getKey() || "");
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.addEventListener("progress", (ev) => {
+      if (ev.lengthComputable) onProgress(ev.loaded / ev.total);
+    });
+    xhr.addEventListener("load", () => {
+      const body = parse(xhr.responseText);
+      if (xhr.status >= 200 && xhr.status < 300) resolve(body);
+      else {
+        const error = errorFrom(xhr.status, body, `${xhr.status} ${xhr.statusText}`);
+        if (xhr.status === 401) onUnauthorized(error);
+        reject(error);
+      }
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, "network_error", "the upload did not reach the service")));
+    xhr.addEventListener("abort", () => reject(new ApiError(0, "aborted", "the upload was cancelled")));
+    xhr.send(form);
+  });
+}

@@ -1,0 +1,134 @@
+// Entry point: sign-in, navigation and hash routing (#/datasets, #/jobs/<id>, #/models/<name>/<v>...).
+
+import { clearKey, get, getKey, setKey, setUnauthorizedHandler } from "./api.js";
+import { h, mount } from "./dom.js";
+import { errorBox, field, notice } from "./ui.js";
+import { datasetPage, datasetsPage } from "./pages/datasets.js";
+import { jobPage, jobsPage } from "./pages/jobs.js";
+import { modelPage, modelsPage } from "./pages/models.js";
+import { versionPage } from "./pages/version.js";
+import { evaluationPage } from "./pages/evaluation.js";
+import { comparePage } from "./pages/compare.js";
+import { tryPage } from "./pages/try.js";
+import { monitoringPage } from "./pages/monitoring.js";
+
+const ROUTES = [
+  [/^\/datasets$/, datasetsPage, "datasets"],
+  [/^\/datasets\/([^/]+)$/, datasetPage, "datasets"],
+  [/^\/jobs$/, jobsPage, "jobs"],
+  [/^\/jobs\/([^/]+)$/, jobPage, "jobs"],
+  [/^\/models$/, modelsPage, "models"],
+  [/^\/models\/([^/]+)$/, modelPage, "models"],
+  [/^\/models\/([^/]+)\/compare$/, comparePage, "models"],
+  [/^\/models\/([^/]+)\/monitoring$/, monitoringPage, "models"],
+  [/^\/models\/([^/]+)\/(\d+)$/, versionPage, "models"],
+  [/^\/models\/([^/]+)\/(\d+)\/try$/, tryPage, "models"],
+  [/^\/evaluations\/([^/]+)$/, evaluationPage, "models"],
+];
+
+const main = document.getElementById("main");
+let cleanups = [];
+let renderToken = 0;
+
+function leave() {
+  for (const fn of cleanups) fn();
+  cleanups = [];
+}
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, "") || "/datasets";
+  const [path, query] = raw.split("?");
+  return { path, query: new URLSearchParams(query || "") };
+}
+
+function showNav(signedIn, section) {
+  document.getElementById("nav").hidden = !signedIn;
+  document.getElementById("session").hidden = !signedIn;
+  document.getElementById("session-label").textContent = signedIn ? "Signed in with an API key (this tab only)" : "";
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.dataset.section === section) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+async function render() {
+  leave();
+  const token = ++renderToken;
+  if (!getKey()) {
+    showNav(false);
+    mount(main, signInView());
+    main.querySelector("input")?.focus();
+    return;
+  }
+  const { path, query } = parseHash();
+  const match = ROUTES.map(([re, page, section]) => [path.match(re), page, section]).find(([m]) => m);
+  if (!match) {
+    showNav(true);
+    mount(main, notice("warning", `No page at #${path}. `, h("a", { href: "#/datasets", text: "Go to datasets" })));
+    return;
+  }
+  const [m, page, section] = match;
+  showNav(true, section);
+  mount(main, h("p", { class: "muted", text: "Loading…" }));
+  const ctx = {
+    query,
+    onLeave: (fn) => cleanups.push(fn),
+    current: () => token === renderToken,
+    rerender: render,
+  };
+  try {
+    const params = m.slice(1).map(decodeURIComponent);
+    const view = await page(ctx, ...params);
+    if (token === renderToken) {
+      mount(main, view);
+      main.focus({ preventScroll: true });
+    }
+  } catch (err) {
+    if (token === renderToken) mount(main, errorBox(err, "Could not load this page"));
+  }
+}
+
+function signInView() {
+  const input = h("input", { type: "password", name: "api-key", autocomplete: "off", required: true, spellcheck: "false" });
+  const message = h("div", { class: "form-message" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Sign in" });
+  const form = h(
+    "form",
+    { class: "card signin", "aria-labelledby": "signin-title" },
+    h("h1", { id: "signin-title", text: "Sign in" }),
+    h("p", { class: "muted", text: "Paste a tenant API key (created with `neurules-admin create-key TENANT`). It is kept in this browser tab only and sent as a header on each request." }),
+    field("API key", input),
+    h("div", { class: "form-actions" }, submit),
+    message,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const key = input.value.trim();
+    submit.disabled = true;
+    mount(message);
+    try {
+      await get("/v1/registered-models?limit=1", { key, signingIn: true });
+      setKey(key);
+      input.value = "";
+      if (!location.hash || location.hash === "#/" || location.hash === "#") location.hash = "#/datasets";
+      else await render();
+    } catch (err) {
+      mount(message, errorBox(err, "Sign-in failed"));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+function signOut(reason) {
+  clearKey();
+  render().then(() => {
+    if (reason) main.prepend(notice("warning", reason));
+  });
+}
+
+document.getElementById("sign-out").addEventListener("click", () => signOut("Signed out. The key was removed from this tab."));
+setUnauthorizedHandler((err) => signOut(`The service refused the key (${err.message}). Sign in again.`));
+window.addEventListener("hashchange", render);
+render();

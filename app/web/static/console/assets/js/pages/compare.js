@@ -1,0 +1,103 @@
+// Compare two versions: rules added / removed / changed (condition by condition), the default rule,
+// and on a dataset: metrics side by side, how often they disagree and a cross-table of predictions.
+
+import { get, qs, seg } from "../api.js";
+import { fmt, h, pct } from "../dom.js";
+import { heatTable } from "../charts.js";
+import { errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
+
+function conditionDiff(c) {
+  return h(
+    "ul",
+    { class: "cond-diff" },
+    c.removed.map((t) => h("li", { class: "diff-removed" }, h("span", { class: "diff-mark", text: "− " }), h("code", { text: t }))),
+    c.added.map((t) => h("li", { class: "diff-added" }, h("span", { class: "diff-mark", text: "+ " }), h("code", { text: t }))),
+    c.changed.map((x) => h("li", { class: "diff-changed" }, h("span", { class: "diff-mark", text: "~ " }), h("code", { text: x.base }), " → ", h("code", { text: x.other }))),
+  );
+}
+
+function rulesDiff(r, base, other) {
+  const b = `v${base.version}`;
+  const o = `v${other.version}`;
+  return h(
+    "div",
+    { class: "rule-diff" },
+    h("p", { class: "muted small", text: `Rules matched one to one; ids are positions in each list (${b} → ${o}).` }),
+    h("h3", { text: `Changed (${r.changed.length})` }),
+    table(
+      [
+        { label: "Rule", value: (x) => `${b} #${x.base_rule_id} → ${o} #${x.other_rule_id}` },
+        { label: "Predicts", value: (x) => (x.prediction.base === x.prediction.other ? fmt(x.prediction.base) : `${fmt(x.prediction.base)} → ${fmt(x.prediction.other)}`) },
+        { label: "Condition changes", value: (x) => conditionDiff(x.conditions) },
+      ],
+      r.changed,
+      { empty: "No rule changed." },
+    ),
+    h("h3", { text: `Added in ${o} (${r.added.length})` }),
+    table([{ label: "Rule", value: (x) => `${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => h("code", { class: "diff-added", text: x.text }) }], r.added, { empty: "None." }),
+    h("h3", { text: `Removed from ${b} (${r.removed.length})` }),
+    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id}` }, { label: "Conditions", value: (x) => h("code", { class: "diff-removed", text: x.text }) }], r.removed, { empty: "None." }),
+    h("h3", { text: `Unchanged (${r.unchanged.length})` }),
+    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id} = ${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => h("code", { text: x.text }) }], r.unchanged, { empty: "None." }),
+  );
+}
+
+function datasetView(d, base, other) {
+  const b = `version ${base.version}`;
+  const o = `version ${other.version}`;
+  const keys = ["accuracy", "f1_weighted", "f1_macro", "roc_auc", "brier"].filter((k) => k in (d.base_metrics || {}));
+  const ex = d.excluded || {};
+  const metricsNote = d.base_metrics
+    ? null
+    : notice("info", "No target column to score against: only the disagreement and the cross-table are shown.");
+  return h(
+    "div",
+    {},
+    facts([
+      ["Rows in the file", d.n_rows],
+      ["Rows where they disagree", `${d.n_disagree} (${pct(d.disagreement)})`],
+      ["Target", d.target ?? "—"],
+      d.n_scored !== null && d.n_scored !== undefined ? ["Rows scored for the metrics", `${d.n_scored} (left out: ${ex.missing_target ?? 0} without a target, ${ex.unseen_class ?? 0} with a class one version never saw)`] : null,
+    ]),
+    metricsNote,
+    metricsNote ? null : table(
+      [{ label: "Metric", value: (k) => k }, { label: b, value: (k) => fmt(d.base_metrics?.[k]), num: true }, { label: o, value: (k) => fmt(d.other_metrics?.[k]), num: true }, { label: "difference", value: (k) => (typeof d.base_metrics?.[k] === "number" && typeof d.other_metrics?.[k] === "number" ? fmt(d.other_metrics[k] - d.base_metrics[k]) : "—"), num: true }],
+      keys,
+      { caption: "Metrics side by side" },
+    ),
+    heatTable({ caption: `Predictions cross-table (rows: ${b}, columns: ${o}; % of the row)`, labels: d.crosstab.labels, matrix: d.crosstab.matrix, rowTitle: b, colTitle: o, colLabels: d.crosstab.labels }),
+  );
+}
+
+/** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
+export async function comparePage(ctx, name) {
+  const [versions, datasets] = await Promise.all([get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
+  const nums = versions.items.map((v) => [v.version, `version ${v.version}`]);
+  const q = ctx.query;
+  const baseSel = select(nums, { name: "base", value: q.get("base") || versions.items[1]?.version || versions.items[0]?.version });
+  const otherSel = select(nums, { name: "other", value: q.get("other") || versions.items[0]?.version });
+  const dsSel = select([["", "(rules only)"], ...datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`])], { name: "dataset", value: q.get("dataset") || "" });
+  const form = h(
+    "form",
+    { class: "compare-form" },
+    h("div", { class: "form-row" }, field("Base version", baseSel), field("Other version", otherSel), field("On dataset (optional)", dsSel, "Scores both and counts disagreements.")),
+    h("div", { class: "form-actions" }, h("button", { type: "submit", class: "btn btn-primary", text: "Compare" })),
+  );
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    location.hash = `#/models/${seg(name)}/compare${qs({ base: baseSel.value, other: otherSel.value, dataset: dsSel.value })}`;
+  });
+  let result = null;
+  if (q.get("base") && q.get("other")) {
+    try {
+      const c = await get(`/v1/models/${seg(`${name}@${q.get("base")}`)}/compare${qs({ other: `${name}@${q.get("other")}`, dataset_id: q.get("dataset") })}`);
+      result = [
+        section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
+        c.dataset ? section("On the dataset", datasetView(c.dataset, c.base, c.other)) : null,
+      ];
+    } catch (err) {
+      result = errorBox(err, "Comparison failed");
+    }
+  } else if (versions.items.length < 2) result = notice("info", "This model has one version; train another to compare.");
+  return h("div", {}, pageHeader(`Compare versions of ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }))), section("Choose", form), result);
+}

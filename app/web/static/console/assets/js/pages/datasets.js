@@ -1,0 +1,181 @@
+// Datasets: upload with progress, the list, one dataset's column profile, its first rows, and the
+// form that starts training on it.
+
+import { del, get, post, qs, seg, upload } from "../api.js";
+import { announce, bytes, fmt, h, mount, when } from "../dom.js";
+import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
+
+function uploadForm(onDone) {
+  const file = h("input", { type: "file", name: "file", accept: ".csv,text/csv", required: true });
+  const name = h("input", { type: "text", name: "name", maxlength: 200, placeholder: "default: the file name" });
+  const bar = h("progress", { max: 1, value: 0, class: "upload-progress", "aria-label": "upload progress" });
+  const barText = h("span", { class: "muted small", "aria-live": "polite" });
+  const message = h("div", { class: "form-message" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Upload" });
+  const form = h(
+    "form",
+    { class: "upload-form" },
+    h("div", { class: "form-row" }, field("CSV file", file, "UTF-8 with a header line; it is validated and profiled on upload."), field("Dataset name", name)),
+    h("div", { class: "form-actions" }, submit, h("span", { class: "progress-wrap" }, bar, barText)),
+    message,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (!file.files.length) return;
+    mount(message);
+    bar.value = 0;
+    await busy(submit, async () => {
+      submit.textContent = "Uploading…";
+      try {
+        const ds = await upload("/v1/datasets", file.files[0], { name: name.value.trim() }, (f) => {
+          bar.value = f;
+          barText.textContent = `${Math.round(f * 100)}% sent`;
+        });
+        bar.value = 1;
+        barText.textContent = "uploaded and profiled";
+        mount(message, notice("success", "Uploaded ", h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }), ` (${ds.n_rows} rows, ${ds.n_columns} columns).`));
+        announce(`Dataset ${ds.name} uploaded`);
+        form.reset();
+        onDone(ds);
+      } catch (err) {
+        barText.textContent = "";
+        mount(message, errorBox(err, "Upload failed"));
+      }
+    });
+  });
+  return form;
+}
+
+function datasetTable(items) {
+  return table(
+    [
+      { label: "Name", value: (d) => h("a", { href: `#/datasets/${seg(d.id)}`, text: d.name }) },
+      { label: "File", value: (d) => d.filename },
+      { label: "Rows", value: (d) => fmt(d.n_rows), num: true },
+      { label: "Columns", value: (d) => fmt(d.n_columns), num: true },
+      { label: "Size", value: (d) => bytes(d.size_bytes), num: true },
+      { label: "Uploaded", value: (d) => when(d.created_at) },
+    ],
+    items,
+    { caption: "Datasets, newest first", empty: "No dataset yet: upload a CSV above." },
+  );
+}
+
+/** #/datasets */
+export async function datasetsPage() {
+  const list = h("div");
+  const refresh = async () => {
+    try {
+      const page = await get(`/v1/datasets${qs({ limit: 200 })}`);
+      mount(list, datasetTable(page.items), page.total > page.items.length ? h("p", { class: "muted", text: `${page.items.length} of ${page.total} shown.` }) : null);
+    } catch (err) {
+      mount(list, errorBox(err, "Could not list datasets"));
+    }
+  };
+  await refresh();
+  return h("div", {}, pageHeader("Datasets", "Upload a CSV, read its profile, and train a rule list on it."), section("Upload a CSV", uploadForm(refresh)), section("Your datasets", list));
+}
+
+function profileTable(columns) {
+  return table(
+    [
+      { label: "Column", value: (c) => h("code", { text: c.name }) },
+      { label: "Type", value: (c) => badge(c.type, c.type) },
+      { label: "Missing", value: (c) => fmt(c.missing), num: true },
+      { label: "Distinct", value: (c) => fmt(c.distinct), num: true },
+      { label: "Min", value: (c) => fmt(c.min), num: true },
+      { label: "Max", value: (c) => fmt(c.max), num: true },
+      { label: "Top values", value: (c) => (c.top_values.length ? h("span", { class: "values" }, c.top_values.map((v) => h("span", { class: "value-pill", text: v }))) : "—") },
+    ],
+    columns,
+    { caption: "Column profile" },
+  );
+}
+
+async function previewView(id) {
+  try {
+    const p = await get(`/v1/datasets/${seg(id)}/preview${qs({ limit: 20 })}`);
+    return table(
+      p.columns.map((c, i) => ({ label: c, value: (row) => (row[i] === null ? h("span", { class: "missing", text: "missing" }) : row[i]) })),
+      p.rows,
+      { caption: `First ${p.rows.length} rows, as in the file`, cls: "preview" },
+    );
+  } catch (err) {
+    return errorBox(err, "Could not load the first rows");
+  }
+}
+
+function trainForm(ds) {
+  const usable = ds.columns.filter((c) => c.distinct >= 2);
+  const guess = ds.columns.find((c) => c.name.toLowerCase() === "target") || ds.columns[ds.columns.length - 1];
+  const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct)`]), { value: guess.name, name: "target" });
+  const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: ds.name.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[-.]+|[-.]+$/g, "") || "model" });
+  const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true });
+  const epochs = h("input", { type: "text", name: "epochs", value: "auto", required: true, pattern: "auto|[1-9][0-9]*" });
+  const seed = h("input", { type: "number", name: "random_state", min: 0, value: 0, required: true });
+  const message = h("div", { class: "form-message" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Start training" });
+  const form = h(
+    "form",
+    { class: "train-form" },
+    h(
+      "div",
+      { class: "form-row" },
+      field("Target column", target, `${usable.length} columns have two or more values.`),
+      field("Model name", modelName, "Versions are stored under this name."),
+    ),
+    h("div", { class: "form-row" }, field("Rules", nRules, "Rules before the default rule."), field("Epochs", epochs, "A number, or 'auto'."), field("Seed", seed, "Same seed, same data: same rule list.")),
+    h("div", { class: "form-actions" }, submit),
+    message,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    mount(message);
+    await busy(submit, async () => {
+      try {
+        const ep = epochs.value.trim();
+        const job = await post("/v1/jobs", {
+          dataset_id: ds.id,
+          target: target.value,
+          model_name: modelName.value.trim() || null,
+          parameters: { n_rules: Number(nRules.value), epochs: ep === "auto" ? "auto" : Number(ep), random_state: Number(seed.value) },
+        });
+        location.hash = `#/jobs/${seg(job.id)}`;
+      } catch (err) {
+        mount(message, errorBox(err, "Could not start training"));
+      }
+    });
+  });
+  return form;
+}
+
+/** #/datasets/<id> */
+export async function datasetPage(ctx, id) {
+  const ds = await get(`/v1/datasets/${seg(id)}`);
+  const message = h("div");
+  const remove = button("Delete dataset", async () => {
+    const ok = await confirmDialog({
+      title: `Delete dataset “${ds.name}”?`,
+      body: h("p", { text: "The file and its profile are deleted. Model versions trained on it stay (they keep the file's hash)." }),
+      confirmLabel: "Delete",
+      danger: true,
+    });
+    if (!ok) return;
+    try {
+      await del(`/v1/datasets/${seg(ds.id)}`);
+      location.hash = "#/datasets";
+    } catch (err) {
+      mount(message, errorBox(err, "Could not delete"));
+    }
+  }, { kind: "danger-quiet" });
+  return h(
+    "div",
+    {},
+    pageHeader(ds.name, h("span", {}, h("a", { href: "#/datasets", text: "Datasets" }), ` / ${ds.filename}`), remove),
+    message,
+    section("Summary", facts([["Rows", ds.n_rows], ["Columns", ds.n_columns], ["Size", bytes(ds.size_bytes)], ["SHA-256", h("code", { class: "hash", text: ds.sha256 })], ["Uploaded", when(ds.created_at)], ["Id", h("code", { text: ds.id })]])),
+    section("Train a rule list", trainForm(ds)),
+    section("Column profile", profileTable(ds.columns)),
+    section("First rows", await previewView(ds.id)),
+  );
+}

@@ -1,0 +1,116 @@
+// One evaluation: metrics, per-class scores, confusion matrix, calibration, per-rule accuracy and
+// coverage against training, and per-group slices. Polls while a large file is still being scored.
+
+import { get, seg } from "../api.js";
+import { fmt, h, mount, pct, when } from "../dom.js";
+import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
+import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
+
+function metricFacts(m) {
+  return facts([
+    ["Accuracy", m.accuracy],
+    ["Weighted F1", m.f1_weighted],
+    ["Macro F1", m.f1_macro],
+    m.roc_auc !== undefined ? ["ROC AUC", m.roc_auc] : null,
+    m.brier !== undefined ? ["Brier score", m.brier] : null,
+  ]);
+}
+
+function perClass(m) {
+  return table(
+    [
+      { label: "Class", value: (c) => fmt(c.class) },
+      { label: "Precision", value: (c) => meter(c.precision, { label: "precision" }) },
+      { label: "Recall", value: (c) => meter(c.recall, { label: "recall" }) },
+      { label: "F1", value: (c) => fmt(c.f1), num: true },
+      { label: "Support", value: (c) => fmt(c.support), num: true },
+    ],
+    m.per_class || [],
+    { caption: "Per class" },
+  );
+}
+
+function rulesTable(rules) {
+  return table(
+    [
+      { label: "Rule", value: (r) => (r.rule_id === 0 ? "default" : `rule ${r.rule_id}`) },
+      { label: "Conditions", value: (r) => h("code", { class: "rule-text", text: r.rule_text }) },
+      { label: "Predicts", value: (r) => fmt(r.prediction) },
+      { label: "Rows", value: (r) => fmt(r.n), num: true },
+      { label: "Share (training)", value: (r) => `${pct(r.share)} (${pct(r.training_share)})`, num: true },
+      { label: "Accuracy on its rows", value: (r) => (r.accuracy === null ? h("span", { class: "muted", text: "no row" }) : meter(r.accuracy, { label: "accuracy", kind: "ok" })) },
+      { label: "Class counts", value: (r) => Object.entries(r.class_counts || {}).map(([k, v]) => `${k}: ${v}`).join(", ") },
+    ],
+    rules,
+    { caption: "Each rule on the evaluation rows (list order, then the default rule)" },
+  );
+}
+
+function slicesView(slices) {
+  if (!slices) return h("p", { class: "muted", text: "Not sliced: choose a column under “Slice by” when running an evaluation." });
+  return table(
+    [
+      { label: slices.column, value: (g) => (g.value === null ? h("span", { class: "missing", text: "missing" }) : g.value) },
+      { label: "Rows", value: (g) => fmt(g.n_rows), num: true },
+      { label: "Accuracy", value: (g) => meter(g.metrics.accuracy, { label: "accuracy" }) },
+      { label: "Weighted F1", value: (g) => fmt(g.metrics.f1_weighted), num: true },
+      { label: "ROC AUC", value: (g) => fmt(g.metrics.roc_auc), num: true },
+      { label: "Positive rate", value: (g) => pct(g.positive_rate), num: true },
+    ],
+    slices.groups,
+    { caption: `Metrics per group of ${slices.column}` },
+  );
+}
+
+function excludedView(ev) {
+  const ex = ev.excluded || {};
+  const lines = [];
+  if (ex.missing_target) lines.push(`${ex.missing_target} row(s) without a target value`);
+  if (ex.unseen_class) lines.push(`${ex.unseen_class} row(s) with a class the model never saw (${Object.entries(ex.unseen_class_values || {}).map(([k, v]) => `${k}: ${v}`).join(", ")})`);
+  const unseen = Object.entries(ev.unseen_categories || {});
+  return h(
+    "div",
+    {},
+    lines.length ? notice("warning", `Not scored: ${lines.join("; ")}.`) : null,
+    unseen.length ? notice("info", "Categories the model never saw (scored; they are in no rule's set): ", unseen.map(([col, vals]) => `${col}: ${Object.entries(vals).map(([k, v]) => `${k} ×${v}`).join(", ")}`).join("; ")) : null,
+  );
+}
+
+function body(ev) {
+  const m = ev.metrics;
+  return [
+    section("Summary", facts([["State", badge(ev.state)], ["Dataset", h("a", { href: `#/datasets/${seg(ev.dataset_id)}`, text: ev.dataset_id })], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
+    section("Metrics", metricFacts(m), perClass(m)),
+    section("Confusion matrix and calibration", h("div", { class: "chart-row" }, heatTable({ caption: "Confusion matrix (rows: true class, columns: predicted class; % of the row)", labels: ev.confusion_matrix.labels, matrix: ev.confusion_matrix.matrix, rowTitle: "true", colTitle: "predicted" }), ev.calibration ? reliabilityDiagram(ev.calibration) : null)),
+    section("Rules on these rows", shareBars({ title: "Share of rows each rule decided: evaluation against training", items: ev.rules.map((r) => ({ label: r.rule_id === 0 ? "default" : `rule ${r.rule_id}`, title: r.rule_text, a: r.share, b: r.training_share })), aLabel: "evaluation", bLabel: "training" }), rulesTable(ev.rules)),
+    section("Slices", slicesView(ev.slices)),
+  ];
+}
+
+/** #/evaluations/<id> */
+export async function evaluationPage(ctx, id) {
+  let ev = await get(`/v1/evaluations/${seg(id)}`);
+  const mv = ev.model_version;
+  const content = h("div");
+  let timer = null;
+  const draw = () => {
+    if (ev.state === "succeeded") mount(content, body(ev));
+    else if (ev.state === "failed") mount(content, notice("error", `The evaluation failed: ${ev.error}`));
+    else mount(content, section("Scoring", h("p", {}, "State: ", badge(ev.state)), meter(ev.progress || 0, { label: "progress" })));
+  };
+  const poll = async () => {
+    try {
+      ev = await get(`/v1/evaluations/${seg(id)}`);
+      draw();
+    } catch (err) {
+      mount(content, errorBox(err, "Could not refresh the evaluation"));
+      return;
+    }
+    if (ctx.current() && (ev.state === "queued" || ev.state === "running")) timer = setTimeout(poll, 1000);
+  };
+  ctx.onLeave(() => clearTimeout(timer));
+  draw();
+  if (ev.state === "queued" || ev.state === "running") timer = setTimeout(poll, 1000);
+  const base = `#/models/${seg(mv.name)}`;
+  return h("div", {}, pageHeader(`Evaluation of ${mv.name} version ${mv.version}`, h("span", {}, h("a", { href: base, text: mv.name }), " / ", h("a", { href: `${base}/${mv.version}`, text: `version ${mv.version}` }), ` / ${when(ev.created_at)}`)), content);
+}

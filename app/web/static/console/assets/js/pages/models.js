@@ -1,0 +1,158 @@
+// Registered models: the list, and one model's versions, aliases (moved with a confirmation; the
+// server audits the move) and registry events.
+
+import { get, put, qs, seg } from "../api.js";
+import { announce, fmt, h, mount, when } from "../dom.js";
+import { badge, busy, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
+
+/** #/models */
+export async function modelsPage() {
+  const page = await get(`/v1/registered-models${qs({ limit: 200 })}`);
+  return h(
+    "div",
+    {},
+    pageHeader("Models", "Named models, their versions and aliases such as production."),
+    section(
+      "Models",
+      table(
+        [
+          { label: "Name", value: (m) => h("a", { href: `#/models/${seg(m.name)}`, text: m.name }) },
+          { label: "Versions", value: (m) => fmt(m.n_versions), num: true },
+          { label: "Latest", value: (m) => (m.latest_version ? h("a", { href: `#/models/${seg(m.name)}/${m.latest_version}`, text: `v${m.latest_version}` }) : "—") },
+          { label: "Aliases", value: (m) => aliasBadges(m.aliases) },
+          { label: "Created", value: (m) => when(m.created_at) },
+        ],
+        page.items,
+        { caption: "Registered models", empty: "No model yet: train one from a dataset." },
+      ),
+    ),
+  );
+}
+
+function aliasBadges(aliases) {
+  const names = Object.keys(aliases || {});
+  return names.length ? h("span", { class: "values" }, names.map((a) => badge(a, "alias"))) : "—";
+}
+
+/** Version number of each alias, from the alias -> version id map and the version list. */
+function aliasVersions(model, versions) {
+  const byId = new Map(versions.map((v) => [v.id, v.version]));
+  return Object.entries(model.aliases).map(([alias, id]) => ({ alias, id, version: byId.get(id) }));
+}
+
+function moveAliasForm(model, versions, onMoved) {
+  const current = aliasVersions(model, versions);
+  const alias = h("input", { type: "text", name: "alias", value: "production", required: true, maxlength: 64, list: "alias-names" });
+  const names = h("datalist", { id: "alias-names" }, [...new Set(["production", "staging", ...current.map((a) => a.alias)])].map((a) => h("option", { value: a })));
+  const version = select(versions.map((v) => [v.version, `version ${v.version} (${when(v.created_at)})`]), { name: "version", value: versions[0]?.version });
+  const message = h("div", { class: "form-message" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Move alias…" });
+  const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production; predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    mount(message);
+    const a = alias.value.trim();
+    const v = Number(version.value);
+    const from = aliasVersions(model, versions).find((x) => x.alias === a);
+    if (from && from.version === v) {
+      mount(message, notice("info", `${model.name}@${a} already points at version ${v}.`));
+      return;
+    }
+    const ok = await confirmDialog({
+      title: `Move ${model.name}@${a}?`,
+      body: h(
+        "div",
+        {},
+        h("p", {}, from ? `From version ${from.version ?? "?"} to version ${v}.` : `Create it, pointing at version ${v}.`),
+        h("p", { text: `Every prediction sent to ${model.name}@${a} is then decided by version ${v}. The move is recorded with your API key.` }),
+      ),
+      confirmLabel: `Move to version ${v}`,
+    });
+    if (!ok) return;
+    await busy(submit, async () => {
+      try {
+        const res = await put(`/v1/registered-models/${seg(model.name)}/aliases/${seg(a)}`, { version: v });
+        mount(message, notice("success", `${res.name}@${res.alias} now points at version ${res.version}.`));
+        announce(`Alias ${a} moved to version ${v}`);
+        await onMoved();
+      } catch (err) {
+        mount(message, errorBox(err, "Could not move the alias"));
+      }
+    });
+  });
+  return form;
+}
+
+async function eventsView(name) {
+  try {
+    const ev = await get(`/v1/registered-models/${seg(name)}/events`);
+    return table(
+      [
+        { label: "When", value: (e) => when(e.at) },
+        { label: "Action", value: (e) => badge(e.action, "neutral") },
+        { label: "Alias", value: (e) => e.alias ?? "—" },
+        { label: "From", value: (e) => (e.from_version ? `v${e.from_version}` : "—") },
+        { label: "To", value: (e) => (e.to_version ? `v${e.to_version}` : "—") },
+        { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
+      ],
+      ev.items,
+      { caption: "Registry events, newest first", empty: "No event recorded." },
+    );
+  } catch (err) {
+    return errorBox(err, "Could not load the registry events");
+  }
+}
+
+/** #/models/<name> */
+export async function modelPage(ctx, name) {
+  const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
+  const aliasesBox = h("div");
+  const eventsBox = h("div");
+  const refresh = async () => {
+    const m = await get(`/v1/registered-models/${seg(name)}`);
+    Object.assign(model, m);
+    mount(aliasesBox, aliasTable(model, versions.items));
+    mount(eventsBox, await eventsView(name));
+  };
+  mount(aliasesBox, aliasTable(model, versions.items));
+  mount(eventsBox, await eventsView(name));
+  const links = h(
+    "div",
+    { class: "actions" },
+    versions.items.length > 1 ? h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/compare${qs({ base: versions.items[1].version, other: versions.items[0].version })}`, text: "Compare versions" }) : null,
+    h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/monitoring`, text: "Monitoring" }),
+  );
+  return h(
+    "div",
+    {},
+    pageHeader(name, h("span", {}, h("a", { href: "#/models", text: "Models" }), ` / ${model.n_versions} version(s)`), links),
+    section(
+      "Versions",
+      table(
+        [
+          { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
+          { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
+          { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
+          { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
+          { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
+          { label: "Created", value: (v) => when(v.created_at) },
+        ],
+        versions.items,
+        { caption: "Versions, newest first" },
+      ),
+    ),
+    section("Aliases", aliasesBox, moveAliasForm(model, versions.items, refresh)),
+    section("Registry events", eventsBox),
+  );
+}
+
+function aliasTable(model, versions) {
+  return table(
+    [
+      { label: "Alias", value: (a) => h("code", { text: `${model.name}@${a.alias}` }) },
+      { label: "Version", value: (a) => (a.version ? h("a", { href: `#/models/${seg(model.name)}/${a.version}`, text: `version ${a.version}` }) : a.id) },
+    ],
+    aliasVersions(model, versions),
+    { caption: "Where each alias points", empty: "No alias yet." },
+  );
+}

@@ -1,0 +1,173 @@
+// "Try a record": a form generated from the version's input schema; the answer shows the decision,
+// the rule that fired with each condition and the record's value, the earlier rules with the
+// condition that failed, and the counterfactual (what to change, and the rule that would then decide).
+// The server decides (and audits) the record; this page only displays its answer.
+
+import { ApiError, get, post, seg } from "../api.js";
+import { fmt, h, mount, nextId } from "../dom.js";
+import { classBars } from "../rules.js";
+import { busy, errorBox, field, notice, pageHeader, section, table } from "../ui.js";
+
+const MISSING = "__missing__";
+const OTHER = "__other__";
+
+function numericInput(f) {
+  const start = f.fill_value === null || f.fill_value === undefined ? "" : String(Number(Number(f.fill_value).toPrecision(10)));
+  const input = h("input", { type: "number", step: "any", name: f.name, value: start, placeholder: "missing" });
+  const range = f.min !== undefined && f.min !== null ? `training range ${fmt(f.min, 4)} to ${fmt(f.max, 4)}; ` : "";
+  return { control: input, hint: `${range}empty = missing (filled with ${fmt(f.fill_value, 4)})`, read: () => (input.value.trim() === "" ? null : Number(input.value)), write: (v) => (input.value = v === null ? "" : String(v)) };
+}
+
+function categoricalInput(f) {
+  const known = (f.categories || []).filter((c) => c !== null);
+  const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: MISSING, text: "(missing)" }), h("option", { value: OTHER, text: "other value…" }));
+  const otherId = nextId("other");
+  const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
+  sel.addEventListener("change", () => {
+    other.hidden = sel.value !== OTHER;
+    if (!other.hidden) other.focus();
+  });
+  const read = () => (sel.value === MISSING ? null : sel.value === OTHER ? other.value : sel.value);
+  const write = (v) => {
+    if (v === null) sel.value = MISSING;
+    else if (known.includes(String(v))) sel.value = String(v);
+    else {
+      sel.value = OTHER;
+      other.value = String(v);
+    }
+    other.hidden = sel.value !== OTHER;
+  };
+  return { control: sel, extra: other, hint: `${known.length} categories seen in training; unseen values are allowed`, read, write };
+}
+
+/** The record's value for a condition; a missing number shows the fill value the rule list used. */
+function recordValue(c) {
+  if (c.value !== null && c.value !== undefined) return fmt(c.value, 6);
+  const filled = c.filled_value !== null && c.filled_value !== undefined ? ` (filled with ${fmt(c.filled_value, 4)})` : "";
+  return h("span", {}, h("span", { class: "missing", text: "missing" }), filled);
+}
+
+function conditionsTable(conditions) {
+  return table(
+    [
+      { label: "Condition", value: (c) => h("code", { text: c.text }) },
+      { label: "Record's value", value: recordValue },
+      { label: "Holds", value: (c) => (c.holds ? h("span", { class: "holds", text: "✓ yes" }) : h("span", { class: "fails", text: "✗ no" })) },
+    ],
+    conditions,
+    { empty: "The default rule has no condition: it decides when no rule above holds." },
+  );
+}
+
+function notFiredList(items) {
+  if (!items.length) return h("p", { class: "muted", text: "No earlier rule: the first rule fired." });
+  return h(
+    "ol",
+    { class: "not-fired" },
+    items.map((r) =>
+      h(
+        "li",
+        { "data-rule-id": r.rule_id },
+        h("span", { class: "rule-id", text: `rule ${r.rule_id}` }),
+        " did not fire: ",
+        h("code", { class: "fails", text: r.failed_condition.text }),
+        " is false for ",
+        h("strong", {}, recordValue(r.failed_condition)),
+        h("div", { class: "muted small" }, "rule: ", h("code", { text: r.rule_text })),
+      ),
+    ),
+  );
+}
+
+function counterfactualView(cf, classes, target, apply) {
+  if (!cf.found) return notice("info", "No change of the record's values leads to another class", cf.reason ? `: ${cf.reason}` : ".");
+  return h(
+    "div",
+    { class: "counterfactual" },
+    h("p", {}, `Smallest change (${cf.n_changes} feature${cf.n_changes === 1 ? "" : "s"}) that makes `, h("strong", { text: `${target} = ${fmt(cf.prediction)}` }), ":"),
+    table(
+      [
+        { label: "Feature", value: (c) => h("code", { text: c.feature }) },
+        { label: "From", value: (c) => (c.from === null ? h("span", { class: "missing", text: "missing" }) : fmt(c.from, 6)) },
+        { label: "To", value: (c) => h("strong", { text: fmt(c.to, 6) }) },
+      ],
+      cf.changes,
+    ),
+    h("p", {}, `Then rule ${cf.rule_id === 0 ? "0 (default)" : cf.rule_id} decides: `, h("code", { text: cf.rule_text })),
+    classBars(classes, classes.map((c) => cf.probabilities[String(c)])),
+    cf.exact === false ? notice("warning", "The search stopped at its budget (a very long list): this change works, but a smaller one may exist.") : null,
+    h("button", { type: "button", class: "btn btn-secondary", text: "Apply this change and decide again", onclick: () => apply(cf.changes) }),
+  );
+}
+
+async function decide(ref, record) {
+  try {
+    return { answer: await post(`/v1/models/${ref}/predict`, { records: [record], explain: "counterfactual" }), cfError: null };
+  } catch (err) {
+    // a server without counterfactuals refuses the unknown "explain" field; decide without it and say so
+    if (err instanceof ApiError && err.status === 422 && err.details.some((d) => d.field === "explain")) {
+      return { answer: await post(`/v1/models/${ref}/predict`, { records: [record] }), cfError: err };
+    }
+    throw err;
+  }
+}
+
+function answerView(res, doc, apply) {
+  const { answer, cfError } = res;
+  const p = answer.predictions[0];
+  const ex = p.explanation;
+  return h(
+    "div",
+    { class: "answer" },
+    section(
+      "Decision",
+      h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
+      classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
+      h("p", { class: "muted small", text: "This decision was recorded in the audit log, like any other." }),
+    ),
+    section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, h("code", { text: ex.rule_text })), conditionsTable(ex.conditions)),
+    section("Earlier rules that did not fire", notFiredList(ex.not_fired)),
+    section("What would change the decision", p.counterfactual ? counterfactualView(p.counterfactual, answer.classes, doc.target, apply) : cfError ? errorBox(cfError, "Counterfactuals are not available on this server") : notice("info", "The server returned no counterfactual.")),
+  );
+}
+
+/** #/models/<name>/<version>/try */
+export async function tryPage(ctx, name, version) {
+  const ref = seg(`${name}@${version}`);
+  const mv = await get(`/v1/models/${ref}`);
+  const inputs = mv.input_schema.map((f) => ({ f, ...(f.type === "numeric" ? numericInput(f) : categoricalInput(f)) }));
+  const out = h("div", { class: "try-answer", tabindex: "-1" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Decide" });
+  const form = h(
+    "form",
+    { class: "try-form" },
+    h("div", { class: "form-grid" }, inputs.map((i) => h("div", {}, field(i.f.name, i.control, i.hint), i.extra || null))),
+    h("div", { class: "form-actions" }, submit),
+  );
+  const run = async () => {
+    const record = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
+    await busy(submit, async () => {
+      try {
+        mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
+      } catch (err) {
+        mount(out, errorBox(err, "The service refused the record"));
+      }
+    });
+  };
+  const apply = (changes) => {
+    for (const c of changes) inputs.find((i) => i.f.name === c.feature)?.write(c.to);
+    run().then(() => out.focus());
+  };
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run();
+  });
+  const base = `#/models/${seg(name)}`;
+  return h(
+    "div",
+    {},
+    pageHeader(`Try a record on ${name} version ${version}`, h("span", {}, h("a", { href: base, text: name }), " / ", h("a", { href: `${base}/${version}`, text: `version ${version}` }))),
+    section("Record", h("p", { class: "muted small", text: "Fields come from the version's input schema; numbers start at the training median." }), form),
+    out,
+  );
+}

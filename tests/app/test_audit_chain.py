@@ -1,0 +1,360 @@
+"""The audit hash chain: linking and checking (pure), writer and verify on SQLite and PostgreSQL, tampering found."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import typing
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from app.schemas.audit import BreakKind
+from app.services import audit, audit_chain
+from app.services.audit_chain import GENESIS, START, ChainChecker, Link, link_rows, tail_break
+from models.rulelist import RuleList
+
+REC_HIGH = {"age": 67, "income": 50, "smoker": "yes"}
+REC_FILLED = {"age": None, "income": 40.5, "smoker": "no"}  # age missing: evaluated at its fill value
+REC_CAT_MISSING = {"age": 30, "income": 5, "smoker": None}  # a missing category is not a filled number
+
+
+def plain_rows(n: int, tenant: str = "tn_a", tag: int = 0) -> list[dict[str, Any]]:
+    """n audit rows of one tenant as the service builds them (not chained yet)."""
+    t0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    return [
+        {
+            "created_at": t0 + timedelta(microseconds=7 * i),
+            "tenant_id": tenant,
+            "api_key_id": "key_1",
+            "model_version_id": "mv_1",
+            "input_digest": f"{tag:032x}{i:032x}",
+            "output": {"prediction": "high", "probabilities": {"low": 0.1 * (i % 3), "high": 1 - 0.1 * (i % 3)}},
+            "rule_id": i % 3,
+            "missing_filled": i % 2 == 0,
+        }
+        for i in range(n)
+    ]
+
+
+def rows(n: int, tenant: str = "tn_a", start: Link = START) -> list[dict[str, Any]]:
+    """n chained rows of one tenant (ids 1..n after `start`)."""
+    out = [{"id": start.seq + i + 1, **r} for i, r in enumerate(plain_rows(n, tenant))]
+    link_rows(out, start)
+    return out
+
+
+def check(chain: list[dict[str, Any]], head: Link | None) -> ChainChecker:
+    c = ChainChecker()
+    for r in chain:
+        if not c.feed(r):
+            break
+    c.finish(head, head)
+    return c
+
+
+def head_of(chain: list[dict[str, Any]]) -> Link:
+    return Link(chain[-1]["seq"], chain[-1]["row_hash"])
+
+
+# --- pure: linking and checking -------------------------------------------------------------------
+
+
+def test_link_rows_numbers_and_links() -> None:
+    chain = rows(4)
+    assert [r["seq"] for r in chain] == [1, 2, 3, 4]
+    assert chain[0]["prev_hash"] == GENESIS
+    assert all(b["prev_hash"] == a["row_hash"] for a, b in itertools.pairwise(chain))
+    assert len({r["row_hash"] for r in chain}) == 4
+    more = rows(2, start=head_of(chain))
+    assert more[0]["seq"] == 5 and more[0]["prev_hash"] == chain[-1]["row_hash"]
+
+
+def test_intact_chain() -> None:
+    c = check(rows(5), head_of(rows(5)))
+    assert c.first_break is None and c.rows_checked == 5
+    assert check([], None).first_break is None
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        "created_at",
+        "tenant_id",
+        "api_key_id",
+        "model_version_id",
+        "input_digest",
+        "output",
+        "rule_id",
+        "missing_filled",
+    ],
+)
+def test_every_column_is_hashed(column: str) -> None:
+    chain = rows(4)
+    r = chain[2]
+    r[column] = {
+        "created_at": r["created_at"] + timedelta(microseconds=1),
+        "output": {**r["output"], "prediction": "low"},
+        "rule_id": r["rule_id"] + 1,
+        "missing_filled": not r["missing_filled"],
+    }.get(column, "x" + str(r[column]))
+    c = check(chain, head_of(chain))
+    assert c.first_break is not None and c.first_break.kind == "content_hash_mismatch"
+    assert (c.first_break.row_id, c.first_break.seq, c.rows_checked) == (3, 3, 2)
+    assert "row 3 (seq 3)" in c.first_break.message
+
+
+def test_deleted_row_is_a_gap() -> None:
+    chain = rows(6)
+    del chain[2:4]
+    brk = check(chain, head_of(chain)).first_break
+    assert brk is not None and brk.kind == "sequence_gap" and (brk.row_id, brk.seq) == (5, 5)
+    assert "seqs 3..4 missing" in brk.message
+
+
+def test_rehashed_replacement_breaks_the_next_link() -> None:
+    chain = rows(5)
+    chain[1]["rule_id"] = 9  # changed and re-hashed in place: the row itself checks out, its successor does not
+    chain[1]["row_hash"] = audit_chain.row_hash(2, chain[1]["prev_hash"], audit_chain.canonical_body(chain[1]))
+    brk = check(chain, head_of(chain)).first_break
+    assert brk is not None and brk.kind == "previous_hash_mismatch" and brk.row_id == 3
+
+
+def test_repeated_sequence() -> None:
+    chain = rows(3)
+    brk = check([*chain, dict(chain[2], id=99)], head_of(chain)).first_break
+    assert brk is not None and brk.kind == "sequence_repeated" and brk.row_id == 99
+
+
+def test_tail_against_the_head() -> None:
+    chain = rows(5)
+    head = head_of(chain)
+    brk = check(chain[:3], head).first_break
+    assert brk is not None and brk.kind == "truncated_tail" and brk.seq == 4 and "seqs 4..5 missing" in brk.message
+    brk = check(chain, Link(5, "f" * 64)).first_break
+    assert brk is not None and brk.kind == "head_mismatch"
+    brk = check(chain, Link(3, chain[2]["row_hash"])).first_break
+    assert brk is not None and brk.kind == "beyond_head" and brk.seq == 4
+    brk = check(chain, None).first_break
+    assert brk is not None and brk.kind == "missing_head"
+    assert check(chain[:0], head).first_break is not None  # every row gone, the head remains
+    # rows appended while the check ran: the head read afterwards is further on, and that is fine
+    assert tail_break(Link(3, chain[2]["row_hash"]), Link(2, chain[1]["row_hash"]), head) is None
+
+
+def test_break_kinds_are_the_documented_ones() -> None:
+    assert set(typing.get_args(BreakKind)) == set(audit_chain.BREAK_KINDS)
+
+
+def test_hash_survives_a_json_round_trip_and_naive_utc() -> None:
+    r = rows(1)[0]
+    stored = json.loads(json.dumps({**r, "created_at": None}))
+    stored["created_at"] = r["created_at"].replace(tzinfo=None)  # SQLite hands timestamps back naive (UTC)
+    assert audit_chain.canonical_body(stored) == audit_chain.canonical_body(r)
+
+
+def test_audit_rows_record_missing_filled(doc) -> None:
+    rl = RuleList.from_dict(doc)
+    recs = [REC_HIGH, REC_FILLED, REC_CAT_MISSING, {**REC_HIGH, "income": float("nan")}]
+    results = [{"prediction": "low", "probabilities": {"low": 1.0, "high": 0.0}, "rule_id": 0}] * 4
+    got = audit.audit_rows("tn_a", "key_1", "mv_1", rl.features, recs, results)
+    assert [r["missing_filled"] for r in got] == [False, True, False, True]
+
+
+# --- the service: writer, endpoint, tampering ------------------------------------------------------
+
+
+def predict(api, version_id: str, records: list[Any], key: str | None = None) -> None:
+    r = api.client.post(f"/v1/models/{version_id}/predict", json={"records": records}, headers=api.h(key))
+    assert r.status_code == 200, r.text
+
+
+def verify(api, key: str | None = None) -> dict[str, Any]:
+    r = api.client.get("/v1/audit/verify", headers=api.h(key))
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def audit_rows(api) -> list[dict[str, Any]]:
+    with api.app.state.service.db.engine.connect() as c:
+        return [dict(m) for m in c.execute(text("SELECT * FROM audit_log ORDER BY id")).mappings()]
+
+
+def tamper(api, *statements: str) -> None:
+    """Run statements as the owner with the append-only triggers lifted (SQLite: dropped and re-created)."""
+    eng = api.app.state.service.db.engine
+    sqlite = eng.dialect.name == "sqlite"
+    with eng.begin() as c:
+        if sqlite:
+            c.execute(text("DROP TRIGGER audit_log_no_update"))
+            c.execute(text("DROP TRIGGER audit_log_no_delete"))
+        else:
+            c.execute(text("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_change"))
+        for stmt in statements:
+            c.execute(text(stmt))
+        if sqlite:
+            for op in ("UPDATE", "DELETE"):
+                c.execute(
+                    text(
+                        f"CREATE TRIGGER audit_log_no_{op.lower()} BEFORE {op} ON audit_log "
+                        "BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END"
+                    )
+                )
+        else:
+            c.execute(text("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_change"))
+
+
+def test_decisions_are_chained_per_tenant(api, doc) -> None:
+    v = api.import_model(doc)
+    vb = api.import_model(doc, key=api.key_b)
+    predict(api, v["id"], [REC_HIGH, REC_FILLED])
+    predict(api, vb["id"], [REC_HIGH], key=api.key_b)
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("x.csv", b"age,income,smoker\n67,50,yes\n,3,no\n", "text/csv")},
+        headers=api.h(),
+    )
+    assert r.status_code == 200, r.text
+    mine = [r for r in audit_rows(api) if r["tenant_id"] == api.tenant_a]
+    assert [r["seq"] for r in mine] == [1, 2, 3, 4]
+    assert [r["missing_filled"] for r in mine] == [False, True, False, True]  # JSON and CSV alike
+    assert mine[0]["prev_hash"] == GENESIS and mine[3]["prev_hash"] == mine[2]["row_hash"]
+    assert verify(api) == {
+        "tenant_id": api.tenant_a,
+        "intact": True,
+        "rows_checked": 4,
+        "head": {"seq": 4, "row_hash": mine[3]["row_hash"]},
+        "first_break": None,
+    }
+    other = verify(api, api.key_b)
+    assert other["intact"] and other["rows_checked"] == 1 and other["tenant_id"] == api.tenant_b
+    listed = api.client.get("/v1/audit", headers=api.h()).json()["items"]
+    assert [i["seq"] for i in listed] == [4, 3, 2, 1] and listed[0]["row_hash"] == mine[3]["row_hash"]
+
+
+def test_changed_row_is_named(api, doc) -> None:
+    v = api.import_model(doc)
+    for _ in range(3):
+        predict(api, v["id"], [REC_HIGH, REC_FILLED])
+    victim = audit_rows(api)[3]
+    tamper(api, f"UPDATE audit_log SET rule_id = rule_id + 1 WHERE id = {victim['id']}")
+    brk = verify(api)["first_break"]
+    assert brk["kind"] == "content_hash_mismatch" and (brk["row_id"], brk["seq"]) == (victim["id"], 4)
+    assert verify(api, api.key_b)["intact"]  # another tenant's chain is its own
+
+
+def test_deleted_rows_are_found(api, doc) -> None:
+    from app.admin import verify_audit
+
+    v = api.import_model(doc)
+    for _ in range(4):
+        predict(api, v["id"], [REC_HIGH, REC_FILLED])
+    ids = [r["id"] for r in audit_rows(api)]
+    tamper(api, f"DELETE FROM audit_log WHERE id = {ids[2]}")
+    (report,) = verify_audit(api.url, "tenant-a")
+    assert report.first_break is not None and report.first_break.kind == "sequence_gap"
+    assert report.first_break.row_id == ids[3] and report.rows_checked == 2
+    tamper(api, f"DELETE FROM audit_log WHERE id >= {ids[2]}")  # now only the tail is missing
+    (report,) = verify_audit(api.url, api.tenant_a)
+    assert report.first_break is not None and report.first_break.kind == "truncated_tail"
+    assert report.first_break.seq == 3 and "seqs 3..8 missing" in report.first_break.message
+
+
+def test_verify_streams_in_pages(api, doc) -> None:
+    from app.services import audit_verify
+
+    v = api.import_model(doc)
+    for _ in range(5):
+        predict(api, v["id"], [REC_HIGH, REC_FILLED, REC_CAT_MISSING])
+    db = api.app.state.service.db
+    with db.sessionmaker() as s:
+        assert [len(p) for p in audit_verify.chain_pages(s, api.tenant_a, page_rows=4)] == [4, 4, 4, 3]
+        assert audit_verify.verify_tenant(s, api.tenant_a, page_rows=4).rows_checked == 15
+    victim = audit_rows(api)[13]
+    tamper(api, f"UPDATE audit_log SET input_digest = '{'0' * 64}' WHERE id = {victim['id']}")
+    with db.sessionmaker() as s:
+        report = audit_verify.verify_tenant(s, api.tenant_a, page_rows=4)
+    assert report.first_break is not None and report.first_break.row_id == victim["id"] and report.rows_checked == 13
+
+
+def test_concurrent_writers_keep_one_chain(api, doc) -> None:
+    """Threads each committing their own batches (the CSV path) while the group-commit writer runs."""
+    v = api.import_model(doc)
+    engine = api.app.state.service.db.engine
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            for i in range(10):
+                audit.write_rows(engine, plain_rows(3, api.tenant_a, tag=worker * 100 + i))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for _ in range(5):
+        predict(api, v["id"], [REC_HIGH])
+    for t in threads:
+        t.join()
+    assert errors == []
+    report = verify(api)
+    assert report["intact"] and report["rows_checked"] == 4 * 10 * 3 + 5, report
+
+
+def test_verify_audit_command(api, doc, capsys, monkeypatch) -> None:
+    from worker.cli import main
+
+    monkeypatch.setenv("NEURULES_DATABASE_URL", api.url)
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH, REC_FILLED])
+    predict(api, v["id"], [REC_HIGH], key=api.key_a)
+    with pytest.raises(SystemExit) as ok:
+        main(["verify-audit"])
+    assert ok.value.code == 0
+    out = capsys.readouterr()
+    assert "audit chains of 1 tenant(s): intact; 3 row(s) checked" in out.err
+    (line,) = out.out.splitlines()
+    assert json.loads(line) == {**verify(api), "tenant_id": api.tenant_a}
+    victim = audit_rows(api)[1]
+    tamper(api, f"DELETE FROM audit_log WHERE id = {victim['id']}")
+    with pytest.raises(SystemExit) as broken:
+        main(["verify-audit", "--tenant", "tenant-a"])
+    assert broken.value.code == 1
+    out = capsys.readouterr()
+    (line,) = out.out.splitlines()
+    brk = json.loads(line)["first_break"]
+    assert brk["kind"] == "sequence_gap" and brk["seq"] == 3 and "BROKEN in 1 tenant(s)" in out.err
+    with pytest.raises(SystemExit, match="no tenant 'nobody'"):
+        main(["verify-audit", "--tenant", "nobody"])
+
+
+def test_verify_while_writers_append(api) -> None:
+    """Decisions committed during a check (between its pages and its head reads) are no false alarm."""
+    from app.services import audit_verify
+
+    engine = api.app.state.service.db.engine
+    audit.write_rows(engine, plain_rows(50, api.tenant_a))
+    stop = threading.Event()
+
+    def append() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            audit.write_rows(engine, plain_rows(3, api.tenant_a, tag=i))
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        reports = []
+        for _ in range(5):
+            with api.app.state.service.db.sessionmaker() as s:
+                reports.append(audit_verify.verify_tenant(s, api.tenant_a, page_rows=7))
+    finally:
+        stop.set()
+        writer.join()
+    assert all(r.intact for r in reports), [r.first_break for r in reports]
+    assert reports[-1].rows_checked > reports[0].rows_checked >= 50  # the chain grew while it was checked

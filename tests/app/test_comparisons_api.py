@@ -1,0 +1,92 @@
+"""Comparing two versions through the API: the rule diff, and both versions on a dataset checked against
+the API's own predictions of each version."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.app.governance_helpers import HEADER, csv_bytes, labelled_rows, predict, records_of, upload
+
+
+def _second_version(doc: dict[str, Any]) -> dict[str, Any]:
+    """Rule 2's threshold moved, a new rule on smoking alone predicting low."""
+    other = copy.deepcopy(doc)
+    other["rules"][1]["conditions"][0]["high"] = 20.0
+    other["rules"].append(
+        {
+            "conditions": [{"feature": "smoker", "op": "in", "values": ["no"]}],
+            "class_counts": [30, 5],
+            "probabilities": [31 / 37, 6 / 37],
+        }
+    )
+    return other
+
+
+def test_rule_diff(api, doc) -> None:
+    v1 = api.import_model(doc)
+    v2 = api.import_model(_second_version(doc))
+    r = api.client.get(f"/v1/models/{v1['id']}/compare", params={"other": "risk@2"}, headers=api.h())
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["base"] == {"id": v1["id"], "name": "risk", "version": 1}
+    assert body["other"]["id"] == v2["id"] and body["dataset"] is None
+    rules = body["rules"]
+    assert rules["unchanged"] == [{"base_rule_id": 1, "other_rule_id": 1, "text": "age >= 60 and smoker in {yes}"}]
+    (changed,) = rules["changed"]
+    assert (changed["base_rule_id"], changed["other_rule_id"]) == (2, 2)
+    assert changed["conditions"]["changed"] == [{"feature": "income", "base": "income <= 10", "other": "income <= 20"}]
+    assert rules["added"] == [{"other_rule_id": 3, "text": "smoker in {no}"}] and rules["removed"] == []
+    assert body["default"]["base"] == {"prediction": "low", "support": 150}
+
+
+def test_on_a_dataset_disagreement_and_crosstab_follow_the_predictions(api, doc) -> None:
+    v1 = api.import_model(doc)
+    v2 = api.import_model(_second_version(doc))
+    rows = labelled_rows(150, seed=7)
+    rows[0][4] = None  # left out of the metrics, still compared
+    ds = upload(api, csv_bytes(rows))
+    r = api.client.get("/v1/models/risk@1/compare", params={"other": v2["id"], "dataset_id": ds["id"]}, headers=api.h())
+    assert r.status_code == 200, r.text
+    d = r.json()["dataset"]
+    p1 = [p["prediction"] for p in predict(api, v1["id"], records_of(rows), explain="none")]
+    p2 = [p["prediction"] for p in predict(api, v2["id"], records_of(rows), explain="none")]
+    n_disagree = sum(a != b for a, b in zip(p1, p2, strict=True))
+    assert n_disagree > 0 and d["n_disagree"] == n_disagree and d["n_rows"] == 150
+    assert d["disagreement"] == n_disagree / 150
+    labels = d["crosstab"]["labels"]
+    want = [[sum(a == x and b == y for a, b in zip(p1, p2, strict=True)) for y in labels] for x in labels]
+    assert d["crosstab"]["matrix"] == want
+    assert d["target"] == "risk" and d["n_scored"] == 149 and d["excluded"] == {"missing_target": 1, "unseen_class": 0}
+    y = [r[4] for r in rows[1:]]
+    acc1 = sum(a == b for a, b in zip(y, p1[1:], strict=True)) / 149
+    assert d["base_metrics"]["accuracy"] == acc1
+
+
+def test_bad_input_and_other_tenants(api, doc) -> None:
+    v1 = api.import_model(doc)
+    api.import_model(doc)
+    rows = labelled_rows(20)
+    no_target = upload(api, csv_bytes([r[:4] for r in rows], HEADER[:4]))
+    q = {"other": "risk@2", "dataset_id": no_target["id"]}
+    r = api.client.get(f"/v1/models/{v1['id']}/compare", params=q, headers=api.h())
+    assert r.status_code == 200 and r.json()["dataset"]["base_metrics"] is None  # no target: no metrics
+    r = api.client.get(f"/v1/models/{v1['id']}/compare", params={**q, "target": "risk"}, headers=api.h())
+    assert r.status_code == 422 and r.json()["error"]["code"] == "target_not_found"
+    no_income = upload(api, csv_bytes([[r[0], r[2], r[4]] for r in rows], ["age", "smoker", "risk"]))
+    q = {"other": "risk@2", "dataset_id": no_income["id"]}
+    r = api.client.get(f"/v1/models/{v1['id']}/compare", params=q, headers=api.h())
+    assert r.status_code == 422 and r.json()["error"]["code"] == "missing_columns"
+    assert api.client.get(f"/v1/models/{v1['id']}/compare", headers=api.h()).status_code == 422  # other missing
+    r = api.client.get(f"/v1/models/{v1['id']}/compare", params={"other": "risk@9"}, headers=api.h())
+    assert r.status_code == 404
+    vb = api.import_model(doc, key=api.key_b)
+    for ref, other in ((v1["id"], vb["id"]), (vb["id"], v1["id"])):
+        r = api.client.get(f"/v1/models/{ref}/compare", params={"other": other}, headers=api.h(api.key_b))
+        assert r.status_code == 404
+    r = api.client.get(
+        f"/v1/models/{vb['id']}/compare",
+        params={"other": vb["id"], "dataset_id": no_target["id"]},
+        headers=api.h(api.key_b),
+    )
+    assert r.status_code == 404  # a's dataset

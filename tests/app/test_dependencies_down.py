@@ -1,0 +1,263 @@
+"""A database, broker or audit store that cannot be reached answers 503 naming it, with `Retry-After`, never a 500.
+
+Unit level: the running app's engines are pointed at a database that refuses connections (a port nothing
+listens on, a SQLite file that cannot be opened, a SQLite file another connection holds the write lock
+of). The real outages (PostgreSQL and Redis stopped under load) are in tests/e2e/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, exc
+from sqlalchemy.orm import sessionmaker
+
+from app.db import is_unavailable_error
+from app.errors import install_error_handlers
+from app.services.serving import TTLCache
+from tests.conftest import Api
+from tests.e2e.conftest import free_port
+
+REC = {"age": 70, "income": 5, "smoker": "yes"}
+CSV = b"age,income,smoker\n70,5,yes\n30,50,no\n"
+
+
+def point_at(api: Api, engine: Engine) -> None:
+    """Make every database user of the running app (sessions, model store, auth, audit writer) use `engine`."""
+    state = api.app.state.service
+    state.db.engine = engine
+    state.db.sessionmaker = sessionmaker(engine, expire_on_commit=False)
+    state.audit.close()  # its own connection is dropped; the next write starts it again on the new engine
+    state.audit.engine = engine
+
+
+def refusing_engine() -> Engine:
+    """An engine on a PostgreSQL port nothing listens on (every connect is refused)."""
+    return create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x", pool_pre_ping=True)
+
+
+def seeded(api: Api, doc: dict[str, Any]) -> dict[str, str]:
+    """Ids of one dataset, job, version and alias of tenant a, created while the database is up."""
+    c, h = api.client, api.h()
+    ds = c.post("/v1/datasets", files={"file": ("d.csv", b"x,y\n" + b"1,0\n2,1\n" * 10, "text/csv")}, headers=h)
+    job = c.post("/v1/jobs", json={"dataset_id": ds.json()["id"], "target": "y"}, headers=h)
+    v = api.import_model(doc)
+    alias = c.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=h)
+    assert ds.status_code == 201 and job.status_code == 202 and alias.status_code == 200, (ds.text, job.text)
+    return {"ds": ds.json()["id"], "job": job.json()["id"], "v": v["id"]}
+
+
+# every kind of endpoint; `{v}` etc. are filled from `seeded`
+CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/v1/datasets", {}),
+    ("GET", "/v1/datasets/{ds}", {}),
+    ("POST", "/v1/datasets", {"files": {"file": ("d.csv", CSV, "text/csv")}}),
+    ("DELETE", "/v1/datasets/{ds}", {}),
+    ("GET", "/v1/jobs", {}),
+    ("GET", "/v1/jobs/{job}", {}),
+    ("POST", "/v1/jobs", {"json": {"dataset_id": "{ds}", "target": "y"}}),
+    ("POST", "/v1/jobs/{job}/cancel", {}),
+    ("GET", "/v1/models", {}),
+    ("GET", "/v1/models/{v}", {}),
+    ("GET", "/v1/models/risk@production", {}),
+    ("GET", "/v1/models/{v}/export", {"params": {"format": "sql"}}),
+    ("GET", "/v1/registered-models", {}),
+    ("PUT", "/v1/registered-models/risk/aliases/staging", {"json": {"version": 1}}),
+    ("POST", "/v1/models/risk@production/predict", {"json": {"records": [REC]}}),  # alias not cached
+    ("POST", "/v1/models/{v}/predict", {"json": {"records": [REC]}}),  # version cached: the audit write fails
+    ("POST", "/v1/models/{v}/predict.csv", {"files": {"file": ("r.csv", CSV, "text/csv")}}),
+    ("GET", "/v1/audit", {}),
+]
+
+
+def _fill(o: Any, ids: dict[str, str]) -> Any:
+    if isinstance(o, str):
+        return o.format(**ids)
+    if isinstance(o, dict):
+        return {k: _fill(v, ids) for k, v in o.items()}
+    return o
+
+
+def assert_unavailable(r: Any, codes: tuple[str, ...] = ("database_unavailable", "audit_unavailable")) -> None:
+    """A 503 in the error shape, naming the dependency, with Retry-After."""
+    assert r.status_code == 503, r.text
+    err = r.json()["error"]
+    assert err["code"] in codes, err
+    assert int(r.headers["retry-after"]) > 0
+
+
+def test_every_endpoint_answers_503_while_the_database_refuses(api: Api, doc: dict[str, Any]) -> None:
+    ids = seeded(api, doc)
+    state = api.app.state.service
+    state.auth_cache = TTLCache(100, 600)  # key a stays authenticated: the audit write is what fails
+    api.client.post(f"/v1/models/{ids['v']}/predict", json={"records": [REC]}, headers=api.h())  # cache the version
+    good = state.db.engine
+    client = TestClient(api.app, raise_server_exceptions=False)
+    point_at(api, refusing_engine())
+    for method, path, kw in CALLS:
+        r = client.request(method, path.format(**ids), headers=api.h(), **_fill(kw, ids))
+        assert_unavailable(r)
+        if "predict" in path and "{v}" in path and not path.endswith(".csv"):
+            assert r.json()["error"]["code"] == "audit_unavailable", path
+    r = client.get("/v1/datasets", headers=api.h(api.key_b))  # a key not in the cache: auth needs the database
+    assert_unavailable(r, ("database_unavailable",))
+    # the database returns: everything answers again, and nothing was written while it was away
+    point_at(api, good)
+    counts = {t: api.count(t) for t in ("datasets", "jobs", "model_versions", "model_aliases", "audit_log")}
+    assert counts == {"datasets": 1, "jobs": 1, "model_versions": 1, "model_aliases": 1, "audit_log": 1}
+    assert len(api.queue.sent) == 1
+    r = client.post("/v1/models/risk@production/predict", json={"records": [REC]}, headers=api.h())
+    assert r.status_code == 200, r.text
+
+
+def test_a_sqlite_file_that_cannot_be_opened_is_503(sqlite_api: Api, tmp_path: Any) -> None:
+    point_at(sqlite_api, create_engine(f"sqlite:///{tmp_path / 'gone' / 'no.sqlite3'}"))
+    r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/v1/datasets", headers=sqlite_api.h())
+    assert_unavailable(r, ("database_unavailable",))
+
+
+def test_a_locked_sqlite_database_is_503_and_leaves_nothing(sqlite_api: Api, doc: dict[str, Any]) -> None:
+    v = sqlite_api.import_model(doc)
+    sqlite_api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=sqlite_api.h())
+    path = sqlite_api.app.state.service.db.engine.url.database
+    point_at(sqlite_api, create_engine(f"sqlite:///{path}", connect_args={"timeout": 0.2}))
+    holder = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    try:
+        client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+        r = client.post("/v1/models", json={"name": "other", "rule_list": doc}, headers=sqlite_api.h())
+        assert_unavailable(r, ("database_unavailable",))
+        r = client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=sqlite_api.h())
+        assert_unavailable(r, ("audit_unavailable",))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sqlite_api.count("model_versions") == 1 and sqlite_api.count("audit_log") == 1
+
+
+def _orig(e: BaseException) -> exc.DBAPIError:
+    return exc.OperationalError("SELECT 1", {}, e)
+
+
+UNAVAILABLE = [
+    _orig(sqlite3.OperationalError("database is locked")),
+    _orig(sqlite3.OperationalError("disk I/O error")),
+    _orig(sqlite3.OperationalError("unable to open database file")),
+    _orig(Exception("connection refused")),  # any server database's OperationalError
+    exc.InterfaceError("SELECT 1", {}, Exception("connection already closed")),
+    exc.DBAPIError("SELECT 1", {}, Exception("server closed the connection"), connection_invalidated=True),
+    exc.TimeoutError("QueuePool limit of size 10 overflow 20 reached"),
+]
+NOT_UNAVAILABLE = [
+    _orig(sqlite3.OperationalError("no such table: datasets")),  # a bug, not an outage
+    exc.IntegrityError("INSERT", {}, Exception("duplicate key")),
+    exc.ProgrammingError("SELECT", {}, Exception("syntax error")),
+    ValueError("not a database error"),
+]
+
+
+def test_the_classifier() -> None:
+    import psycopg
+
+    assert all(is_unavailable_error(e) for e in UNAVAILABLE)
+    assert is_unavailable_error(psycopg.OperationalError("connection failed"))  # raw driver errors too
+    assert is_unavailable_error(sqlite3.OperationalError("database is locked"))
+    assert not any(is_unavailable_error(e) for e in NOT_UNAVAILABLE)
+
+
+def _raising(e: BaseException) -> TestClient:
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise e
+
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize("e", UNAVAILABLE, ids=lambda e: type(e).__name__)
+def test_database_outages_map_to_503_at_the_edge(e: BaseException) -> None:
+    assert_unavailable(_raising(e).get("/boom"), ("database_unavailable",))
+
+
+def test_other_database_errors_stay_500_without_leaking_sql() -> None:
+    r = _raising(NOT_UNAVAILABLE[1]).get("/boom")
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
+    assert "duplicate" not in r.text and "retry-after" not in r.headers
+
+
+def test_broker_down_is_503_with_retry_after(sqlite_api: Api) -> None:
+    c, h = sqlite_api.client, sqlite_api.h()
+    ds = c.post("/v1/datasets", files={"file": ("d.csv", b"x,y\n" + b"1,0\n2,1\n" * 10, "text/csv")}, headers=h)
+    sqlite_api.queue.fail = True
+    r = c.post("/v1/jobs", json={"dataset_id": ds.json()["id"], "target": "y"}, headers=h)
+    assert_unavailable(r, ("broker_unavailable",))
+    assert sqlite_api.count("jobs") == 0
+
+
+def test_openapi_documents_503_on_every_endpoint_that_uses_a_dependency(sqlite_api: Api) -> None:
+    spec = sqlite_api.client.get("/openapi.json").json()
+    missing = [
+        f"{m.upper()} {p}"
+        for p, ops in spec["paths"].items()
+        if p.startswith("/v1/")
+        for m, op in ops.items()
+        if "503" not in op["responses"] or "Retry-After" not in op["responses"]["503"].get("headers", {})
+    ]
+    assert not missing, missing
+    assert "503" in spec["paths"]["/readyz"]["get"]["responses"]
+
+
+def test_metrics_scrape_survives_the_database(sqlite_api: Api) -> None:
+    point_at(sqlite_api, refusing_engine())
+    r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/metrics")
+    assert r.status_code == 200 and "neurules_jobs" in r.text
+
+
+def test_readyz_names_the_database_when_it_is_down(sqlite_api: Api) -> None:
+    point_at(sqlite_api, refusing_engine())
+    r = sqlite_api.client.get("/readyz")
+    assert r.status_code == 503 and r.json()["checks"]["database"].startswith("error")
+
+
+@pytest.mark.integration
+def test_a_restarted_database_is_used_again_without_a_failed_request(tmp_path: Any, doc: dict[str, Any]) -> None:
+    """Every server connection the app holds is killed (as a restart does): the next requests reconnect, none fails.
+
+    The audit writer keeps its own connection between batches; the pool pre-pings the others.
+    """
+    from sqlalchemy import text
+
+    from app.admin import migrate
+    from tests.conftest import PG_ADMIN_URL, fresh_pg_database, make_api, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    url, drop = fresh_pg_database()
+    try:
+        migrate(url)
+        for api in make_api(tmp_path, "postgresql", url):
+            v = api.import_model(doc)
+            for _ in range(2):
+                r = api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=api.h())
+                assert r.status_code == 200, r.text
+                admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+                with admin.connect() as c:
+                    killed = c.execute(
+                        text(
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE datname = :db AND pid <> pg_backend_pid()"
+                        ),
+                        {"db": url.rsplit("/", 1)[1]},
+                    ).scalar_one()
+                admin.dispose()
+                assert killed >= 1
+            r = api.client.get("/v1/audit", headers=api.h())
+            assert r.status_code == 200 and len(r.json()["items"]) == 2
+    finally:
+        drop()

@@ -1,0 +1,109 @@
+"""Monitoring through the API: counts equal the decisions made (JSON and CSV), per version and rule, in
+the right time bucket, with the missing-filled share, the drift score and its alert; tenants apart."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.app.governance_helpers import csv_bytes, labelled_rows, predict, records_of
+
+TRAINING = {1: 43, 2: 30, 0: 150}  # the hand-written list's rule supports
+
+
+def _psi(actual: dict[int, int], expected: dict[int, int]) -> float:
+    """sum((a - e) ln(a / e)) over the shares, 0.5 / n for an empty cell (docs/governance-api.md)."""
+    n_a, n_e = sum(actual.values()), sum(expected.values())
+    total = 0.0
+    for j, e in expected.items():
+        a = actual.get(j, 0)
+        if a or e:
+            pa, pe = (a or 0.5) / n_a, (e or 0.5) / n_e
+            total += (pa - pe) * math.log(pa / pe)
+    return total
+
+
+def _monitoring(api, ref: str, key: str | None = None, **params: Any):
+    return api.client.get(f"/v1/models/{ref}/monitoring", params=params, headers=api.h(key))
+
+
+def test_counts_equal_the_decisions_made(api, doc) -> None:
+    start = datetime.now(UTC)
+    v1 = api.import_model(doc)
+    rows = labelled_rows(90, seed=4)
+    for r in rows[:12]:
+        r[0] = None  # a missing number: filled (counted); a missing category is not
+    rows[12][2] = None
+    made: Counter[int] = Counter()
+    for i in range(0, 40, 8):
+        made.update(p["rule_id"] for p in predict(api, v1["id"], records_of(rows[i : i + 8]), explain="none"))
+    r = api.client.post(
+        f"/v1/models/{v1['id']}/predict.csv",
+        params={"ignore_extra": "true"},
+        files={"file": ("b.csv", csv_bytes(rows[40:70]), "text/csv")},
+        headers=api.h(),
+    )
+    assert r.status_code == 200, r.text
+    made.update(int(line.split(",")[3]) for line in r.text.splitlines()[1:])
+    v2 = api.import_model(doc)
+    api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 2}, headers=api.h())
+    made_v2 = Counter(p["rule_id"] for p in predict(api, "risk@production", records_of(rows[70:])))
+    end = datetime.now(UTC)
+
+    # a window of 4 hours in 4 buckets: every decision of the last seconds falls in the second one
+    since, until = start - timedelta(minutes=90), start + timedelta(minutes=150)
+    r = _monitoring(api, "risk@1", since=since.isoformat(), until=until.isoformat(), buckets=4)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model"] == "risk" and body["total"] == 90 == api.count("audit_log")
+    assert body["alert_threshold"] == 0.2
+    new, old = body["versions"]  # newest version first
+    assert (new["version_id"], new["aliases"], new["total"]) == (v2["id"], ["production"], 20)
+    assert (old["version_id"], old["aliases"], old["total"]) == (v1["id"], [], 70)
+    assert {r["rule_id"]: r["count"] for r in old["rules"]} == {j: made.get(j, 0) for j in (1, 2, 0)}
+    assert {r["rule_id"]: r["count"] for r in new["rules"]} == {j: made_v2.get(j, 0) for j in (1, 2, 0)}
+    assert [r["rule_id"] for r in old["rules"]] == [1, 2, 0]
+    assert [r["training_share"] for r in old["rules"]] == [TRAINING[j] / 223 for j in (1, 2, 0)]
+    assert old["missing_filled_share"] == 12 / 70 and new["missing_filled_share"] == 0.0
+    assert math.isclose(old["drift_psi"], _psi(dict(made), TRAINING), rel_tol=1e-12)
+    assert [b["total"] for b in old["series"]] == [0, 70, 0, 0]
+    assert old["series"][1]["shares"] == {str(j): n / 70 for j, n in made.items()}
+    assert datetime.fromisoformat(old["series"][1]["start"]) <= end
+
+    # the default window (the last 7 days) holds them too; a window before them holds nothing
+    assert _monitoring(api, "risk@latest").json()["total"] == 90
+    earlier = _monitoring(api, "risk@2", until=(start - timedelta(seconds=1)).isoformat()).json()
+    assert earlier["total"] == 0 and earlier["versions"] == []
+
+
+def test_alert_follows_the_configured_threshold(tmp_path, doc) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", drift_alert_psi=0.01)
+    api = next(gen)
+    try:
+        v = api.import_model(doc)
+        predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}] * 10)  # all rule 1: drifted
+        (block,) = _monitoring(api, v["id"]).json()["versions"]
+        assert block["drift_psi"] > 0.01 and block["alert"] is True
+        assert _monitoring(api, v["id"]).json()["alert_threshold"] == 0.01
+    finally:
+        gen.close()
+
+
+def test_bad_windows_and_other_tenants(api, doc) -> None:
+    v = api.import_model(doc)
+    predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}])
+    now = datetime.now(UTC)
+    r = _monitoring(api, v["id"], since=now.isoformat(), until=(now - timedelta(hours=1)).isoformat())
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "until"
+    for params in ({"buckets": 0}, {"buckets": 1001}, {"since": "yesterday"}):
+        assert _monitoring(api, v["id"], **params).status_code == 422, params
+    naive = _monitoring(api, v["id"], since=(now - timedelta(hours=1)).replace(tzinfo=None).isoformat())
+    assert naive.status_code == 200 and naive.json()["total"] == 1  # naive times are UTC
+    assert _monitoring(api, v["id"], key=api.key_b).status_code == 404
+    assert _monitoring(api, "risk@latest", key=api.key_b).status_code == 404
+    vb = api.import_model(doc, key=api.key_b)  # the same name in tenant b: its own, empty trail
+    assert _monitoring(api, vb["id"], key=api.key_b).json()["total"] == 0

@@ -1,0 +1,160 @@
+"""The console and the offline API docs, read through the app: every asset is served from the package,
+every URL a page references is local, the console page is sent with a strict Content-Security-Policy,
+and the built wheel carries the static files."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+from app.web.static_files import CONSOLE_DIR, STATIC_DIR, VENDOR_DIR
+from tests.conftest import ROOT, Api
+
+# Namespaces are identifiers, not requests; anything else with a scheme would be a remote resource.
+NAMESPACES = {"http://www.w3.org/2000/svg"}
+URL_RE = re.compile(r"""(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s"'`)<>]*""")
+IMPORT_RE = re.compile(r"""^\s*import\s[^;]*?from\s+["']([^"']+)["']""", re.M)
+
+
+class _Refs(HTMLParser):
+    """src / href attributes of an HTML page, and the bodies of inline scripts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.inline_scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.urls += [v for k, v in attrs if k in ("src", "href") and v]
+        self._in_script = tag == "script" and not dict(attrs).get("src")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script and data.strip():
+            self.inline_scripts.append(data)
+
+
+def refs(html: str) -> _Refs:
+    """Parse a page's references."""
+    parser = _Refs()
+    parser.feed(html)
+    return parser
+
+
+def console_files() -> list[Path]:
+    """Every file of the console (not the vendored docs assets)."""
+    return sorted(p for p in CONSOLE_DIR.rglob("*") if p.is_file())
+
+
+def test_console_page_is_sent_with_a_strict_csp(sqlite_api: Api) -> None:
+    c = sqlite_api.client
+    r = c.get("/console", follow_redirects=False)
+    assert r.status_code == 308 and r.headers["location"] == "/console/"
+    assert c.head("/console/").status_code == 200
+    r = c.get("/console/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    csp = r.headers["content-security-policy"]
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives["default-src"] == "'self'" and directives["script-src"] == "'self'"
+    assert "unsafe" not in csp
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+    page = refs(r.text)
+    assert page.inline_scripts == []
+    assert page.urls and all(not URL_RE.match(u) for u in page.urls), page.urls
+
+
+def test_every_console_module_is_served_from_the_package(sqlite_api: Api) -> None:
+    """Follow the ES-module graph from main.js through the app: a missing or misnamed module fails here."""
+    c = sqlite_api.client
+    todo, seen = ["/console/assets/js/main.js"], set()
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        r = c.get(url)
+        assert r.status_code == 200, url
+        assert "javascript" in r.headers["content-type"], (url, r.headers["content-type"])
+        assert r.headers["cache-control"] == "no-cache"  # revalidated: an upgrade never mixes module versions
+        base = url.rsplit("/", 1)[0]
+        for spec in IMPORT_RE.findall(r.text):
+            assert spec.startswith(("./", "../")), f"{url} imports {spec!r} (not a local module)"
+            todo.append(posixpath.normpath(f"{base}/{spec}"))
+    modules = {"/console/" + p.relative_to(CONSOLE_DIR).as_posix() for p in console_files() if p.suffix == ".js"}
+    assert modules == seen, "a module is not reachable from main.js"
+    for url in ("/console/assets/console.css", "/console/assets/favicon.svg"):
+        assert c.get(url).status_code == 200
+
+
+def test_console_sources_load_nothing_remote_and_build_no_html_strings() -> None:
+    for path in console_files():
+        text = path.read_text()
+        remote = [u for u in URL_RE.findall(text) if u not in NAMESPACES]
+        assert not remote, f"{path.relative_to(STATIC_DIR)} references {remote}"
+        if path.suffix == ".js":  # API data reaches the page only through textContent / attributes
+            for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+                assert sink not in text, f"{path.relative_to(STATIC_DIR)} uses {sink}"
+            assert "localStorage" not in text and "document.cookie" not in text, "the key belongs in sessionStorage"
+
+
+def test_docs_pages_load_only_local_assets(sqlite_api: Api) -> None:
+    c = sqlite_api.client
+    for page_url, needed in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        r = c.get(page_url)
+        assert r.status_code == 200
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        page = refs(r.text)
+        assert any(needed in u for u in page.urls), page.urls
+        for u in page.urls:
+            assert not URL_RE.match(u), f"{page_url} references {u}"
+            assert c.get(u).status_code == 200, f"{page_url}: {u} is not served"
+        assert "googleapis" not in r.text and "cdn." not in r.text
+    assert '"validatorUrl": null' in c.get("/docs").text  # no badge fetched from a public validator
+    assert c.get("/openapi.json").json()["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "X-API-Key"
+
+
+def test_vendored_bundles_are_present_with_licences_and_no_cdn() -> None:
+    for name in ("swagger-ui/swagger-ui-bundle.js", "swagger-ui/swagger-ui.css", "redoc/redoc.standalone.js"):
+        assert (VENDOR_DIR / name).stat().st_size > 100_000, name
+    for name in ("swagger-ui/LICENSE", "swagger-ui/NOTICE", "redoc/LICENSE"):
+        assert (VENDOR_DIR / name).read_text().strip(), name
+    readme = (VENDOR_DIR / "README.md").read_text()
+    from app.web.apidocs import REDOC_VERSION, SWAGGER_UI_VERSION
+
+    assert f"| swagger-ui-dist | {SWAGGER_UI_VERSION} |" in readme and f"| redoc | {REDOC_VERSION} |" in readme
+    assert "cdn.redoc.ly" not in (VENDOR_DIR / "redoc/redoc.standalone.js").read_text()
+
+
+def test_the_wheel_and_the_image_carry_the_static_files(tmp_path: Path) -> None:
+    """Build the wheel from a copy of the sources (no network) and look inside; the image copies app/."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for pkg in ("app", "models", "worker"):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    (wheel,) = tmp_path.glob("neurules-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {"app/web/" + p.relative_to(STATIC_DIR.parent).as_posix() for p in STATIC_DIR.rglob("*") if p.is_file()}
+    assert expected - names == set()
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY app ./app" in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert not any(i.startswith("app") or "static" in i for i in ignored)

@@ -1,0 +1,203 @@
+"""`neurules-admin`: serve, migrate, the app role, tenants and API keys, audit verification, reaper sweep, worker.
+
+`neurules-admin serve` with no environment starts the embedded service: SQLite under ./var,
+migrations applied, a Celery worker thread on the filesystem broker, http://127.0.0.1:8000.
+Set NEURULES_MODE=distributed, NEURULES_DATABASE_URL and NEURULES_BROKER_URL for the
+distributed mode (and run `neurules-admin worker` on each worker machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from app import admin
+from app.db_roles import RoleError
+from app.schemas.audit import AuditVerification
+from app.services.errors import DomainError
+from app.settings import Settings
+
+ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key", "verify-audit")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The validated settings, or exit with the problems in words."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        sys.exit(f"neurules-admin: invalid configuration: {msgs}")
+
+
+def run_worker(settings: Settings, extra: Sequence[str]) -> None:
+    """Run a Celery worker process for the training queue (solo pool: one job at a time, GPU-friendly)."""
+    from app.observability import configure_logging
+    from worker.celery_app import make_celery
+
+    configure_logging(settings.log_level)
+    argv = ["worker", "-P", "solo", "-Q", settings.queue, "--without-mingle", "--without-gossip"]
+    make_celery(settings).worker_main([*argv, "-l", settings.log_level, *extra])
+
+
+def reap(settings: Settings) -> list[dict[str, Any]]:
+    """One reaper sweep; what it did to which job."""
+    from app.db import Database
+    from worker.celery_app import make_celery
+    from worker.tasks import broker_scan_for, reap_and_requeue
+
+    db = Database(settings.resolved_database_url)
+    app = make_celery(settings)
+    try:
+        return [a.__dict__ for a in reap_and_requeue(db, settings, app, scan=broker_scan_for(app, settings))]
+    finally:
+        db.dispose()
+
+
+def effective_config(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON, with the values derived from them."""
+    d = settings.model_dump(mode="json")
+    d.update(
+        database_url=_hide_password(settings.resolved_database_url),
+        migration_database_url=_hide_password(settings.resolved_migration_database_url),
+        app_role=settings.app_role,
+        broker_url=settings.resolved_broker_url,
+        embedded_worker=settings.run_embedded_worker,
+        ready_min_workers=settings.required_workers,
+        pid=os.getpid(),
+    )
+    return d
+
+
+def _hide_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def migrate(settings: Settings) -> str:
+    """Apply the migrations as the owner and grant the app role its rights; what was done, in words."""
+    grants = admin.migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+    done = f"migrated {settings.mode} database to head"
+    if settings.app_role:
+        done += f"; granted role {settings.app_role!r} its rights ({len(grants)} statements)"
+    return done
+
+
+def create_app_role(settings: Settings, name: str | None, password_env: str | None) -> str:
+    """Create (or re-password) the app role as the owner and grant it its rights; what was done, in words."""
+    from sqlalchemy.engine import make_url
+
+    if settings.is_sqlite:
+        sys.exit("neurules-admin: SQLite has no roles; create-app-role is for PostgreSQL")
+    app_url = make_url(settings.resolved_database_url)
+    role = name or app_url.username
+    if not role:
+        sys.exit("neurules-admin: name the role, or put it in NEURULES_DATABASE_URL")
+    password = os.environ.get(password_env) if password_env else app_url.password
+    if password_env and password is None:
+        sys.exit(f"neurules-admin: {password_env} is not set")
+    created = admin.create_app_role(settings.resolved_migration_database_url, role, password)
+    return f"{'created' if created else 'updated'} role {role!r} and granted it its rights"
+
+
+def verify_audit(settings: Settings, tenant: str | None) -> int:
+    """Print one JSON report per tenant chain; the exit status: 0 when all are intact, 1 otherwise."""
+    reports = admin.verify_audit(settings.resolved_database_url, tenant)
+    for r in reports:
+        print(AuditVerification.model_validate(r).model_dump_json())
+    broken = [r for r in reports if not r.intact]
+    rows = sum(r.rows_checked for r in reports)
+    summary = "intact" if not broken else f"BROKEN in {len(broken)} tenant(s)"
+    print(f"audit chains of {len(reports)} tenant(s): {summary}; {rows} row(s) checked", file=sys.stderr)
+    return 1 if broken else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(
+        prog="neurules-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("serve", help="run the API (embedded mode by default)")
+    sp.add_argument("--host", default=None)
+    sp.add_argument("--port", type=int, default=None)
+    sp.add_argument("--workers", type=int, default=None, help="server processes (one per core is best)")
+    sp.add_argument("--no-migrate", action="store_true", help="do not apply migrations on start")
+    sub.add_parser("migrate", help="apply database migrations (as the owner) and grant the app role its rights")
+    sp = sub.add_parser("create-app-role", help="create the service's least-privilege PostgreSQL role (as the owner)")
+    sp.add_argument("name", nargs="?", default=None, help="default: the user of NEURULES_DATABASE_URL")
+    sp.add_argument(
+        "--password-env", default=None, help="variable holding its password (default: NEURULES_DATABASE_URL's)"
+    )
+    sp = sub.add_parser("verify-audit", help="check the audit hash chains; exit 1 at a broken link")
+    sp.add_argument("--tenant", default=None, help="tenant name or id (default: every tenant)")
+    sp = sub.add_parser("create-tenant", help="create a tenant")
+    sp.add_argument("name")
+    sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
+    sp.add_argument("tenant", help="tenant name or id")
+    sp.add_argument("--label", default="")
+    sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
+    sp.add_argument("key_id")
+    sub.add_parser("list-tenants", help="tenants and their key ids (as JSON)")
+    sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
+    sp = sub.add_parser("worker", help="run a Celery training worker (distributed mode)")
+    sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
+    sub.add_parser("config", help="print the effective configuration (validated)")
+    return p
+
+
+def run(args: argparse.Namespace, settings: Settings) -> None:
+    """Carry out one parsed command."""
+    url = settings.resolved_database_url
+    if settings.is_sqlite and args.cmd in ADMIN_COMMANDS_THAT_MIGRATE:
+        admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`
+    if args.cmd == "serve":
+        from worker.serve import serve
+
+        host, port, workers = args.host or settings.host, args.port or settings.port, args.workers or settings.workers
+        serve(settings, host, port, workers, not args.no_migrate)
+    elif args.cmd == "migrate":
+        print(migrate(settings))
+    elif args.cmd == "create-app-role":
+        print(create_app_role(settings, args.name, args.password_env))
+    elif args.cmd == "verify-audit":
+        sys.exit(verify_audit(settings, args.tenant))
+    elif args.cmd == "create-tenant":
+        print(admin.create_tenant(url, args.name))
+    elif args.cmd == "create-key":
+        key_id, key = admin.create_key(url, args.tenant, args.label)
+        print(key)
+        print(f"key id {key_id}; store the key now, it is not shown again", file=sys.stderr)
+    elif args.cmd == "revoke-key":
+        admin.revoke_key(url, args.key_id)
+        print(
+            f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
+            f"{settings.auth_cache_ttl_s:g} s)"
+        )
+    elif args.cmd == "list-tenants":
+        print(json.dumps(admin.list_tenants(url), indent=2))
+    elif args.cmd == "reap":
+        print(json.dumps(reap(settings)))
+    elif args.cmd == "worker":
+        run_worker(settings, args.celery_args)
+    elif args.cmd == "config":
+        print(json.dumps(effective_config(settings), indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `neurules-admin` console script."""
+    args = parser().parse_args(argv)
+    try:
+        run(args, load_settings())
+    except (DomainError, RoleError) as e:
+        sys.exit(f"neurules-admin: {getattr(e, 'message', e)}")
+
+
+if __name__ == "__main__":
+    main()

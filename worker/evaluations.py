@@ -1,0 +1,153 @@
+"""Background evaluations on the training workers: the task body (claim, score, store) and the reaper's sweep.
+
+The evaluation row is the source of truth, as the job row is for training: messages carry its id only,
+a worker scores only a row it claimed, and a result is stored only while the worker still holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from celery import Celery
+
+from app.db import Database
+from app.services import evaluation_runs as runs
+from app.services import evaluations
+from app.services.errors import DomainError
+from app.services.evaluations import StoredResult
+from app.settings import Settings
+from app.storage import DatabaseBlobStore
+from app.tables import Dataset, Evaluation, ModelVersion
+from models.rulelist import RuleList
+
+log = logging.getLogger("neurules.worker")
+
+EVALUATE_TASK = "neurules.evaluate"
+Outcome = Literal["skipped", "succeeded", "failed", "discarded"]
+
+
+class _Gone(Exception):
+    """What the evaluation needs was deleted meanwhile."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass(frozen=True)
+class EvaluationInputs:
+    """What a claimed evaluation scores."""
+
+    rule_list: RuleList
+    data: bytes
+    target: str
+    slice_by: str | None
+
+
+class Beat:
+    """A background thread calling `beat` every `interval` seconds until it returns False or the block ends."""
+
+    def __init__(self, beat: Callable[[], bool], interval: float, name: str) -> None:
+        self.beat, self.interval = beat, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if not self.beat():
+                    return
+            except Exception:
+                log.warning("heartbeat failed", extra={"thread": self._thread.name}, exc_info=True)
+
+    def __enter__(self) -> Beat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
+    """The rule list and the dataset's bytes of a claimed evaluation (_Gone when either was deleted)."""
+    with db.session() as s:
+        row = s.get(Evaluation, evaluation_id)
+        mv = s.get(ModelVersion, row.model_version_id) if row is not None else None
+        if row is None or mv is None:
+            raise _Gone("not_found", "the evaluation or its model version was deleted")
+        ds = s.get(Dataset, row.dataset_id)
+        if ds is None or ds.tenant_id != row.tenant_id:
+            raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored")
+        data = DatabaseBlobStore(s).get(ds.blob_key)
+        return EvaluationInputs(RuleList.from_dict(mv.rule_list), data, row.target, row.slice_by)
+
+
+def _beat(db: Database, evaluation_id: str, worker_id: str, progress: float | None = None) -> bool:
+    with db.session() as s:
+        return runs.heartbeat(s, evaluation_id, worker_id, progress)
+
+
+def _score(db: Database, settings: Settings, evaluation_id: str, worker_id: str) -> StoredResult:
+    """Score the claimed evaluation, writing progress as it goes."""
+    inputs = _load(db, evaluation_id)
+
+    def progress(p: float) -> None:
+        _beat(db, evaluation_id, worker_id, p)
+
+    with Beat(lambda: _beat(db, evaluation_id, worker_id), settings.heartbeat_interval_s, f"beat-{evaluation_id}"):
+        result = evaluations.score_file(inputs.rule_list, inputs.data, inputs.target, inputs.slice_by, progress)
+    return StoredResult.of(result)
+
+
+def run_evaluation(db: Database, settings: Settings, evaluation_id: str, *, worker: str | None = None) -> Outcome:
+    """Run one background evaluation idempotently: claim, score, store (or fail with a readable reason)."""
+    worker_id = f"{worker or socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+    with db.session() as s:
+        if not runs.claim(s, evaluation_id, worker_id, stale_after_s=settings.stale_after_s):
+            log.info("evaluation not claimable; skipping", extra={"evaluation_id": evaluation_id})
+            return "skipped"
+    log.info("evaluation started", extra={"evaluation_id": evaluation_id, "worker": worker_id})
+    try:
+        result = _score(db, settings, evaluation_id, worker_id)
+    except (DomainError, _Gone) as e:  # input the scoring refuses (the message names the column / line)
+        return _fail(db, evaluation_id, worker_id, e.code, e.message)
+    except Exception as e:
+        log.exception("evaluation failed", extra={"evaluation_id": evaluation_id})
+        return _fail(db, evaluation_id, worker_id, "evaluation_failed", f"evaluation failed: {type(e).__name__}: {e}")
+    with db.session() as s:
+        ok = runs.succeed(s, evaluation_id, worker_id, result)
+    log.info("evaluation finished", extra={"evaluation_id": evaluation_id, "stored": ok})
+    return "succeeded" if ok else "discarded"
+
+
+def _fail(db: Database, evaluation_id: str, worker_id: str, code: str, message: str) -> Outcome:
+    with db.session() as s:
+        runs.fail(s, evaluation_id, worker_id, code, message)
+    return "failed"
+
+
+def reap_evaluations(db: Database, settings: Settings, app: Celery | None) -> list[runs.ReapAction]:
+    """Requeue or fail evaluations whose worker went silent, re-send long-queued ones."""
+    with db.session() as s:
+        actions = runs.reap(
+            s,
+            stale_after_s=settings.stale_after_s,
+            max_attempts=settings.max_attempts,
+            resend_after_s=settings.resend_queued_after_s,
+        )
+    for a in actions:
+        log.warning("reaped evaluation", extra={"evaluation_id": a.evaluation_id, "action": a.action})
+        if a.action in ("requeued", "resent") and app is not None:
+            app.send_task(EVALUATE_TASK, args=[a.evaluation_id], queue=settings.queue)
+    return actions
+
+
+__all__ = ["EVALUATE_TASK", "Beat", "reap_evaluations", "run_evaluation"]

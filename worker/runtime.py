@@ -1,0 +1,71 @@
+"""What runs beside the API in one process: the reaper thread and (embedded mode) the Celery worker thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery import Celery
+
+from app.db import Database
+from app.settings import Settings
+from worker.embedded import EMBEDDED_HOST, RunningWorker, start_embedded_worker, stop_embedded_worker
+from worker.tasks import broker_scan_for, reap_and_requeue
+
+log = logging.getLogger("neurules.app")
+
+
+class Reaper:
+    """A daemon thread that sweeps every `reaper_interval_s` (see `worker.tasks.reap_and_requeue`): stale jobs are
+    requeued, and queued jobs whose message the broker no longer holds are sent again (so within one interval
+    of the broker's return)."""
+
+    def __init__(self, db: Database, settings: Settings, celery_app: Celery) -> None:
+        self.db, self.settings, self.celery_app = db, settings, celery_app
+        self.scan = broker_scan_for(celery_app, settings)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start sweeping."""
+        self._thread = threading.Thread(target=self._run, name="neurules-reaper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                reap_and_requeue(self.db, self.settings, self.celery_app, scan=self.scan)
+            except Exception:
+                log.warning("reaper sweep failed", exc_info=True)
+            if self._stop.wait(self.settings.reaper_interval_s):
+                return
+
+    def stop(self) -> None:
+        """Stop after the current sweep."""
+        self._stop.set()
+
+
+class EmbeddedWorker:
+    """The in-process Celery worker of embedded mode; first requeues the jobs its previous incarnation held."""
+
+    def __init__(self, db: Database, settings: Settings, celery_app: Celery) -> None:
+        self.db, self.settings, self.celery_app = db, settings, celery_app
+        self._worker: RunningWorker | None = None
+
+    def start(self) -> None:
+        """Requeue orphans of the previous embedded worker, then start consuming the training queue."""
+        try:  # one embedded worker per service: jobs its previous incarnation held are orphans now
+            reap_and_requeue(self.db, self.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/")
+        except Exception:
+            log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
+        self._worker = start_embedded_worker(self.celery_app, self.settings)
+
+    def check(self) -> None:
+        """Raise when the worker thread is not running (a readiness check)."""
+        if self._worker is None or not self._worker.thread.is_alive():
+            raise RuntimeError("the embedded training worker thread has stopped")
+
+    def stop(self) -> None:
+        """Stop the worker thread."""
+        if self._worker is not None:
+            stop_embedded_worker(self._worker)

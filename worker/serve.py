@@ -1,0 +1,119 @@
+"""`neurules-admin serve`: N server processes, each with its own SO_REUSEPORT listener (uvloop + httptools)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from app.admin import migrate
+from app.observability import configure_logging
+from app.settings import Settings
+
+
+def reuseport_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket with SO_REUSEPORT, so each server process has its own listener."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already accepts connections on host:port (SO_REUSEPORT would share it silently)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _serve_process(index: int, host: str, port: int, settings: Settings) -> None:
+    """One server process: its own SO_REUSEPORT listener, uvloop + httptools (TCP_NODELAY on)."""
+    import uvicorn
+
+    from worker.service import build_service
+
+    if index > 0:  # one embedded worker per service, in process 0
+        settings = settings.model_copy(update={"embedded_worker": False})
+    config = uvicorn.Config(
+        build_service(settings),
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        timeout_keep_alive=30,
+        server_header=False,
+    )
+    uvicorn.Server(config).run(sockets=[reuseport_socket(host, port)])
+
+
+def serve(settings: Settings, host: str, port: int, workers: int, run_migrations: bool) -> None:
+    """Apply migrations, then run `workers` server processes on host:port."""
+    configure_logging(settings.log_level)
+    if port_in_use(host, port):
+        sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if run_migrations and settings.migrate_on_start:
+        migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+    logging.getLogger("neurules.cli").info(
+        f"serving on http://{host}:{port} (docs at /docs; {workers} process(es); {settings.mode} mode)",
+        extra={
+            "database": settings.resolved_database_url.split("@")[-1],
+            "broker": settings.resolved_broker_url.split("@")[-1],
+            "embedded_worker": settings.run_embedded_worker,
+        },
+    )
+    if workers <= 1:
+        _serve_process(0, host, port, settings)
+        return
+    prom_dir = settings.data_dir / "prometheus"
+    shutil.rmtree(prom_dir, ignore_errors=True)
+    prom_dir.mkdir(parents=True)
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(prom_dir))  # /metrics aggregates every process
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_serve_process, args=(i, host, port, settings), name=f"neurules-api-{i}")
+        for i in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    _supervise(procs)
+
+
+def _supervise(procs: Sequence[BaseProcess]) -> None:
+    """Forward SIGTERM/SIGINT to the server processes; when one dies, stop the others and exit non-zero."""
+    stopping = False
+
+    def _stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    while not stopping and all(p.is_alive() for p in procs):
+        time.sleep(0.5)
+    if not stopping:  # a server process died: stop the others and let the supervisor restart us
+        _stop(signal.SIGTERM, None)
+    for p in procs:
+        p.join(30)
+    codes = [p.exitcode for p in procs]
+    if any(c not in (0, -signal.SIGTERM) for c in codes):
+        sys.exit(f"neurules-admin: server processes exited with {codes}")

@@ -1,0 +1,53 @@
+"""The composition root: the running service wired from settings (Celery queue, reaper, embedded worker, API).
+
+`uvicorn worker.service:app` serves the API configured from the environment; `neurules-admin serve`
+builds one per server process with `build_service`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from app.db import Database
+from app.main import BackgroundService, create_app
+from app.settings import Settings, get_settings
+from worker.celery_app import CeleryQueue, make_celery
+from worker.runtime import EmbeddedWorker, Reaper
+
+
+def build_service(settings: Settings, *, configure_logs: bool = True) -> FastAPI:
+    """The API with its real collaborators: Celery for jobs, the reaper and (embedded mode) a worker thread."""
+    db = Database(settings.resolved_database_url)
+    celery_app = make_celery(settings)
+    queue = CeleryQueue(celery_app, settings.queue)
+    services: list[BackgroundService] = []
+    worker_check = None
+    if settings.run_embedded_worker:
+        embedded = EmbeddedWorker(db, settings, celery_app)
+        services.append(embedded)
+        worker_check = embedded.check
+    services.append(Reaper(db, settings, celery_app))
+    return create_app(
+        settings,
+        queue=queue,
+        db=db,
+        broker_check=queue.check,
+        worker_check=worker_check,
+        background_services=services,
+        configure_logs=configure_logs,
+    )
+
+
+_app: FastAPI | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`worker.service:app`, built from the environment on first access (importing has no side effects)."""
+    global _app  # noqa: PLW0603 -- one app per process, built lazily
+    if name == "app":
+        if _app is None:
+            _app = build_service(get_settings())
+        return _app
+    raise AttributeError(name)
