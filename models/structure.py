@@ -223,19 +223,28 @@ def drop_unused_rules_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor) ->
         net.rule_mask.mul_(used.to(net.rule_mask.dtype))
 
 
-def train_consequents_(
-    net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float, steps: int = 300, lr: float = 0.1
-) -> None:
+def train_consequents_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float) -> None:
     """Gradient training of the consequent logits alone, with the zero-temperature routes fixed:
-    full-batch cross-entropy plus the smoothing prior (a symmetric Dirichlet), by Adam. Convex;
-    `fit_consequents_` is its exact minimiser."""
-    weights = route_counts(net, sel, y) + smoothing  # (M, k + 1, C): rows per route and class, + prior
-    opt = torch.optim.Adam([net.logits], lr=lr)
-    for _ in range(steps):
-        loss = -(weights * torch.log_softmax(net.logits, dim=-1)).sum() / max(1, y.shape[0])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
+    full-batch cross-entropy plus the smoothing prior (a symmetric Dirichlet), by L-BFGS with a
+    line search, which converges on this smooth convex problem (a constant-step method would
+    hover around near-ties). It starts from zero logits, so classes tied in a route's counts stay
+    exactly tied (and arg max takes the first, as the document does); `fit_consequents_` is its
+    exact minimiser."""
+    weights = (route_counts(net, sel, y) + smoothing).double()  # (M, k + 1, C): rows per route and class
+    logits = torch.zeros_like(net.logits, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS(
+        [logits], max_iter=200, tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe"
+    )
+
+    def loss() -> torch.Tensor:
+        opt.zero_grad()
+        value = -(weights * torch.log_softmax(logits, dim=-1)).sum() / max(1, y.shape[0])
+        value.backward()  # type: ignore[no-untyped-call]
+        return value
+
+    opt.step(loss)  # type: ignore[no-untyped-call]
+    with torch.no_grad():
+        net.logits.copy_(logits.float())
 
 
 def fit_consequents_(net: SoftRuleList, sel: torch.Tensor, y: torch.Tensor, smoothing: float) -> None:
