@@ -209,9 +209,14 @@ class NeuRulesClassifier:
             refit_fraction=float(self.refit_fraction),
         )
 
+    def _validate_params(self) -> None:
+        """Raise ValueError naming the first invalid constructor parameter (the service calls this
+        before it queues a job)."""
+        check_params(self.get_params())
+
     def _validate(self, X: Any, y: Any) -> TrainingData:
         """The validate stage: parameters, inputs and target; records the input columns."""
-        check_params(self.get_params())
+        self._validate_params()
         frame = fit_frame(X)
         data = training_data(frame, y)
         if hasattr(self, "feature_names_in_"):
