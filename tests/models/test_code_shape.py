@@ -27,7 +27,7 @@ def function_lengths() -> dict[str, int]:
     return out
 
 
-def test_the_measure_counts_a_long_function(tmp_path: Path) -> None:
+def test_the_measure_finds_methods_by_qualified_name() -> None:
     lengths = function_lengths()
     assert lengths  # it found the functions
     assert lengths["estimator.py:NeuRulesClassifier.fit"] > 5  # methods are measured, by qualified name
