@@ -68,6 +68,8 @@ class Settings(BaseSettings):
 
     evaluation_sync_max_rows: int = Field(50_000, ge=0)  # larger datasets are evaluated on the training workers
     drift_alert_psi: float = Field(0.2, gt=0)  # monitoring alerts when a version's rule-share PSI reaches this
+    drift_min_decisions: int = Field(100, ge=1)  # ... once the version made this many decisions in the window
+    drift_min_decisions_per_rule: int = Field(10, ge=0)  # ... and this many per rule of its list (default included)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     access_log: bool = True

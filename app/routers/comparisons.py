@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.deps import CurrentTenant, DbSession
+from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.schemas.comparisons import ComparisonPublic
 from app.services.comparisons import compare_versions
@@ -24,6 +24,7 @@ def compare(
     ref: str,
     session: DbSession,
     principal: CurrentTenant,
+    state: AppState,
     other: Annotated[str, Query(min_length=1, max_length=200, description="the other version's reference")],
     dataset_id: Annotated[
         str | None, Query(max_length=40, description="score both on this dataset: disagreement, cross-table, metrics")
@@ -32,6 +33,15 @@ def compare(
         str | None, Query(min_length=1, max_length=300, description="label column (default: the model's target)")
     ] = None,
 ) -> ComparisonPublic:
-    """`ref` is the base version, `other` the one compared with it."""
-    body = compare_versions(session, principal.tenant_id, ref, other, dataset_id=dataset_id, target=target)
+    """`ref` is the base version, `other` the one compared with it. With a dataset, both are scored in the
+    request: a dataset over NEURULES_EVALUATION_SYNC_MAX_ROWS rows is a 422 `dataset_too_large_to_compare`."""
+    body = compare_versions(
+        session,
+        principal.tenant_id,
+        ref,
+        other,
+        dataset_id=dataset_id,
+        target=target,
+        sync_max_rows=state.settings.evaluation_sync_max_rows,
+    )
     return ComparisonPublic.model_validate(body)

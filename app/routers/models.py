@@ -37,6 +37,7 @@ def public(v: NamedVersion) -> ModelVersionPublic:
         **summary(mv, v.name).model_dump(),
         rule_list=mv.rule_list,
         text=mv.text,
+        condition_texts=versions.condition_texts(mv),
         input_schema=mv.input_schema,
         provenance=mv.provenance,
         aliases=v.aliases,

@@ -11,6 +11,7 @@ from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.schemas.monitoring import MonitoringPublic
 from app.services import model_monitoring
+from app.services.monitoring import DriftRule
 
 router = APIRouter(prefix="/v1/models", tags=["monitoring"])
 
@@ -32,7 +33,7 @@ def read_monitoring(
 ) -> MonitoringPublic:
     """`ref` selects the named model; every version of it that decided something in the window is reported."""
     w = model_monitoring.window(since, until, buckets)
-    body = model_monitoring.monitor(
-        session, principal.tenant_id, ref, w, alert_threshold=state.settings.drift_alert_psi
-    )
+    settings = state.settings
+    drift = DriftRule(settings.drift_alert_psi, settings.drift_min_decisions, settings.drift_min_decisions_per_rule)
+    body = model_monitoring.monitor(session, principal.tenant_id, ref, w, drift=drift)
     return MonitoringPublic.model_validate(body)

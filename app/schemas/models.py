@@ -78,6 +78,7 @@ class ModelVersionPublic(ModelVersionSummary):
                     "rule_list": EXAMPLE_RULE_LIST,
                     "text": "if age >= 60 and smoker in {yes} then risk = high  (p=0.91, support 43)\n"
                     "else risk = low  (p=0.80, support 150)",
+                    "condition_texts": [["age >= 60", "smoker in {yes}"]],
                     "input_schema": EXAMPLE_RULE_LIST["features"],
                     "provenance": {
                         "dataset_sha256": "9f2b...",
@@ -93,6 +94,10 @@ class ModelVersionPublic(ModelVersionSummary):
 
     rule_list: dict[str, Any]
     text: str
+    condition_texts: list[list[str]] = Field(
+        description="per rule of `rule_list` (in order, the default rule aside), each condition as the service "
+        "writes it for people: the same text as in `text`, explanations, evaluations and comparisons"
+    )
     input_schema: list[dict[str, Any]]
     provenance: dict[str, Any]
     aliases: list[str] = Field(default_factory=list)

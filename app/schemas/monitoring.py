@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -37,7 +38,16 @@ class VersionMonitoring(BaseModel):
         description="population stability index of the rule shares against the training shares (null: no "
         "training counts in the document)"
     )
-    alert: bool = Field(description="drift_psi >= alert_threshold")
+    drift_state: Literal["ok", "alert", "insufficient_data", "no_training_counts"] = Field(
+        description="the verdict: `insufficient_data` below `min_decisions` decisions (PSI on a small sample is "
+        "noise: it is reported but not judged), else `alert` when drift_psi >= alert_threshold, else `ok`; "
+        "`no_training_counts` when drift_psi is null"
+    )
+    min_decisions: int = Field(
+        description="decisions this version needs in the window before it is judged: max(drift_min_decisions, "
+        "drift_min_decisions_per_rule x (its rules + the default rule))"
+    )
+    alert: bool = Field(description="drift_state == 'alert' (drift_psi >= alert_threshold with enough decisions)")
     missing_filled_share: float = Field(
         description="share of decisions whose record had a missing numeric value replaced by its fill value"
     )
@@ -53,4 +63,6 @@ class MonitoringPublic(BaseModel):
     until: datetime
     total: int = Field(description="decisions made in the window (every version)")
     alert_threshold: float = Field(description="NEURULES_DRIFT_ALERT_PSI")
+    drift_min_decisions: int = Field(description="NEURULES_DRIFT_MIN_DECISIONS")
+    drift_min_decisions_per_rule: int = Field(description="NEURULES_DRIFT_MIN_DECISIONS_PER_RULE")
     versions: list[VersionMonitoring]

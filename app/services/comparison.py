@@ -9,7 +9,8 @@ rows (evaluation.py), the share of rows on which they disagree and the cross-tab
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from app.services.evaluation import (
     rule_ids_in_order,
     typed_records,
 )
+from app.services.rule_texts import condition_text, rule_text
 from models.rulelist import ClassLabel, Condition, Rule, RuleList
 
 ConditionKey = tuple[str, str, float | None, float | None, frozenset[str | None]]
@@ -39,9 +41,16 @@ def same_label(a: ClassLabel, b: ClassLabel) -> bool:
     return type(a) is type(b) and a == b
 
 
-def diff_conditions(base: Sequence[Condition], other: Sequence[Condition]) -> dict[str, Any]:
+def diff_conditions(
+    base: Sequence[Condition],
+    other: Sequence[Condition],
+    text: Callable[[Condition], str] = Condition.text,
+    other_text: Callable[[Condition], str] | None = None,
+) -> dict[str, Any]:
     """Condition-level diff: within each (feature, op), identical ones are dropped, the rest paired
-    in order as `changed`, the leftovers `added` (other only) or `removed` (base only)."""
+    in order as `changed`, the leftovers `added` (other only) or `removed` (base only); `text` and
+    `other_text` write a base and an other condition (default: `Condition.text`)."""
+    o_text = other_text or text
     groups: dict[tuple[str, str], tuple[list[Condition], list[Condition]]] = {}
     for side, conds in enumerate((base, other)):
         for c in conds:
@@ -54,11 +63,11 @@ def diff_conditions(base: Sequence[Condition], other: Sequence[Condition]) -> di
         b_left, o_left = _without(b, common), _without(o, common)
         pairs = min(len(b_left), len(o_left))
         changed += [
-            {"feature": feature, "base": x.text(), "other": y.text()}
+            {"feature": feature, "base": text(x), "other": o_text(y)}
             for x, y in zip(b_left[:pairs], o_left[:pairs], strict=True)
         ]
-        removed += [c.text() for c in b_left[pairs:]]
-        added += [c.text() for c in o_left[pairs:]]
+        removed += [text(c) for c in b_left[pairs:]]
+        added += [o_text(c) for c in o_left[pairs:]]
     return {"added": added, "removed": removed, "changed": changed}
 
 
@@ -123,16 +132,18 @@ def diff_rule_lists(base: RuleList, other: RuleList) -> dict[str, Any]:
     for i, j in pairs:
         a, b = base.rule(i), other.rule(j)
         pa, pb = base.prediction_of(i), other.prediction_of(j)
-        conds = diff_conditions(a.conditions, b.conditions)
+        conds = diff_conditions(
+            a.conditions, b.conditions, partial(condition_text, base), partial(condition_text, other)
+        )
         if same_label(pa, pb) and not any(conds.values()):
-            unchanged.append({"base_rule_id": i, "other_rule_id": j, "text": a.text()})
+            unchanged.append({"base_rule_id": i, "other_rule_id": j, "text": rule_text(base, i)})
             continue
         changed.append(
             {
                 "base_rule_id": i,
                 "other_rule_id": j,
-                "base_text": a.text(),
-                "other_text": b.text(),
+                "base_text": rule_text(base, i),
+                "other_text": rule_text(other, j),
                 "prediction": {"base": pa, "other": pb},
                 "conditions": conds,
             }
@@ -141,8 +152,8 @@ def diff_rule_lists(base: RuleList, other: RuleList) -> dict[str, Any]:
     rules = {
         "unchanged": unchanged,
         "changed": changed,
-        "added": [{"other_rule_id": j, "text": other.rule(j).text()} for j in _ids(other) if j not in matched_o],
-        "removed": [{"base_rule_id": i, "text": base.rule(i).text()} for i in _ids(base) if i not in matched_b],
+        "added": [{"other_rule_id": j, "text": rule_text(other, j)} for j in _ids(other) if j not in matched_o],
+        "removed": [{"base_rule_id": i, "text": rule_text(base, i)} for i in _ids(base) if i not in matched_b],
     }
     default = {
         side: {"prediction": rl.prediction_of(0), "support": rl.default.support}

@@ -10,15 +10,37 @@ from sqlalchemy.orm import Session
 from app.services import datasets, registry
 from app.services.comparison import compare_on_table, diff_rule_lists
 from app.services.csvdata import parse_csv
+from app.services.errors import Invalid
 from app.services.evaluations import version_ref
 from app.storage import DatabaseBlobStore
 from models.rulelist import RuleList
 
 
+def check_size(n_rows: int, sync_max_rows: int) -> None:
+    """A comparison scores its dataset in the request: refuse one over the synchronous limit, naming what to run."""
+    if n_rows > sync_max_rows:
+        raise Invalid.field(
+            "dataset_id",
+            f"the dataset has {n_rows:,} rows; a comparison scores it in the request, which is limited to "
+            f"{sync_max_rows:,} rows (NEURULES_EVALUATION_SYNC_MAX_ROWS). Run an evaluation of each version on it "
+            "(POST /v1/models/{ref}/evaluations: scored in the background) to set their metrics side by side, "
+            f"or compare on a sample of at most {sync_max_rows:,} rows for the disagreement and the cross-table",
+            code="dataset_too_large_to_compare",
+        )
+
+
 def compare_versions(
-    session: Session, tenant_id: str, ref: str, other: str, *, dataset_id: str | None, target: str | None
+    session: Session,
+    tenant_id: str,
+    ref: str,
+    other: str,
+    *,
+    dataset_id: str | None,
+    target: str | None,
+    sync_max_rows: int,
 ) -> dict[str, Any]:
-    """The comparison body of docs/governance-api.md (`dataset` null without a dataset)."""
+    """The comparison body of docs/governance-api.md (`dataset` null without a dataset); a dataset over
+    `sync_max_rows` rows is refused before it is read."""
     mv_base, mv_other = registry.resolve(session, tenant_id, ref), registry.resolve(session, tenant_id, other)
     base, other_rl = RuleList.from_dict(mv_base.rule_list), RuleList.from_dict(mv_other.rule_list)
     out: dict[str, Any] = {
@@ -29,6 +51,7 @@ def compare_versions(
     }
     if dataset_id is not None:
         ds = datasets.get_dataset(session, tenant_id, dataset_id)
+        check_size(ds.n_rows, sync_max_rows)
         table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key))
         if target is None and base.target in table.columns:
             target = base.target
@@ -36,4 +59,4 @@ def compare_versions(
     return out
 
 
-__all__ = ["compare_versions"]
+__all__ = ["check_size", "compare_versions"]

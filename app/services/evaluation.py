@@ -18,6 +18,7 @@ import numpy as np
 from app.services.classification_metrics import calibration, confusion, metrics_block
 from app.services.csvdata import Table, to_float
 from app.services.errors import Invalid
+from app.services.rule_texts import rule_text
 from app.services.serving import RecordError, ServedModel, class_key, table_records
 from models.rulelist import CategoryKey, ClassLabel, RuleList, category_key
 
@@ -145,7 +146,7 @@ def rule_stats(rule_list: RuleList, ids: np.ndarray, y: np.ndarray) -> list[dict
         out.append(
             {
                 "rule_id": j,
-                "rule_text": "else" if j == 0 else rule.text(),
+                "rule_text": rule_text(rule_list, j),
                 "prediction": pred,
                 "n": n,
                 "share": n / n_rows if n_rows else 0.0,

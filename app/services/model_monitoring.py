@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.services import registry
 from app.services.errors import Invalid
-from app.services.monitoring import BucketCount, FilledCount, VersionInfo, monitoring_report
+from app.services.monitoring import BucketCount, DriftRule, FilledCount, VersionInfo, monitoring_report
 from app.tables import AuditRecord, ModelAlias, ModelVersion, RegisteredModel, utcnow
 from models.rulelist import RuleList
 
@@ -112,16 +112,14 @@ def version_infos(session: Session, version_ids: Sequence[str]) -> list[VersionI
     ]
 
 
-def monitor(session: Session, tenant_id: str, ref: str, w: Window, *, alert_threshold: float) -> dict[str, Any]:
+def monitor(session: Session, tenant_id: str, ref: str, w: Window, *, drift: DriftRule) -> dict[str, Any]:
     """The monitoring answer of docs/governance-api.md for the named model `ref` points into."""
     mv = registry.resolve(session, tenant_id, ref)
     rm = session.get(RegisteredModel, mv.registered_model_id)
     assert rm is not None  # a version's model: the foreign key holds it
     counts, filled = decision_counts(session, tenant_id, rm, w)
     infos = version_infos(session, sorted({c[0] for c in counts}))
-    return monitoring_report(
-        rm.name, w.since, w.until, infos, counts, filled, n_buckets=w.buckets, alert_threshold=alert_threshold
-    )
+    return monitoring_report(rm.name, w.since, w.until, infos, counts, filled, n_buckets=w.buckets, drift=drift)
 
 
 __all__ = ["Window", "decision_counts", "monitor", "version_infos", "window"]

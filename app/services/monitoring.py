@@ -1,5 +1,9 @@
 """Monitoring from the audit trail (pure): rule shares against training, drift (PSI), time series.
 
+PSI on a small sample is noise (with no drift at all it averages about (k - 1) / n over k rules and n
+decisions), so a version is judged only from `DriftRule.required(k)` decisions on: below that its
+`drift_state` is `insufficient_data` and it does not alert.
+
 The database side runs one GROUP BY over the audit rows of a model in a time window and hands the
 result here as plain tuples: `(version_id, bucket, rule_id, count)` with `bucket` the index of the
 time bucket (`bucket_of`), and `(version_id, n_missing_filled)`. Counts per rule are the sums over
@@ -15,10 +19,36 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.services.rule_texts import rule_text
 from models.rulelist import Feature, RuleList, category_key
 
 BucketCount = tuple[str, int, int, int]  # (version_id, bucket index, rule_id, decisions)
 FilledCount = tuple[str, int]  # (version_id, decisions whose record had a missing numeric value filled)
+
+
+DriftState = str  # "ok" | "alert" | "insufficient_data" | "no_training_counts"
+
+
+@dataclass(frozen=True)
+class DriftRule:
+    """When a version's rule-share PSI raises an alert: at `threshold`, once it has made at least
+    `min_decisions` decisions and `per_rule` per rule of its list (the default rule included)."""
+
+    threshold: float
+    min_decisions: int = 0
+    per_rule: int = 0
+
+    def required(self, n_rules: int) -> int:
+        """Decisions a version of `n_rules` rules (default rule included) needs before it is judged."""
+        return max(self.min_decisions, self.per_rule * n_rules)
+
+    def state(self, drift: float | None, total: int, n_rules: int) -> DriftState:
+        """The verdict on one version: no training counts, too few decisions, ok or alert."""
+        if drift is None:
+            return "no_training_counts"
+        if total < self.required(n_rules):
+            return "insufficient_data"
+        return "alert" if drift >= self.threshold else "ok"
 
 
 @dataclass(frozen=True)
@@ -85,7 +115,7 @@ def _rules_block(rl: RuleList, counts: Mapping[int, int], total: int) -> list[di
         out.append(
             {
                 "rule_id": j,
-                "rule_text": ("else" if j == 0 else rl.rule(j).text()) if known else None,
+                "rule_text": rule_text(rl, j) if known else None,
                 "count": counts.get(j, 0),
                 "share": counts.get(j, 0) / total if total else 0.0,
                 "training_share": support / train_total if train_total else None,
@@ -112,9 +142,9 @@ def version_block(
     by_bucket: Mapping[int, Mapping[int, int]],
     n_filled: int,
     edges: Sequence[tuple[datetime, datetime]],
-    alert_threshold: float,
+    rule: DriftRule,
 ) -> dict[str, Any]:
-    """One entry of `versions`: totals, rules, drift, alert, missing-filled share and the series."""
+    """One entry of `versions`: totals, rules, drift and its verdict, missing-filled share and the series."""
     counts: dict[int, int] = defaultdict(int)
     for per_rule in by_bucket.values():
         for j, c in per_rule.items():
@@ -123,13 +153,17 @@ def version_block(
     rules = _rules_block(info.rule_list, counts, total)
     training = [info.rule_list.rule(r["rule_id"]).support if r["rule_text"] is not None else 0 for r in rules]
     drift = psi([r["count"] for r in rules], training)
+    n_rules = len(info.rule_list.rules) + 1
+    state = rule.state(drift, total, n_rules)
     return {
         "version_id": info.version_id,
         "version": info.version,
         "aliases": list(info.aliases),
         "total": total,
         "drift_psi": drift,
-        "alert": drift is not None and drift >= alert_threshold,
+        "drift_state": state,
+        "min_decisions": rule.required(n_rules),
+        "alert": state == "alert",
         "missing_filled_share": n_filled / total if total else 0.0,
         "rules": rules,
         "series": _series(edges, by_bucket, [r["rule_id"] for r in rules]),
@@ -145,7 +179,7 @@ def monitoring_report(
     filled_counts: Iterable[FilledCount],
     *,
     n_buckets: int,
-    alert_threshold: float,
+    drift: DriftRule,
 ) -> dict[str, Any]:
     """The monitoring answer of docs/governance-api.md: every version that decided something in
     the window, newest version first."""
@@ -161,7 +195,7 @@ def monitoring_report(
         cell[rule_id] = cell.get(rule_id, 0) + count
     filled = dict(filled_counts)
     blocks = [
-        version_block(by_id[vid], grouped[vid], filled.get(vid, 0), edges, alert_threshold)
+        version_block(by_id[vid], grouped[vid], filled.get(vid, 0), edges, drift)
         for vid in sorted(grouped, key=lambda v: -by_id[v].version)
     ]
     blocks = [b for b in blocks if b["total"] > 0]
@@ -170,13 +204,17 @@ def monitoring_report(
         "since": since.isoformat(),
         "until": until.isoformat(),
         "total": sum(b["total"] for b in blocks),
-        "alert_threshold": alert_threshold,
+        "alert_threshold": drift.threshold,
+        "drift_min_decisions": drift.min_decisions,
+        "drift_min_decisions_per_rule": drift.per_rule,
         "versions": blocks,
     }
 
 
 __all__ = [
     "BucketCount",
+    "DriftRule",
+    "DriftState",
     "FilledCount",
     "VersionInfo",
     "bucket_edges",

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.services import registry
 from app.services.errors import Conflict, Invalid
 from app.services.paging import Page, count
+from app.services.rule_texts import condition_texts as texts_of
 from app.tables import ModelAlias, ModelVersion, RegisteredModel
 from models.rulelist import RuleList
 
@@ -80,6 +81,11 @@ def list_versions(
         q.order_by(ModelVersion.created_at.desc(), ModelVersion.id).limit(limit).offset(offset)
     ).all()
     return Page([(mv, n) for mv, n in rows], count(session, q))
+
+
+def condition_texts(mv: ModelVersion) -> list[list[str]]:
+    """Each condition of the version's rules as people read it (`rule_texts`), rule by rule."""
+    return texts_of(RuleList.from_dict(mv.rule_list))
 
 
 def export(mv: ModelVersion, fmt: ExportFormat, table: str) -> str:

@@ -90,3 +90,31 @@ def test_bad_input_and_other_tenants(api, doc) -> None:
         headers=api.h(api.key_b),
     )
     assert r.status_code == 404  # a's dataset
+
+
+def test_a_dataset_over_the_request_limit_is_refused_before_it_is_read(tmp_path, doc) -> None:
+    """Comparing scores the file in the request: above NEURULES_EVALUATION_SYNC_MAX_ROWS rows it answers a 422
+    that names the limit and says what to run instead, without reading the file."""
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", evaluation_sync_max_rows=30)
+    api = next(gen)
+    try:
+        v1 = api.import_model(doc)
+        api.import_model(_second_version(doc))
+        small = upload(api, csv_bytes(labelled_rows(30, seed=1)))
+        big = upload(api, csv_bytes(labelled_rows(31, seed=1)))
+        ok = api.client.get(
+            f"/v1/models/{v1['id']}/compare", params={"other": "risk@2", "dataset_id": small["id"]}, headers=api.h()
+        )
+        assert ok.status_code == 200 and ok.json()["dataset"]["n_rows"] == 30
+        r = api.client.get(
+            f"/v1/models/{v1['id']}/compare", params={"other": "risk@2", "dataset_id": big["id"]}, headers=api.h()
+        )
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "dataset_too_large_to_compare"
+        assert err["details"] == [{"field": "dataset_id", "message": err["message"].split(": ", 1)[1]}]
+        assert "31 rows" in err["message"] and "30" in err["message"] and "evaluations" in err["message"]
+    finally:
+        gen.close()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from app.services.monitoring import (
+    DriftRule,
     VersionInfo,
     bucket_edges,
     bucket_of,
@@ -65,7 +66,7 @@ def test_report_counts_equal_the_decisions_made() -> None:
         [*((v, b, r, c) for (v, b, r), c in grouped.items()), ("mv_c", 0, 1, 0)],
         filled,
         n_buckets=n_buckets,
-        alert_threshold=0.2,
+        drift=DriftRule(0.2),
     )
     assert out["total"] == 1000
     assert [v["version_id"] for v in out["versions"]] == ["mv_b", "mv_a"]  # newest first; mv_c decided nothing
@@ -106,15 +107,45 @@ def test_alert_follows_the_threshold() -> None:
     rl = RuleList.from_dict(DOC)
     counts = [("mv", 0, 1, 100)]  # everything decided by rule 1: far from training
     out = monitoring_report(
-        "m", SINCE, UNTIL, [VersionInfo("mv", 1, (), rl)], counts, [], n_buckets=1, alert_threshold=0.2
+        "m", SINCE, UNTIL, [VersionInfo("mv", 1, (), rl)], counts, [], n_buckets=1, drift=DriftRule(0.2)
     )
     block = out["versions"][0]
     assert block["drift_psi"] > 0.2 and block["alert"] is True
     assert block["missing_filled_share"] == 0.0
     calm = monitoring_report(
-        "m", SINCE, UNTIL, [VersionInfo("mv", 1, (), rl)], counts, [], n_buckets=1, alert_threshold=50
+        "m", SINCE, UNTIL, [VersionInfo("mv", 1, (), rl)], counts, [], n_buckets=1, drift=DriftRule(50)
     )
     assert calm["versions"][0]["alert"] is False
+
+
+def test_too_few_decisions_are_reported_but_never_alert() -> None:
+    rl = RuleList.from_dict(DOC)  # 3 rules + the default rule: 4 cells
+    drift = DriftRule(0.2, min_decisions=50, per_rule=20)  # needs max(50, 20 x 4) = 80 decisions
+
+    def block(n: int) -> dict[str, Any]:
+        counts = [("mv", 0, 1, n)]  # everything decided by rule 1: far from training at any n
+        out = monitoring_report("m", SINCE, UNTIL, [VersionInfo("mv", 1, (), rl)], counts, [], n_buckets=1, drift=drift)
+        return out["versions"][0]  # type: ignore[no-any-return]
+
+    few = block(2)
+    assert few["drift_psi"] > 0.2  # computed and reported ...
+    assert (few["drift_state"], few["alert"], few["min_decisions"]) == (
+        "insufficient_data",
+        False,
+        80,
+    )  # ... not judged
+    assert (block(79)["drift_state"], block(79)["alert"]) == ("insufficient_data", False)
+    assert (block(80)["drift_state"], block(80)["alert"]) == ("alert", True)
+    assert DriftRule(0.2, min_decisions=100, per_rule=10).required(4) == 100
+    assert DriftRule(0.2, min_decisions=100, per_rule=10).required(41) == 410  # a 40-rule list needs more
+
+
+def test_drift_states() -> None:
+    rule = DriftRule(0.2, min_decisions=10)
+    assert rule.state(None, 1000, 3) == "no_training_counts"
+    assert rule.state(5.0, 9, 3) == "insufficient_data"
+    assert rule.state(0.19, 10, 3) == "ok"
+    assert rule.state(0.2, 10, 3) == "alert"
 
 
 def test_buckets_cover_the_window() -> None:
@@ -133,9 +164,9 @@ def test_bad_counts_are_refused() -> None:
     rl = RuleList.from_dict(DOC)
     versions = [VersionInfo("mv", 1, (), rl)]
     with pytest.raises(ValueError, match="unknown version"):
-        monitoring_report("m", SINCE, UNTIL, versions, [("other", 0, 1, 1)], [], n_buckets=2, alert_threshold=0.2)
+        monitoring_report("m", SINCE, UNTIL, versions, [("other", 0, 1, 1)], [], n_buckets=2, drift=DriftRule(0.2))
     with pytest.raises(ValueError, match="bucket 2"):
-        monitoring_report("m", SINCE, UNTIL, versions, [("mv", 2, 1, 1)], [], n_buckets=2, alert_threshold=0.2)
+        monitoring_report("m", SINCE, UNTIL, versions, [("mv", 2, 1, 1)], [], n_buckets=2, drift=DriftRule(0.2))
 
 
 def test_missing_filled_counts_only_numeric_features() -> None:

@@ -58,7 +58,11 @@ def test_counts_equal_the_decisions_made(api, doc) -> None:
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["model"] == "risk" and body["total"] == 90 == api.count("audit_log")
-    assert body["alert_threshold"] == 0.2
+    assert (body["alert_threshold"], body["drift_min_decisions"], body["drift_min_decisions_per_rule"]) == (
+        0.2,
+        100,
+        10,
+    )
     new, old = body["versions"]  # newest version first
     assert (new["version_id"], new["aliases"], new["total"]) == (v2["id"], ["production"], 20)
     assert (old["version_id"], old["aliases"], old["total"]) == (v1["id"], [], 70)
@@ -68,6 +72,10 @@ def test_counts_equal_the_decisions_made(api, doc) -> None:
     assert [r["training_share"] for r in old["rules"]] == [TRAINING[j] / 223 for j in (1, 2, 0)]
     assert old["missing_filled_share"] == 12 / 70 and new["missing_filled_share"] == 0.0
     assert math.isclose(old["drift_psi"], _psi(dict(made), TRAINING), rel_tol=1e-12)
+    # 70 and 20 decisions: below the default minimum (100), so the PSI is shown but not judged
+    assert [(b["drift_state"], b["alert"], b["min_decisions"]) for b in (new, old)] == [
+        ("insufficient_data", False, 100)
+    ] * 2
     assert [b["total"] for b in old["series"]] == [0, 70, 0, 0]
     assert old["series"][1]["shares"] == {str(j): n / 70 for j, n in made.items()}
     assert datetime.fromisoformat(old["series"][1]["start"]) <= end
@@ -81,14 +89,23 @@ def test_counts_equal_the_decisions_made(api, doc) -> None:
 def test_alert_follows_the_configured_threshold(tmp_path, doc) -> None:
     from tests.conftest import make_api
 
-    gen = make_api(tmp_path, "sqlite", drift_alert_psi=0.01)
+    gen = make_api(tmp_path, "sqlite", drift_alert_psi=0.01, drift_min_decisions=10, drift_min_decisions_per_rule=0)
     api = next(gen)
     try:
         v = api.import_model(doc)
-        predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}] * 10)  # all rule 1: drifted
+        predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}] * 9)  # all rule 1: drifted
         (block,) = _monitoring(api, v["id"]).json()["versions"]
-        assert block["drift_psi"] > 0.01 and block["alert"] is True
-        assert _monitoring(api, v["id"]).json()["alert_threshold"] == 0.01
+        assert block["drift_psi"] > 0.01 and block["alert"] is False  # 9 decisions: not judged yet
+        assert (block["drift_state"], block["min_decisions"]) == ("insufficient_data", 10)
+        predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}])
+        body = _monitoring(api, v["id"]).json()
+        (block,) = body["versions"]
+        assert block["drift_psi"] > 0.01 and block["alert"] is True and block["drift_state"] == "alert"
+        assert (body["alert_threshold"], body["drift_min_decisions"], body["drift_min_decisions_per_rule"]) == (
+            0.01,
+            10,
+            0,
+        )
     finally:
         gen.close()
 

@@ -2,7 +2,7 @@
 // and heat-mapped tables. Each has a visible title, an SVG <title>/<desc> for screen readers and a
 // "Show data" toggle with the numbers as a table.
 
-import { fmt, h, nextId, pct, s } from "./dom.js";
+import { fmt, h, nextId, pct, s, scrollBox } from "./dom.js";
 
 export const PALETTE = ["#1f5f6b", "#c2572b", "#5a6fb0", "#7a9a3a", "#a0488a", "#b08a1e", "#3c8d8a", "#8a5a44", "#4d4d4d", "#d17d9c"];
 
@@ -29,14 +29,13 @@ function extent(values, pad = 0) {
   return [lo - p, hi + p];
 }
 
-function dataToggle(headers, rows) {
+function dataToggle(headers, rows, caption = "the chart's numbers") {
   return h(
     "details",
     { class: "chart-data" },
     h("summary", { text: "Show data" }),
-    h(
-      "div",
-      { class: "table-wrap" },
+    scrollBox(
+      caption,
       h(
         "table",
         { class: "data compact" },
@@ -209,6 +208,35 @@ export function shareBars({ title, items, aLabel = "live", bLabel = "training" }
   );
 }
 
+const HEAT_BASE = [31, 95, 107]; // the accent colour
+
+/** The cell colour for a share 0..1 of the largest count: the accent blended over white (opaque). */
+export function heatColour(a) {
+  const alpha = 0.06 + 0.84 * Math.max(0, Math.min(1, a));
+  return HEAT_BASE.map((c) => Math.round(255 - alpha * (255 - c)));
+}
+
+const rgb = ([r, g, b]) => `rgb(${r}, ${g}, ${b})`;
+
+function luminance(colour) {
+  const [r, g, b] = colour.map((c) => {
+    const x = c / 255;
+    return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/** WCAG contrast ratio of two colours. */
+export function contrast(a, b) {
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+/** Black or white, whichever reads better on the background (at least 4.58:1 for any background). */
+export function readableInk(background) {
+  return contrast(background, [0, 0, 0]) >= contrast(background, [255, 255, 255]) ? [0, 0, 0] : [255, 255, 255];
+}
+
 /** A heat-mapped table (confusion matrix, cross-table): rows and columns labelled, cell shade by count. */
 export function heatTable({ caption, labels, matrix, rowTitle, colTitle, colLabels }) {
   const cols = colLabels || labels;
@@ -237,16 +265,120 @@ export function heatTable({ caption, labels, matrix, rowTitle, colTitle, colLabe
             {},
             h("th", { scope: "row", text: fmt(labels[i]) }),
             row.map((v, j) => {
-              const a = v / max;
-              const td = h("td", { class: `num heat-cell${a > 0.55 ? " heat-dark" : ""}${i === j && !colLabels ? " diag" : ""}` },
+              const bg = heatColour(v / max);
+              const td = h("td", { class: `num heat-cell${i === j && !colLabels ? " diag" : ""}` },
                 h("span", { class: "heat-count", text: fmt(v) }),
                 rowTotals[i] ? h("span", { class: "heat-share", text: pct(v / rowTotals[i], 0) }) : null);
-              td.style.backgroundColor = `rgba(31, 95, 107, ${(0.06 + 0.84 * a).toFixed(3)})`;
+              td.style.backgroundColor = rgb(bg);
+              td.style.color = rgb(readableInk(bg));
               return td;
             }),
           ),
         ),
       ),
     ),
+  );
+}
+
+/** A duration in milliseconds for people: days, hours, minutes or seconds. */
+export function duration(ms) {
+  const s = ms / 1000;
+  if (s >= 2 * 86400) return `${fmt(s / 86400, 2)} days`;
+  if (s >= 3600) return `${fmt(s / 3600, 2)} h`;
+  if (s >= 60) return `${fmt(s / 60, 2)} min`;
+  return `${fmt(s, 2)} s`;
+}
+
+/** Runs of consecutive buckets that had decisions: [[i, j], ...] (inclusive indices). */
+export function runsWithDecisions(buckets) {
+  const runs = [];
+  buckets.forEach((b, i) => {
+    if (!b.total) return;
+    const last = runs[runs.length - 1];
+    if (last && last[1] === i - 1) last[1] = i;
+    else runs.push([i, i]);
+  });
+  return runs;
+}
+
+function stepPath(buckets, [i, j], share, xScale, yScale) {
+  const parts = [];
+  for (let k = i; k <= j; k += 1) {
+    const y = yScale(share(buckets[k])).toFixed(1);
+    parts.push(k === i ? `M${xScale(buckets[k].start).toFixed(1)},${y}` : `V${y}`);
+    parts.push(`H${xScale(buckets[k].end).toFixed(1)}`);
+  }
+  return parts.join("");
+}
+
+function sharePanel(rule, buckets, { since, until, yMax, width, height }) {
+  const m = { t: 6, r: 8, b: 6, l: 40 };
+  const xScale = (t) => m.l + ((+t - +since) / (+until - +since)) * (width - m.l - m.r);
+  const yScale = (v) => height - m.b - (v / yMax) * (height - m.t - m.b);
+  const share = (b) => b.shares[rule.id] ?? 0;
+  const used = buckets.filter((b) => b.total > 0);
+  const live = rule.share;
+  const desc = `${rule.name}: ${pct(live)} of the window's decisions against ${pct(rule.training)} in training; ${used.length} of ${buckets.length} time buckets had decisions`;
+  const svg = frame({ title: rule.name, desc, width, height });
+  svg.setAttribute("class", "chart panel-chart");
+  for (const b of buckets) {
+    if (!b.total) svg.append(s("rect", { x: xScale(b.start), y: m.t, width: Math.max(0.5, xScale(b.end) - xScale(b.start)), height: height - m.t - m.b, class: "gap" }));
+  }
+  for (const t of [0, yMax]) {
+    svg.append(s("line", { x1: m.l, x2: width - m.r, y1: yScale(t), y2: yScale(t), class: t ? "grid" : "axis" }));
+    svg.append(s("text", { x: m.l - 5, y: yScale(t) + 4, "text-anchor": "end", class: "tick", text: pct(t, 0) }));
+  }
+  if (rule.training !== null && rule.training !== undefined) {
+    svg.append(s("line", { x1: m.l, x2: width - m.r, y1: yScale(rule.training), y2: yScale(rule.training), class: "training-line" }, s("title", { text: `training share ${pct(rule.training)}` })));
+  }
+  for (const run of runsWithDecisions(buckets)) {
+    svg.append(s("path", { d: stepPath(buckets, run, share, xScale, yScale), class: "share-line" }));
+  }
+  for (const b of used) {
+    const x = (xScale(b.start) + xScale(b.end)) / 2;
+    svg.append(s("circle", { cx: x, cy: yScale(share(b)), r: used.length > 48 ? 1.2 : 2.4, class: "share-point" }, s("title", { text: `${rule.name}: ${pct(share(b))} of ${b.total} decisions, ${b.start.toLocaleString()} – ${b.end.toLocaleString()}` })));
+  }
+  const diff = rule.training === null || rule.training === undefined ? null : live - rule.training;
+  return h(
+    "li",
+    { class: "panel", "data-rule-id": rule.id },
+    h("div", { class: "panel-head" }, h("span", { class: "panel-name", title: rule.title || rule.name, text: rule.name }), h("span", { class: "panel-figures" }, h("strong", { text: pct(live) }), " vs ", pct(rule.training), diff === null ? null : h("span", { class: `panel-diff${Math.abs(diff) >= 0.05 ? " panel-diff-big" : ""}`, text: ` (${diff >= 0 ? "+" : "−"}${(Math.abs(diff) * 100).toFixed(1)} pts)` }))),
+    rule.title ? h("div", { class: "panel-rule muted small", text: rule.title }) : null,
+    svg,
+  );
+}
+
+/**
+ * Rule shares over time as small multiples: one panel per rule (list order, then the default rule), all on
+ * the window's time axis and one share scale. In each: the training share as a dashed line across the
+ * window; each bucket that had decisions as a step across the bucket, consecutive ones joined; buckets
+ * without any decision left as shaded gaps (never drawn as zero). The "Show data" table has the same
+ * names and the same numbers ("—" where a bucket had no decision).
+ * buckets: [{start: Date, end: Date, total, shares: {ruleId: share}}]; rules: [{id, name, title, share, training}]
+ */
+export function shareSmallMultiples({ title, since, until, buckets, rules, width = 280, height = 96 }) {
+  const all = [...buckets.flatMap((b) => Object.values(b.shares)), ...rules.map((r) => r.training ?? 0), ...rules.map((r) => r.share)];
+  const yMax = niceTicks(0, Math.min(1, Math.max(0.05, ...all) * 1.1), 2).pop() || 1;
+  const used = buckets.filter((b) => b.total > 0);
+  const span = duration((+until - +since) / buckets.length);
+  const headers = ["bucket start", "decisions", ...rules.map((r) => r.name)];
+  const rows = [
+    ["training share", "", ...rules.map((r) => (r.training === null || r.training === undefined ? "—" : pct(r.training)))],
+    ...used.map((b) => [b.start.toLocaleString(), b.total, ...rules.map((r) => pct(b.shares[r.id] ?? 0))]),
+  ];
+  return h(
+    "figure",
+    { class: "chart-figure multiples" },
+    h("figcaption", { text: title }),
+    h(
+      "ul",
+      { class: "legend", "aria-label": "legend" },
+      h("li", {}, h("span", { class: "swatch swatch-live", "aria-hidden": "true" }), "share of the bucket's decisions"),
+      h("li", {}, h("span", { class: "swatch swatch-dashed swatch-training", "aria-hidden": "true" }), "training share"),
+      h("li", {}, h("span", { class: "swatch-gap", "aria-hidden": "true" }), "no decision in the bucket"),
+    ),
+    h("p", { class: "muted small", text: `${buckets.length} buckets of ${span} from ${since.toLocaleString()} to ${until.toLocaleString()}; ${used.length} had decisions. Same share scale in every panel; figures: window share vs training.` }),
+    h("ul", { class: "panels" }, rules.map((r) => sharePanel(r, buckets, { since, until, yMax, width, height }))),
+    dataToggle(headers, rows, "rule shares per time bucket"),
   );
 }

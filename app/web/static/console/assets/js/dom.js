@@ -82,6 +82,27 @@ export function announce(message) {
   if (live) live.textContent = message;
 }
 
+/**
+ * A horizontally scrollable box (wide tables). While its content overflows it is a labelled region in the
+ * tab order, so a keyboard user can focus it and scroll with the arrow keys; otherwise it is a plain box.
+ */
+export function scrollBox(label, ...children) {
+  const box = h("div", { class: "table-wrap" }, children);
+  const update = () => {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", `${label} (scrolls sideways)`);
+    } else {
+      box.removeAttribute("tabindex");
+      box.removeAttribute("role");
+      box.removeAttribute("aria-label");
+    }
+  };
+  if (typeof ResizeObserver === "function") new ResizeObserver(update).observe(box);
+  return box;
+}
+
 let uid = 0;
 /** A unique element id with a readable prefix (for label/for and aria links). */
 export function nextId(prefix = "f") {

@@ -6,49 +6,15 @@ import { fmt, h, pct } from "./dom.js";
 import { PALETTE } from "./charts.js";
 import { meter } from "./ui.js";
 
-const MISSING = "<missing>";
-
-/** A threshold as the document's text renders it (integers plain, else 6 significant digits). */
-export function formatNumber(x) {
-  if (Number.isInteger(x) && Math.abs(x) < 1e15) return String(x);
-  return String(Number(Number(x).toPrecision(6)));
-}
-
-function values(list) {
-  return `{${list.map((v) => (v === null ? MISSING : v)).join(", ")}}`;
-}
-
-/** A condition as [feature, operator, value] text parts. */
-export function conditionParts(c) {
-  if (c.op === "between") {
-    if (c.low !== null && c.low !== undefined && c.high !== null && c.high !== undefined)
-      return [c.feature, "between", `${formatNumber(c.low)} and ${formatNumber(c.high)}`];
-    if (c.low !== null && c.low !== undefined) return [c.feature, "≥", formatNumber(c.low)];
-    return [c.feature, "≤", formatNumber(c.high)];
-  }
-  return [c.feature, c.op === "in" ? "is one of" : "is none of", values(c.values)];
-}
-
-/** A condition as one line of text. */
-export function conditionText(c) {
-  return conditionParts(c).join(" ");
-}
-
-/** A condition chip; state "holds" / "fails" marks it for explanations. */
-export function chip(c, { state, extra } = {}) {
-  const [feature, op, value] = conditionParts(c);
-  const mark = state === "holds" ? "✓ " : state === "fails" ? "✗ " : "";
-  return h(
-    "span",
-    { class: `chip${state ? ` chip-${state}` : ""}`, title: conditionText(c) },
-    mark ? h("span", { class: "chip-mark", "aria-label": state === "holds" ? "holds:" : "fails:", text: mark }) : null,
-    h("span", { class: "chip-feature", text: feature }),
-    " ",
-    h("span", { class: "chip-op", text: op }),
-    " ",
-    h("span", { class: "chip-value", text: value }),
-    extra || null,
-  );
+/**
+ * A condition chip showing the server's text for it verbatim (`condition_texts` of the version, written by
+ * the one renderer the service uses everywhere: original units, `x = 1` for 0/1 columns); the feature's
+ * name inside it is emphasised, nothing is rewritten.
+ */
+export function chip(text, feature) {
+  const at = feature ? text.indexOf(feature) : -1;
+  const parts = at < 0 ? [text] : [text.slice(0, at), h("span", { class: "chip-feature", text: feature }), text.slice(at + feature.length)];
+  return h("span", { class: "chip", "data-feature": feature || null }, parts.filter((p) => p !== ""));
 }
 
 /** The predicted class of a rule: arg max of its probabilities, first class on ties. */
@@ -73,19 +39,24 @@ export function classBars(classes, probabilities) {
   );
 }
 
+const FEW_ROWS = 10;
+
 function heldoutCell(entry) {
   if (!entry) return h("span", { class: "muted small", text: "no held-out figure yet" });
   if (entry.n === 0 || entry.accuracy === null) return h("span", { class: "muted small", text: `decided no held-out row (${entry.source})` });
-  return h("span", { title: `from the ${entry.source}` }, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}` }));
+  // an accuracy on a handful of rows is mostly chance: say so beside the bar
+  const few = entry.n < FEW_ROWS ? " · few rows, read with care" : "";
+  return h("span", { title: `from the ${entry.source}` }, meter(entry.accuracy, { label: "held-out accuracy", kind: "ok" }), h("span", { class: "muted small", text: ` n=${entry.n}${few}` }));
 }
 
 /**
  * The rule list: doc is the `neurules.rulelist` document; heldout maps rule id (0 = default) to
  * {accuracy, n, source}.
  */
-export function ruleListView(doc, heldout = new Map()) {
+export function ruleListView(doc, texts, heldout = new Map()) {
+  if (!Array.isArray(texts) || texts.length !== doc.rules.length) throw new Error("the server sent no condition text for this rule list");
   const totalSupport = [...doc.rules, doc.default].reduce((a, r) => a + r.class_counts.reduce((x, y) => x + y, 0), 0) || 1;
-  const card = (ruleId, keyword, rule) => {
+  const card = (ruleId, keyword, rule, conditionTexts = []) => {
     const support = rule.class_counts.reduce((a, b) => a + b, 0);
     const pred = predictionOf(doc, rule.probabilities);
     return h(
@@ -96,7 +67,7 @@ export function ruleListView(doc, heldout = new Map()) {
         { class: "rule-logic" },
         h("span", { class: "rule-id", text: ruleId === 0 ? "default" : `rule ${ruleId}` }),
         h("span", { class: "kw", text: keyword }),
-        ruleId === 0 ? null : h("span", { class: "chips" }, rule.conditions.length ? rule.conditions.map((c) => chip(c)) : h("span", { class: "chip", text: "always" })),
+        ruleId === 0 ? null : h("span", { class: "chips" }, rule.conditions.length ? rule.conditions.map((c, k) => chip(conditionTexts[k], c.feature)) : h("span", { class: "chip", text: "always" })),
         h("span", { class: "kw", text: ruleId === 0 ? "" : "then" }),
         h("span", { class: "decision" }, `${doc.target} = `, h("strong", { text: fmt(pred) })),
       ),
@@ -112,7 +83,7 @@ export function ruleListView(doc, heldout = new Map()) {
   return h(
     "ol",
     { class: "rule-list", "aria-label": "rule list, first matching rule decides" },
-    doc.rules.map((r, i) => card(i + 1, i === 0 ? "if" : "else if", r)),
+    doc.rules.map((r, i) => card(i + 1, i === 0 ? "if" : "else if", r, texts[i])),
     card(0, doc.rules.length ? "else" : "always", doc.default),
   );
 }

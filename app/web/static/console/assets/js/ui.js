@@ -1,7 +1,7 @@
 // Small shared pieces of the pages: headings, notices, error boxes, tables, form fields, dialogs.
 
 import { ApiError } from "./api.js";
-import { fmt, h, nextId, pct } from "./dom.js";
+import { fmt, h, nextId, pct, scrollBox } from "./dom.js";
 
 /** A page title with an optional line of context and actions on the right. */
 export function pageHeader(title, subtitle, ...actions) {
@@ -28,7 +28,8 @@ export function notice(kind, ...content) {
 export function errorBox(err, context) {
   const isApi = err instanceof ApiError;
   const message = isApi ? err.message : String(err && err.message ? err.message : err);
-  const details = isApi ? err.details.filter((d) => d && d.message) : [];
+  // a detail that only repeats the message (one field named in both) is left out
+  const details = isApi ? err.details.filter((d) => d && d.message && !message.includes(d.message)) : [];
   return h(
     "div",
     { class: "notice notice-error", role: "alert", "data-error-code": isApi ? err.code : "client_error" },
@@ -42,9 +43,8 @@ export function errorBox(err, context) {
 /** A table from column definitions [{label, value(row) -> node|text, num}] and rows. */
 export function table(columns, rows, { caption, empty = "Nothing here yet.", cls = "" } = {}) {
   if (!rows.length) return h("p", { class: "muted empty", text: empty });
-  return h(
-    "div",
-    { class: "table-wrap" },
+  return scrollBox(
+    caption || "table",
     h(
       "table",
       { class: `data ${cls}` },
@@ -164,9 +164,13 @@ function trapTab(ev, container) {
   }
 }
 
-/** Disable a form's submit button while an async action runs; errors go into errorSlot. */
+/**
+ * Disable a form's submit button while an async action runs. A disabled button drops the keyboard focus, so
+ * when it had the focus it gets it back afterwards (if the focus has not moved elsewhere meanwhile).
+ */
 export async function busy(btn, action) {
   const label = btn.textContent;
+  const hadFocus = document.activeElement === btn;
   btn.disabled = true;
   btn.setAttribute("aria-busy", "true");
   try {
@@ -175,5 +179,7 @@ export async function busy(btn, action) {
     btn.disabled = false;
     btn.removeAttribute("aria-busy");
     btn.textContent = label;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && btn.isConnected) btn.focus();
   }
 }

@@ -69,6 +69,12 @@ function datasetView(d, base, other) {
   );
 }
 
+function tooLargeHelp(name, base, other) {
+  const link = (v) => h("a", { href: `#/models/${seg(name)}/${seg(v)}`, text: `version ${v}` });
+  const versions = base === other ? [link(base)] : [link(base), " and ", link(other)];
+  return notice("info", "Evaluate ", versions, " on this file instead (the version page's “Run an evaluation”: large files are scored in the background), then compare their metrics; or compare on a sample of the file.");
+}
+
 /** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
 export async function comparePage(ctx, name) {
   const [versions, datasets] = await Promise.all([get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
@@ -96,7 +102,7 @@ export async function comparePage(ctx, name) {
         c.dataset ? section("On the dataset", datasetView(c.dataset, c.base, c.other)) : null,
       ];
     } catch (err) {
-      result = errorBox(err, "Comparison failed");
+      result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, q.get("base"), q.get("other")) : null];
     }
   } else if (versions.items.length < 2) result = notice("info", "This model has one version; train another to compare.");
   return h("div", {}, pageHeader(`Compare versions of ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }))), section("Choose", form), result);

@@ -107,8 +107,9 @@ async function previewView(id) {
 
 function trainForm(ds) {
   const usable = ds.columns.filter((c) => c.distinct >= 2);
-  const guess = ds.columns.find((c) => c.name.toLowerCase() === "target") || ds.columns[ds.columns.length - 1];
-  const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct)`]), { value: guess.name, name: "target" });
+  const guess = usable.find((c) => c.name.toLowerCase() === "target") || usable[usable.length - 1] || ds.columns[ds.columns.length - 1];
+  const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct${c.distinct < 2 ? ": one value, cannot be a target" : ""})`]), { value: guess.name, name: "target" });
+  for (const opt of target.options) opt.disabled = ds.columns.find((c) => c.name === opt.value).distinct < 2 && opt.value !== guess.name;
   const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: ds.name.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[-.]+|[-.]+$/g, "") || "model" });
   const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true });
   const epochs = h("input", { type: "text", name: "epochs", value: "auto", required: true, pattern: "auto|[1-9][0-9]*" });

@@ -6,13 +6,14 @@ import { fmt, h, mount, pct, when } from "../dom.js";
 import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
 import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 
-function metricFacts(m) {
+function metricFacts(m, classes) {
+  const binaryOnly = (v) => (v === null && classes.length > 2 ? h("span", { class: "muted", text: "— (binary targets only)" }) : v);
   return facts([
     ["Accuracy", m.accuracy],
     ["Weighted F1", m.f1_weighted],
     ["Macro F1", m.f1_macro],
-    m.roc_auc !== undefined ? ["ROC AUC", m.roc_auc] : null,
-    m.brier !== undefined ? ["Brier score", m.brier] : null,
+    m.roc_auc !== undefined ? ["ROC AUC", binaryOnly(m.roc_auc)] : null,
+    m.brier !== undefined ? ["Brier score", binaryOnly(m.brier)] : null,
   ]);
 }
 
@@ -76,11 +77,16 @@ function excludedView(ev) {
   );
 }
 
-function body(ev) {
+function trainingFileNotice(onTraining) {
+  if (onTraining !== true) return null;
+  return notice("warning", h("strong", { text: "Not held out: " }), "this file is the one the version was trained on (same SHA-256), so these figures include rows it learned from and flatter it. Evaluate on a file it never saw.");
+}
+
+function body(ev, ds, onTraining) {
   const m = ev.metrics;
   return [
-    section("Summary", facts([["State", badge(ev.state)], ["Dataset", h("a", { href: `#/datasets/${seg(ev.dataset_id)}`, text: ev.dataset_id })], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
-    section("Metrics", metricFacts(m), perClass(m)),
+    section("Summary", trainingFileNotice(onTraining), facts([["State", badge(ev.state)], ["Dataset", ds ? h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }) : h("span", { class: "muted", text: `${ev.dataset_id} (deleted)` })], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
+    section("Metrics", metricFacts(m, ev.classes || []), perClass(m)),
     section("Confusion matrix and calibration", h("div", { class: "chart-row" }, heatTable({ caption: "Confusion matrix (rows: true class, columns: predicted class; % of the row)", labels: ev.confusion_matrix.labels, matrix: ev.confusion_matrix.matrix, rowTitle: "true", colTitle: "predicted" }), ev.calibration ? reliabilityDiagram(ev.calibration) : null)),
     section("Rules on these rows", shareBars({ title: "Share of rows each rule decided: evaluation against training", items: ev.rules.map((r) => ({ label: r.rule_id === 0 ? "default" : `rule ${r.rule_id}`, title: r.rule_text, a: r.share, b: r.training_share })), aLabel: "evaluation", bLabel: "training" }), rulesTable(ev.rules)),
     section("Slices", slicesView(ev.slices)),
@@ -91,11 +97,14 @@ function body(ev) {
 export async function evaluationPage(ctx, id) {
   let ev = await get(`/v1/evaluations/${seg(id)}`);
   const mv = ev.model_version;
+  const [ds, version] = await Promise.all([get(`/v1/datasets/${seg(ev.dataset_id)}`).catch(() => null), get(`/v1/models/${seg(mv.id)}`).catch(() => null)]);
+  const trained = version?.provenance?.dataset_sha256;
+  const onTraining = ds && trained ? ds.sha256 === trained : null;
   const content = h("div");
   let timer = null;
   const draw = () => {
-    if (ev.state === "succeeded") mount(content, body(ev));
-    else if (ev.state === "failed") mount(content, notice("error", `The evaluation failed: ${ev.error}`));
+    if (ev.state === "succeeded") mount(content, body(ev, ds, onTraining));
+    else if (ev.state === "failed") mount(content, notice("error", h("strong", { text: "The evaluation failed: " }), ev.error || "no reason recorded", ev.error_code ? h("span", { class: "muted", text: ` (${ev.error_code})` }) : null));
     else mount(content, section("Scoring", h("p", {}, "State: ", badge(ev.state)), meter(ev.progress || 0, { label: "progress" })));
   };
   const poll = async () => {

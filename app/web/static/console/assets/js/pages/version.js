@@ -6,35 +6,75 @@ import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { badge, busy, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
-/** Per-rule held-out accuracy: the latest succeeded evaluation of the version, else the version's metrics. */
-async function heldoutByRule(ref, version) {
-  const out = new Map();
-  let note = null;
+/** Whether a dataset is the file the version was trained on (same SHA-256): null when that cannot be told. */
+async function isTrainingFile(datasetId, mv) {
+  const trained = mv.provenance?.dataset_sha256;
+  if (!trained) return null;
   try {
-    const list = await get(`/v1/models/${ref}/evaluations${qs({ limit: 20 })}`);
-    const latest = list.items.find((e) => e.state === "succeeded");
-    if (latest) {
-      const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
-      for (const r of ev.rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: `evaluation of ${when(ev.created_at)}` });
-      return { map: out, note: h("p", { class: "muted small" }, "Held-out accuracy per rule from ", h("a", { href: `#/evaluations/${seg(ev.id)}`, text: "the latest evaluation" }), ` (${ev.n_rows} rows).`) };
-    }
-    note = notice("info", "No evaluation of this version yet: run one below to see each rule's accuracy on data it never saw.");
+    return (await get(`/v1/datasets/${seg(datasetId)}`)).sha256 === trained;
+  } catch {
+    return null; // deleted since: cannot tell
+  }
+}
+
+function holdoutBlock(version) {
+  const block = version.metrics?.holdout_evaluation;
+  return block && Array.isArray(block.rules) ? block : null;
+}
+
+/** Per rule: rows, accuracy and where the figure comes from. */
+function byRule(rules, source) {
+  return new Map(rules.map((r) => [r.rule_id, { accuracy: r.accuracy, n: r.n, source }]));
+}
+
+/**
+ * Per-rule held-out accuracy: the latest succeeded evaluation on a file other than the training file; else
+ * the training's held-out split; an evaluation on the training file itself is used only when nothing else
+ * exists, and then labelled as not held out.
+ */
+async function heldoutByRule(ref, version) {
+  const split = holdoutBlock(version);
+  let latest = null;
+  try {
+    latest = (await get(`/v1/models/${ref}/evaluations${qs({ limit: 20 })}`)).items.find((e) => e.state === "succeeded") || null;
   } catch (err) {
-    note = errorBox(err, "Per-rule held-out accuracy (evaluations)");
+    if (!split) return { map: new Map(), note: errorBox(err, "Per-rule held-out accuracy (evaluations)") };
   }
-  // training may score its held-out split (evaluate_split) and store that block, with its `rules`, in the metrics
-  const block = [version.metrics, ...Object.values(version.metrics || {})].find((v) => v && Array.isArray(v.rules));
-  if (block) {
-    for (const r of block.rules) out.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source: "held-out split of training" });
-    note = h("p", { class: "muted small", text: "Held-out accuracy per rule from the training's held-out split; run an evaluation for a file it never saw." });
+  const onTraining = latest ? await isTrainingFile(latest.dataset_id, version) : null;
+  const evLink = latest ? h("a", { href: `#/evaluations/${seg(latest.id)}`, text: "the latest evaluation" }) : null;
+  if (latest && onTraining !== true) {
+    const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
+    return { map: byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), note: h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${onTraining === null ? "; whether the file was used in training is unknown" : ""}).`) };
   }
-  return { map: out, note };
+  if (split) {
+    const why = latest ? h("span", {}, " (", evLink, " scored the training file itself, so it is not held out)") : null;
+    return { map: byRule(split.rules, "held-out split of training"), note: h("p", { class: "muted small" }, `Held-out accuracy per rule from the ${fmt(split.n_rows)} rows training held out`, why, ". Run an evaluation on a file it never saw for more.") };
+  }
+  if (latest) {
+    const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
+    return { map: byRule(ev.rules, "training file (not held out)"), note: notice("warning", "Per-rule accuracy below is from ", evLink, ", which scored the training file itself: it is not held out and flatters the rules. Evaluate on a file the version never saw.") };
+  }
+  return { map: new Map(), note: notice("info", "No evaluation of this version yet: run one below to see each rule's accuracy on data it never saw.") };
+}
+
+const HOLDOUT_METRICS = [["accuracy", "Accuracy"], ["f1_weighted", "Weighted F1"], ["f1_macro", "Macro F1"], ["roc_auc", "ROC AUC"], ["brier", "Brier score"]];
+
+function holdoutFacts(block) {
+  const m = block.metrics || {};
+  return h(
+    "div",
+    {},
+    h("h3", { text: `Held-out split of training (${fmt(block.n_rows)} rows)` }),
+    facts(HOLDOUT_METRICS.filter(([k]) => m[k] !== null && m[k] !== undefined).map(([k, label]) => [label, m[k]])),
+  );
 }
 
 function metricsView(metrics) {
-  const blocks = Object.entries(metrics || {}).filter(([, v]) => v && typeof v === "object" && !Array.isArray(v));
-  const scalars = Object.entries(metrics || {}).filter(([, v]) => v === null || typeof v !== "object");
-  if (!blocks.length && !scalars.length) return h("p", { class: "muted", text: "No metrics stored with this version." });
+  const all = Object.entries(metrics || {});
+  const holdout = all.find(([k, v]) => k === "holdout_evaluation" && v && Array.isArray(v.rules));
+  const blocks = all.filter(([k, v]) => k !== "holdout_evaluation" && v && typeof v === "object" && !Array.isArray(v));
+  const scalars = all.filter(([, v]) => v === null || typeof v !== "object");
+  if (!blocks.length && !scalars.length && !holdout) return h("p", { class: "muted", text: "No metrics stored with this version." });
   const keys = [...new Set(blocks.flatMap(([, v]) => Object.keys(v).filter((k) => typeof v[k] !== "object" || v[k] === null)))];
   return h(
     "div",
@@ -43,6 +83,7 @@ function metricsView(metrics) {
       ? table([{ label: "Metric", value: (k) => k }, ...blocks.map(([name, v]) => ({ label: name, value: (k) => fmt(v[k]), num: true }))], keys, { caption: "Metrics measured when the version was trained" })
       : null,
     scalars.length ? facts(scalars) : null,
+    holdout ? holdoutFacts(holdout[1]) : null,
   );
 }
 
@@ -59,12 +100,16 @@ function provenanceView(mv) {
   ]);
 }
 
-function evaluationsTable(items) {
+function datasetLink(id, names) {
+  return names.has(id) ? h("a", { href: `#/datasets/${seg(id)}`, text: names.get(id) }) : h("span", { class: "muted", text: `${id} (deleted)` });
+}
+
+function evaluationsTable(items, names) {
   return table(
     [
       { label: "Evaluation", value: (e) => h("a", { href: `#/evaluations/${seg(e.id)}`, text: when(e.created_at) }) },
       { label: "State", value: (e) => badge(e.state) },
-      { label: "Dataset", value: (e) => h("a", { href: `#/datasets/${seg(e.dataset_id)}`, text: e.dataset_id }) },
+      { label: "Dataset", value: (e) => datasetLink(e.dataset_id, names) },
       { label: "Rows", value: (e) => fmt(e.n_rows), num: true },
       { label: "Accuracy", value: (e) => fmt(e.metrics?.accuracy), num: true },
       { label: "Weighted F1", value: (e) => fmt(e.metrics?.f1_weighted), num: true },
@@ -75,17 +120,17 @@ function evaluationsTable(items) {
   );
 }
 
-async function evaluationsView(ref) {
+async function evaluationsView(ref, datasets) {
   try {
-    return evaluationsTable((await get(`/v1/models/${ref}/evaluations${qs({ limit: 50 })}`)).items);
+    const names = new Map(datasets.map((d) => [d.id, d.name]));
+    return evaluationsTable((await get(`/v1/models/${ref}/evaluations${qs({ limit: 50 })}`)).items, names);
   } catch (err) {
     return errorBox(err, "Could not list evaluations");
   }
 }
 
 /** The "run an evaluation" form: dataset, target (defaults to the training target), optional slice column. */
-export async function evaluationForm(ref, doc) {
-  const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
+export async function evaluationForm(ref, doc, datasets) {
   if (!datasets.length) return notice("info", "Upload a labelled dataset first (Datasets page).");
   const ds = select(datasets.map((d) => [d.id, `${d.name} (${d.n_rows} rows, ${when(d.created_at)})`]), { name: "dataset_id" });
   const target = h("select", { name: "target" });
@@ -128,7 +173,8 @@ export async function versionPage(ctx, name, version) {
   const ref = seg(`${name}@${version}`);
   const mv = await get(`/v1/models/${ref}`);
   const doc = mv.rule_list;
-  const [heldout, evals, evalForm] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref), evaluationForm(ref, doc).catch((err) => errorBox(err, "Could not prepare the evaluation form"))]);
+  const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
+  const [heldout, evals, evalForm] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form"))]);
   const base = `#/models/${seg(name)}`;
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
@@ -143,7 +189,7 @@ export async function versionPage(ctx, name, version) {
       h("span", {}, h("a", { href: "#/models", text: "Models" }), " / ", h("a", { href: base, text: name }), ` / predicts ${doc.target} (${doc.classes.map(fmt).join(", ")})`, mv.aliases.length ? h("span", { class: "values" }, " ", mv.aliases.map((a) => badge(a, "alias"))) : null),
       ...actions,
     ),
-    section("Rule list", h("p", { class: "muted small", text: "Read top to bottom: the first rule whose conditions all hold decides; the default rule decides when none does." }), heldout.note, ruleListView(doc, heldout.map)),
+    section("Rule list", h("p", { class: "muted small", text: "Read top to bottom: the first rule whose conditions all hold decides; the default rule decides when none does." }), heldout.note, ruleListView(doc, mv.condition_texts, heldout.map)),
     section("Metrics", metricsView(mv.metrics)),
     section("Evaluations", evals, h("h3", { text: "Run an evaluation" }), evalForm),
     section("Provenance", provenanceView(mv)),

@@ -1,0 +1,383 @@
+"""The console as a clinician, a credit-risk officer and a model validator meet it at the edges: keyboard only;
+category values and names that look like HTML or script (shown as text, never run); a list with one rule and
+one with 40; a three-class model; an evaluation where every target is a class the model never saw; a version
+compared with itself; monitoring with no decision, with sparse traffic (gaps, not zeros) and with a real drift
+alert; a background evaluation that fails and a comparison on a file too large for a request; a training job
+that failed. Every page is checked by axe-core and must show what the API says (tests/e2e/console_kit.py:
+no 5xx, no script error, no dialog, nothing loaded from elsewhere).
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATASETS, rule_list_doc
+from tests.e2e.console_kit import (
+    Console,
+    Tab,
+    import_model,
+    launch_browser,
+    open_tab,
+    press_until,
+    serve_console,
+    shot,
+    sign_in,
+    train_via_api,
+    upload_csv,
+    wait_job,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.timeout(300)]
+
+SYNC_MAX_ROWS = 300  # heart-sized files are scored in the request; a 301-row file goes to the workers
+EVIL = ["<script>window.__pwned = 1</script>", '<img src=x onerror="window.__pwned = 2">', 'Tom & "Jerry" <b>x</b>']
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """The service for this module, with a small synchronous-evaluation limit."""
+    with serve_console(
+        tmp_path_factory.mktemp("console-edges"), NEURULES_EVALUATION_SYNC_MAX_ROWS=str(SYNC_MAX_ROWS)
+    ) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module."""
+    with launch_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def tab(browser: Any, console: Console) -> Iterator[Tab]:
+    """A fresh browser context, checked when the test ends."""
+    with open_tab(browser, console) as t:
+        yield t
+
+
+def _url(console: Console, fragment: str) -> str:
+    return f"{console.url}/console/#/{fragment}"
+
+
+def test_keyboard_only_walkthrough(tab: Tab, console: Console) -> None:
+    """Sign in, open a version, move an alias through the confirmation dialog and try a record, with the
+    keyboard alone; every stop on the way shows a focus ring."""
+    from playwright.sync_api import expect
+
+    import_model(console, "kb-risk", rule_list_doc())
+    import_model(console, "kb-risk", rule_list_doc())
+    page = tab.page
+    page.goto(f"{console.url}/console")
+    expect(page.get_by_label("API key")).to_be_focused()
+    page.keyboard.type(console.key)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Datasets", exact=True)).to_be_visible()
+
+    press_until(tab, "Shift+Tab", page.get_by_role("link", name="Models", exact=True))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Models", exact=True, level=1)).to_be_visible()
+    press_until(tab, "Tab", page.get_by_role("link", name="kb-risk", exact=True))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="kb-risk", exact=True)).to_be_visible()
+    press_until(tab, "Tab", page.get_by_role("link", name="version 1", exact=True))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="kb-risk version 1")).to_be_visible()
+    expect(page.locator(".rule-list > li")).to_have_count(3)
+
+    # back to the model through its breadcrumb, then the alias: the dialog opens on Cancel, Tab reaches the move
+    press_until(tab, "Shift+Tab", page.get_by_role("link", name="kb-risk", exact=True))
+    page.keyboard.press("Enter")
+    move = page.get_by_role("button", name="Move alias…")
+    expect(move).to_be_visible()
+    press_until(tab, "Tab", page.get_by_label("Point it at"))
+    page.keyboard.press("ArrowDown")  # versions newest first: 2, then 1
+    expect(page.get_by_label("Point it at")).to_have_value("1")
+    press_until(tab, "Tab", move)
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(dialog.get_by_role("button", name="Move to version 1")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(".notice-success")).to_contain_text("kb-risk@production now points at version 1")
+    expect(move).to_be_focused()
+    v1 = console.api.get("/v1/models/kb-risk@1").json()
+    assert console.api.get("/v1/registered-models/kb-risk").json()["aliases"] == {"production": v1["id"]}
+
+    # try a record on version 1 (the versions table's link): change the age, keep the other fields, decide
+    versions = page.locator("table:has(caption:text-is('Versions, newest first'))")
+    press_until(tab, "Shift+Tab", versions.get_by_role("link", name="version 1", exact=True))
+    page.keyboard.press("Enter")
+    press_until(tab, "Tab", page.get_by_role("link", name="Try a record"))
+    page.keyboard.press("Enter")
+    age = page.get_by_label("age", exact=True)
+    expect(age).to_be_visible()
+    press_until(tab, "Tab", age)
+    page.keyboard.press("Control+A")
+    page.keyboard.type("70")
+    press_until(tab, "Tab", page.get_by_role("button", name="Decide", exact=True))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()
+    record = {"age": 70, "income": 30, "smoker": "yes"}  # income: the training median; smoker: the first category
+    answer = console.api.post("/v1/models/kb-risk@1/predict", json={"records": [record]}).json()["predictions"][0]
+    expect(page.locator(".decision-value")).to_have_text(answer["prediction"])
+    expect(page.get_by_role("heading", name=f"Rule {answer['rule_id']} fired")).to_be_visible()
+    shot(tab, "20-keyboard-try")
+
+
+def _one_rule_doc() -> dict[str, Any]:
+    """One rule on a category whose values look like markup, and the default rule."""
+    return {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "label",
+        "classes": ["no", "yes"],
+        "features": [
+            {"name": "score", "type": "numeric", "fill_value": 5.0, "min": 0.0, "max": 10.0},
+            {"name": "note", "type": "categorical", "categories": [*EVIL, None]},
+        ],
+        "rules": [
+            {
+                "conditions": [{"feature": "note", "op": "in", "values": [EVIL[1], EVIL[2]]}],
+                "class_counts": [5, 30],
+                "probabilities": [6 / 37, 31 / 37],
+            }
+        ],
+        "default": {"class_counts": [60, 5], "probabilities": [61 / 67, 6 / 67]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+
+
+def test_markup_in_data_one_rule_unseen_targets_and_a_version_against_itself(tab: Tab, console: Console) -> None:
+    from playwright.sync_api import expect
+
+    import_model(console, "one-rule", _one_rule_doc())
+    rows = [[i % 10, EVIL[i % 3], "perhaps"] for i in range(30)]  # every target a class the model never saw
+    ds = upload_csv(console, f"{EVIL[0]} file", ["score", "note", "label"], rows)
+    sign_in(tab, console)
+    page = tab.page
+
+    # the dataset: its name, profile and first rows show the markup as text
+    page.goto(_url(console, f"datasets/{ds['id']}"))
+    expect(page.get_by_role("heading", name=f"{EVIL[0]} file")).to_be_visible()
+    expect(page.locator("table.preview tbody")).to_contain_text(EVIL[1])
+    expect(page.locator("table:has(caption:text-is('Column profile'))")).to_contain_text(EVIL[2])
+    shot(tab, "21-markup-as-text")
+
+    # the version: one rule and the default, the chip the server's text verbatim
+    page.goto(_url(console, "models/one-rule/1"))
+    cards = page.locator(".rule-list > li")
+    expect(cards).to_have_count(2)
+    texts = console.api.get("/v1/models/one-rule@1").json()["condition_texts"]
+    expect(cards.first.locator(".chip")).to_have_text(texts[0])
+    assert EVIL[1] in texts[0][0]
+
+    # an evaluation where every target is unseen: refused with the API's reason, nothing stored
+    page.get_by_label("Labelled dataset").select_option(ds["id"])
+    page.get_by_label("Target column").select_option("label")
+    page.get_by_role("button", name="Run evaluation").click()
+    refusal = page.locator(".eval-form [role=alert]")
+    expect(refusal).to_contain_text("no_rows_to_score")
+    expect(refusal).to_contain_text("HTTP 422")
+    assert console.api.get("/v1/models/one-rule@1/evaluations").json()["total"] == 0
+    shot(tab, "22-one-rule-version")
+
+    # the version against itself on the file: nothing changed, no disagreement, no metrics (no known target)
+    page.goto(_url(console, f"models/one-rule/compare?base=1&other=1&dataset={ds['id']}"))
+    expect(page.get_by_role("heading", name="Unchanged (1)")).to_be_visible()
+    expect(page.get_by_role("heading", name="Changed (0)")).to_be_visible()
+    expect(page.get_by_text("0 (0.0%)")).to_be_visible()
+    shot(tab, "23-compare-itself")
+
+    # monitoring before any decision, then a decision on a markup category
+    page.goto(_url(console, "models/one-rule/monitoring"))
+    expect(page.get_by_text("No decision in this window")).to_be_visible()
+    shot(tab, "24-monitoring-no-decision")
+    page.goto(_url(console, "models/one-rule/1/try"))
+    page.get_by_label("note", exact=True).select_option(EVIL[1])
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.locator(".decision-value")).to_have_text("yes")
+    expect(page.get_by_role("heading", name="Rule 1 fired")).to_be_visible()
+    expect(page.locator("section:has(h2:text-is('Rule 1 fired')) tbody")).to_contain_text(EVIL[1])
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator("main img, main script, main b").count() == 0
+    shot(tab, "25-try-markup")
+
+
+def _forty_rules_doc() -> dict[str, Any]:
+    """40 rules on consecutive ranges of `x` (0..100), alternating classes, and a default rule."""
+    rules = []
+    for j in range(40):
+        counts = [8, 2] if j % 2 else [2, 8]
+        rules.append(
+            {
+                "conditions": [{"feature": "x", "op": "between", "low": 2.5 * j, "high": 2.5 * j + 2.4}],
+                "class_counts": counts,
+                "probabilities": [(counts[0] + 1) / 12, (counts[1] + 1) / 12],
+            }
+        )
+    return {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "y",
+        "classes": [0, 1],
+        "features": [{"name": "x", "type": "numeric", "fill_value": 50.0, "min": 0.0, "max": 100.0}],
+        "rules": rules,
+        "default": {"class_counts": [10, 10], "probabilities": [0.5, 0.5]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+
+
+def _predict(console: Console, ref: str, records: list[dict[str, Any]]) -> None:
+    r = console.api.post(f"/v1/models/{ref}/predict", json={"records": records, "explain": "none"})
+    assert r.status_code == 200, r.text
+
+
+def test_monitoring_forty_rules_sparse_traffic_and_a_real_alert(tab: Tab, console: Console) -> None:
+    """Sparse traffic on a 40-rule list: one panel per rule with its training share, buckets with decisions
+    drawn as steps, empty buckets as gaps (never zeros), too few decisions to judge; then a small list with
+    enough drifted decisions to raise the alert."""
+    from playwright.sync_api import expect
+
+    import_model(console, "long-list", _forty_rules_doc())
+    since = datetime.now(UTC) - timedelta(seconds=10)
+    until, n_buckets = since + timedelta(seconds=60), 30  # 2-second buckets
+    _predict(console, "long-list@1", [{"x": 2.5 * (i % 12)} for i in range(60)])
+    time.sleep(4.5)  # the second batch lands at least one empty bucket later
+    _predict(console, "long-list@1", [{"x": 30 + 2.5 * (i % 6)} for i in range(60)])
+    iso = {"since": since.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "until": until.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+    window = {**iso, "buckets": n_buckets}
+    (block,) = console.api.get("/v1/models/long-list@1/monitoring", params=window).json()["versions"]
+    used = [i for i, b in enumerate(block["series"]) if b["total"]]
+    assert len(used) == 2 and used[1] - used[0] >= 2, used  # a gap between the two batches
+    assert (block["drift_state"], block["min_decisions"]) == ("insufficient_data", 410)
+
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/long-list/1"))
+    expect(page.locator(".rule-list > li")).to_have_count(41)
+    shot(tab, "26-forty-rules")
+    page.goto(_url(console, f"models/long-list/monitoring?since={window['since']}&until={window['until']}&buckets=30"))
+    panels = page.locator(".panels > li")
+    expect(panels).to_have_count(41)
+    expect(page.locator(".panels svg .training-line")).to_have_count(41)
+    first = panels.first
+    expect(first.locator("rect.gap")).to_have_count(n_buckets - 2)  # the empty buckets, as gaps
+    expect(first.locator("path.share-line")).to_have_count(2)  # two runs of buckets with decisions, not joined
+    expect(first.locator("circle.share-point")).to_have_count(2)
+    expect(page.get_by_text("not judged: 120 of the 410 decisions needed")).to_be_visible()
+    page.get_by_text("Show data").first.click()
+    expect(page.locator(".multiples .chart-data tbody tr")).to_have_count(1 + 2)  # training shares, then 2 buckets
+    shot(tab, "27-monitoring-forty-rules")
+
+    # a small list (2 rules + default: 100 decisions needed), every decision by rule 1: drift, judged
+    import_model(console, "drifting", rule_list_doc())
+    _predict(console, "drifting@1", [{"age": 70, "income": 50, "smoker": "yes"}] * 120)
+    page.goto(_url(console, "models/drifting/monitoring"))
+    expect(page.get_by_text("Drift alert:")).to_be_visible()
+    expect(page.locator(".monitor-head .badge")).to_have_text("drift alert")
+    shot(tab, "28-monitoring-alert")
+
+
+def _three_class_rows() -> tuple[list[str], list[list[str]]]:
+    """heart.csv with a three-class label: the tertile of att_8 (maximum heart rate), att_8 itself removed."""
+    with open(DATASETS / "heart.csv", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        rows = list(reader)
+    col = header.index("att_8")
+    values = np.array([float(r[col]) for r in rows])
+    low, high = np.quantile(values, [1 / 3, 2 / 3])
+    labels = ["low" if v <= low else "mid" if v <= high else "high" for v in values]
+    keep = [i for i in range(len(header)) if i != col]
+    return [header[i] for i in keep] + ["rate"], [
+        [r[i] for i in keep] + [lab] for r, lab in zip(rows, labels, strict=True)
+    ]
+
+
+def test_three_classes_a_failed_background_evaluation_and_a_file_too_large_to_compare(
+    tab: Tab, console: Console
+) -> None:
+    from playwright.sync_api import expect
+
+    header, rows = _three_class_rows()
+    train = upload_csv(console, "rate-train", header, rows[:200])
+    held = upload_csv(console, "rate-held-out", header, rows[200:])
+    big_rows = [list(r) for r in (rows * 2)[: SYNC_MAX_ROWS + 5]]
+    big_rows[7][0] = "n/a?"  # a number column holding text: only the background scoring finds it
+    big = upload_csv(console, "rate-big", header, big_rows)
+    train_via_api(console, train["id"], "rate", seed=0, epochs=30, target="rate", n_rules=4)
+    sign_in(tab, console)
+    page = tab.page
+
+    # the version: three probability bars per rule
+    page.goto(_url(console, "models/rate/1"))
+    expect(page.locator(".rule-list > li").first.locator(".class-bar")).to_have_count(3)
+    page.get_by_label("Labelled dataset").select_option(held["id"])
+    page.get_by_role("button", name="Run evaluation").click()
+    expect(page.get_by_role("heading", name="Evaluation of rate version 1")).to_be_visible()
+    ev = console.api.get(f"/v1/evaluations/{page.url.rsplit('/', 1)[1]}").json()
+    assert ev["state"] == "succeeded" and ev["n_rows"] == len(rows) - 200
+    heat = page.locator("table.heat").first
+    expect(heat.locator(".heat-count")).to_have_count(9)
+    assert sum(int(t) for t in heat.locator(".heat-count").all_text_contents()) == ev["n_rows"]
+    expect(page.get_by_text("top-class probability against accuracy").first).to_be_visible()
+    expect(page.locator("table:has(caption:text-is('Per class')) tbody tr")).to_have_count(3)
+    expect(page.get_by_text("Not held out:")).to_have_count(0)
+    shot(tab, "29-three-class-evaluation")
+
+    # try a record: three class bars with the decision
+    page.goto(_url(console, "models/rate/1/try"))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.locator("section:has(h2:text-is('Decision')) .class-bar")).to_have_count(3)
+
+    # a file over the request limit: the evaluation runs in the background and fails with its reason ...
+    page.goto(_url(console, "models/rate/1"))
+    page.get_by_label("Labelled dataset").select_option(big["id"])
+    page.get_by_role("button", name="Run evaluation").click()
+    failed = page.get_by_text("The evaluation failed:")
+    expect(failed).to_be_visible(timeout=60_000)
+    expect(page.locator(".notice-error")).to_contain_text("invalid_values")
+    shot(tab, "30-evaluation-failed")
+
+    # ... and comparing on it is refused, saying what to run instead
+    page.goto(_url(console, f"models/rate/compare?base=1&other=1&dataset={big['id']}"))
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("dataset_too_large_to_compare")
+    expect(refusal).to_contain_text("Run an evaluation of each version")
+    expect(page.locator(".notice-info").get_by_role("link", name="version 1")).to_have_attribute(
+        "href", "#/models/rate/1"
+    )
+    shot(tab, "31-compare-too-large")
+
+
+def test_a_failed_training_job_shows_its_error(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A job that ran past the training time limit: the job page and the list show it failed, and why."""
+    from playwright.sync_api import expect
+
+    limits = {"NEURULES_TRAINING_TIME_LIMIT_S": "3", "NEURULES_TRAINING_SOFT_TIME_LIMIT_S": "1"}
+    with serve_console(tmp_path_factory.mktemp("console-fail"), **limits) as c, open_tab(browser, c) as t:
+        with open(DATASETS / "heart.csv", "rb") as fh:
+            ds = c.api.post("/v1/datasets", files={"file": ("heart.csv", fh, "text/csv")}).json()
+        r = c.api.post(
+            "/v1/jobs",
+            json={"dataset_id": ds["id"], "target": "target", "parameters": {"n_rules": 5, "epochs": 5000}},
+        )
+        job = wait_job(c, r.json()["id"], timeout=90)
+        assert job["state"] == "failed" and "time limit" in job["error"], job
+        sign_in(t, c)
+        t.page.goto(f"{c.url}/console/#/jobs/{job['id']}")
+        expect(t.page.locator(".notice-error")).to_contain_text("Training failed:")
+        expect(t.page.locator(".notice-error")).to_contain_text(job["error"])
+        expect(t.page.locator(".job-status .badge").first).to_have_text("failed")
+        shot(t, "32-job-failed")
