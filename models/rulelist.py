@@ -501,6 +501,15 @@ class RuleList:
     def _by_name(self) -> dict[str, Feature]:
         return {f.name: f for f in self.features}
 
+    def condition_text(self, condition: Condition) -> str:
+        """One condition as people read it, with this list's feature metadata (`smoker = 1` for a
+        two-valued numeric feature): the text `to_text` and `explain` use."""
+        return condition.text(self._by_name().get(condition.feature))
+
+    def rule_text(self, rule_id: int) -> str:
+        """A rule's antecedent as `to_text` writes it (`true` for a rule without conditions)."""
+        return self.rule(rule_id).text(self._by_name())
+
     def rule(self, rule_id: int) -> Rule:
         """Rule by id (1..k; 0 is the default rule)."""
         return self.default if rule_id == 0 else self.rules[rule_id - 1]

@@ -249,6 +249,8 @@ def test_two_valued_numeric_features_read_as_equalities() -> None:
     assert "diabetic = 1" in text and "diabetic = 0" in text and "diabetic >=" not in text
     assert "-- rule 2: smoker not in {false, <missing>} and diabetic = 1" in rl.to_sql("t")
     assert "# rule 3: age <= 30 and diabetic = 0" in rl.to_python()
+    assert rl.rule_text(2) == "smoker not in {false, <missing>} and diabetic = 1"
+    assert rl.condition_text(rl.rules[2].conditions[1]) == "diabetic = 0"
     rec = {**RECORDS[1], "diabetic": 1}
     explained = rl.explain(rec)
     assert explained["rule_id"] == 2 and explained["conditions"][1]["text"] == "diabetic = 1"
