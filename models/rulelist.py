@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -200,13 +200,19 @@ class Feature:
 
 @dataclass(frozen=True)
 class Condition:
-    """One condition of a rule: an inclusive interval or a category (non-)membership."""
+    """One condition of a rule: an inclusive interval or a category (non-)membership.
+
+    `feature_values`: the feature's two training values when its document entry lists them; a
+    `RuleList` sets it on its conditions (it is not part of the condition's document entry and
+    takes no part in equality), so that `text()` reads `smoker = 1` wherever it is called.
+    """
 
     feature: str
     op: str  # "between" | "in" | "not_in"
     low: float | None = None
     high: float | None = None
     values: tuple[CategoryKey, ...] = ()
+    feature_values: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to the document's condition entry."""
@@ -217,8 +223,9 @@ class Condition:
     def text(self, feature: Feature | None = None) -> str:
         """Human-readable form, e.g. `45.5 <= age <= 66.4`, `thal not in {normal}`, or `smoker = 1`
         when the feature lists two training values and exactly one of them satisfies it."""
-        if self.op == "between" and feature is not None and feature.values:
-            inside = [v for v in feature.values if self.holds_scalar(v)]
+        two = feature.values if feature is not None else self.feature_values
+        if self.op == "between" and two:
+            inside = [v for v in two if self.holds_scalar(v)]
             if len(inside) == 1:
                 return f"{self.feature} = {format_number(inside[0])}"
         if self.op == "between":
@@ -380,6 +387,21 @@ class RuleList:
     target: str = "target"
     smoothing: float = 1.0
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        """Give each condition on a two-valued numeric feature that feature's two values."""
+        two = {f.name: f.values for f in self.features if f.values}
+        if not two:
+            return
+
+        def with_values(rule: Rule) -> Rule:
+            conds = tuple(
+                replace(c, feature_values=two[c.feature]) if c.feature in two and not c.feature_values else c
+                for c in rule.conditions
+            )
+            return replace(rule, conditions=conds)
+
+        object.__setattr__(self, "rules", tuple(with_values(r) for r in self.rules))
 
     # ---- construction / serialisation -------------------------------------------------------
 

@@ -250,6 +250,10 @@ def test_two_valued_numeric_features_read_as_equalities() -> None:
     assert "-- rule 2: smoker not in {false, <missing>} and diabetic = 1" in rl.to_sql("t")
     assert "# rule 3: age <= 30 and diabetic = 0" in rl.to_python()
     assert rl.rule_text(2) == "smoker not in {false, <missing>} and diabetic = 1"
+    assert rl.rules[1].text() == rl.rule_text(2)  # conditions of a parsed list carry the feature's values
+    assert rl.rules[1].conditions[1] == RuleList.from_dict(DOC).rules[1].conditions[0].__class__(
+        feature="diabetic", op="between", low=0.5, high=None
+    )  # ... which take no part in equality
     assert rl.condition_text(rl.rules[2].conditions[1]) == "diabetic = 0"
     rec = {**RECORDS[1], "diabetic": 1}
     explained = rl.explain(rec)
