@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from app import db_roles
 from app.db import Database, make_engine
 from app.services import audit_verify, tenants
 from app.services.audit_verify import ChainReport
+from app.services.readiness import ExpectedSchema
 
 T = TypeVar("T")
 
@@ -23,6 +25,25 @@ def _migrations_dir() -> Path:
 
 
 MIGRATIONS = _migrations_dir()
+
+
+@lru_cache(maxsize=1)
+def expected_schema() -> ExpectedSchema | None:
+    """The newest migration (the schema this code's tables are written for) and the revisions before it;
+    None where the migrations are not installed beside the code (then /readyz cannot check the schema)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    if not (MIGRATIONS / "env.py").exists():
+        return None
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(cfg)
+    head = script.get_current_head()
+    if head is None:
+        return None
+    older = frozenset(r.revision for r in script.walk_revisions() if r.revision != head)
+    return ExpectedSchema(head, older)
 
 
 def migrate(url: str, app_role: str | None = None) -> list[str]:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -81,6 +81,13 @@ def make_engine(url: str) -> Engine:
         pool_timeout=10,
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
     )
+
+
+def schema_revision(conn: Connection) -> str | None:
+    """The Alembic revision the database's schema is at (None: never migrated)."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 class Database:

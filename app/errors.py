@@ -124,68 +124,67 @@ def _allowed_methods(request: Request) -> list[str]:
     return table.of(request.url.path)
 
 
+async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
+    return domain_error_response(exc)
+
+
+async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    details = validation_details(list(exc.errors()))
+    first = details[0] if details else {"field": "body", "message": "invalid"}
+    msg = f"{first['field']}: {first['message']}"
+    if len(details) > 1:
+        msg += f" (and {len(details) - 1} more)"
+    return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
+
+
+async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if is_unreadable_body(exc.status_code, exc.detail):
+        message = unreadable_body_message(exc.__cause__)
+        return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
+    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
+
+
+async def _data_error(request: Request, exc: DataError) -> JSONResponse:
+    # the database refused a value the API let through (PostgreSQL: a NUL character in a string, a string
+    # over its column's length, a number out of its column's range); the request's transaction is rolled
+    # back, nothing is written
+    log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc.orig)
+    message = (
+        "a value in the request (path, query or body) cannot be stored or looked up: it contains a NUL "
+        "character, is too long, or is a number out of range"
+    )
+    return JSONResponse(error_body("invalid_input", message), status_code=422)
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    # an outage answers 503 naming the database; any other database error is a bug: 500, but answered here
+    # (not by the catch-all below) so the client's keep-alive connection survives it too
+    if is_unavailable_error(exc):
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
+    log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers that give every error the same shape."""
-
-    @app.exception_handler(DomainError)
-    async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
-        return domain_error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        details = validation_details(list(exc.errors()))
-        first = details[0] if details else {"field": "body", "message": "invalid"}
-        msg = f"{first['field']}: {first['message']}"
-        if len(details) > 1:
-            msg += f" (and {len(details) - 1} more)"
-        return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if is_unreadable_body(exc.status_code, exc.detail):
-            message = unreadable_body_message(exc.__cause__)
-            return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
-            exc.status_code, "http_error"
-        )
-        headers = dict(getattr(exc, "headers", None) or {})
-        if exc.status_code == 405:
-            headers["Allow"] = ", ".join(_allowed_methods(request))
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
-
-    @app.exception_handler(DataError)
-    async def _data_error(request: Request, exc: DataError) -> JSONResponse:
-        # the database refused a value the API let through (PostgreSQL: a NUL character in a string, a
-        # string over its column's length, a number out of its column's range); the request's transaction
-        # is rolled back, nothing is written
-        log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc.orig)
-        return JSONResponse(
-            error_body(
-                "invalid_input",
-                "a value in the request (path, query or body) cannot be "
-                "stored or looked up: it contains a NUL character, is too long, or is a "
-                "number out of range",
-            ),
-            status_code=422,
-        )
-
-    async def _database_error(request: Request, exc: Exception) -> JSONResponse:
-        # an outage answers 503 naming the database; any other database error is a bug: 500, but answered
-        # here (not by the catch-all below) so the client's keep-alive connection survives it too
-        if is_unavailable_error(exc):
-            log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
-            return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
-        log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
-        return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
-
+    """Register the handlers that give every error the same shape (the most specific kind wins)."""
+    app.exception_handler(DomainError)(_domain_error)
+    app.exception_handler(RequestValidationError)(_validation)
+    app.exception_handler(StarletteHTTPException)(_http)
+    app.exception_handler(DataError)(_data_error)
     kinds: tuple[type[Exception], ...] = (SQLAlchemyError, *_driver_errors())
     for kind in kinds:
-        app.add_exception_handler(kind, _database_error)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+        app.exception_handler(kind)(_database_error)
+    app.exception_handler(Exception)(_unexpected)
 
 
 ERROR_TEXT = {

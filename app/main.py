@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Protocol
 
 from fastapi import FastAPI
@@ -22,7 +23,7 @@ from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue
-from app.services.readiness import Check
+from app.services.readiness import Check, ExpectedSchema
 from app.settings import Settings
 from app.state import ServiceState
 from app.web import install_web
@@ -141,6 +142,12 @@ def _lifespan(
     return lifespan
 
 
+def _jobs_by_state(database: Database) -> dict[JobState, int]:
+    """Job counts per state, for the metrics gauge."""
+    with database.sessionmaker() as s:
+        return jobs.count_by_state(s)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -148,6 +155,7 @@ def create_app(
     db: Database | None = None,
     broker_check: Check | None = None,
     worker_check: Check | None = None,
+    schema: ExpectedSchema | None = None,
     background_services: Sequence[BackgroundService] = (),
     configure_logs: bool = True,
 ) -> FastAPI:
@@ -155,14 +163,10 @@ def create_app(
     if configure_logs:
         configure_logging(settings.log_level)
     database = db or Database(settings.resolved_database_url)
-
-    def jobs_by_state() -> dict[JobState, int]:
-        """Job counts per state, for the metrics gauge."""
-        with database.sessionmaker() as s:
-            return jobs.count_by_state(s)
-
-    metrics = Metrics(jobs_by_state)
-    state = ServiceState(settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check)
+    metrics = Metrics(partial(_jobs_by_state, database))
+    state = ServiceState(
+        settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check, schema=schema
+    )
     app = FastAPI(
         title="NeuRules service",
         version="1.0.0",

@@ -9,7 +9,7 @@ from app.observability import Metrics
 from app.services.audit import AuditWriter
 from app.services.jobs import JobQueue
 from app.services.model_store import ModelStore
-from app.services.readiness import Check
+from app.services.readiness import Check, ExpectedSchema
 from app.services.serving import TTLCache
 from app.settings import Settings
 
@@ -24,6 +24,7 @@ class ServiceState:
     metrics: Metrics
     broker_check: Check | None = None  # raises when the broker is unreachable
     worker_check: Check | None = None  # raises when no training worker can take jobs
+    schema: ExpectedSchema | None = None  # the migration /readyz wants the database at (None: not checked)
     auth_cache: TTLCache = field(init=False)
     models: ModelStore = field(init=False)
     audit: AuditWriter = field(init=False)

@@ -88,23 +88,15 @@ class CeleryQueue:
 
     def send(self, job_id: str) -> None:
         """Enqueue one training job id (fails fast when the broker is down)."""
-        self.app.send_task(
-            TRAIN_TASK,
-            args=[job_id],
-            queue=self.queue,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-        )
+        self._send(TRAIN_TASK, job_id)
 
     def send_evaluation(self, evaluation_id: str) -> None:
         """Enqueue one background evaluation id (fails fast when the broker is down)."""
-        self.app.send_task(
-            EVALUATE_TASK,
-            args=[evaluation_id],
-            queue=self.queue,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-        )
+        self._send(EVALUATE_TASK, evaluation_id)
+
+    def _send(self, task: str, ident: str) -> None:
+        retry_policy = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
+        self.app.send_task(task, args=[ident], queue=self.queue, retry=True, retry_policy=retry_policy)
 
     def check(self) -> None:
         """Raise when the broker is unreachable."""

@@ -9,23 +9,25 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from celery import Celery
 
-from app.db import Database
+from app.db import Database, is_unavailable_error
 from app.services import evaluation_runs as runs
 from app.services import evaluations
 from app.services.errors import DomainError
 from app.services.evaluations import StoredResult
+from app.services.lost_messages import Resend
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion
 from models.rulelist import RuleList
+from worker.beat import Beat, OfflineAware
+from worker.patience import with_database
 
 log = logging.getLogger("neurules.worker")
 
@@ -51,31 +53,6 @@ class EvaluationInputs:
     slice_by: str | None
 
 
-class Beat:
-    """A background thread calling `beat` every `interval` seconds until it returns False or the block ends."""
-
-    def __init__(self, beat: Callable[[], bool], interval: float, name: str) -> None:
-        self.beat, self.interval = beat, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                if not self.beat():
-                    return
-            except Exception:
-                log.warning("heartbeat failed", extra={"thread": self._thread.name}, exc_info=True)
-
-    def __enter__(self) -> Beat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
     """The rule list and the dataset's bytes of a claimed evaluation (_Gone when either was deleted)."""
     with db.session() as s:
@@ -96,19 +73,25 @@ def _beat(db: Database, evaluation_id: str, worker_id: str, progress: float | No
 
 
 def _score(db: Database, settings: Settings, evaluation_id: str, worker_id: str) -> StoredResult:
-    """Score the claimed evaluation, writing progress as it goes."""
-    inputs = _load(db, evaluation_id)
+    """Score the claimed evaluation, writing progress as it goes (skipped while the database is away)."""
+    inputs = with_database(partial(_load, db, evaluation_id), patience_s=settings.stale_after_s, what="load evaluation")
+    offline = OfflineAware(settings.heartbeat_interval_s, "evaluation", evaluation_id)
 
     def progress(p: float) -> None:
-        _beat(db, evaluation_id, worker_id, p)
+        offline.run(partial(_beat, db, evaluation_id, worker_id, p))
 
-    with Beat(lambda: _beat(db, evaluation_id, worker_id), settings.heartbeat_interval_s, f"beat-{evaluation_id}"):
+    with Beat(partial(_beat, db, evaluation_id, worker_id), settings.heartbeat_interval_s, f"beat-{evaluation_id}"):
         result = evaluations.score_file(inputs.rule_list, inputs.data, inputs.target, inputs.slice_by, progress)
     return StoredResult.of(result)
 
 
 def run_evaluation(db: Database, settings: Settings, evaluation_id: str, *, worker: str | None = None) -> Outcome:
-    """Run one background evaluation idempotently: claim, score, store (or fail with a readable reason)."""
+    """Run one background evaluation idempotently: claim, score, store (or fail with a readable reason).
+
+    A database outage is no failure of the evaluation: progress waits, the result is stored when the
+    database returns within `NEURULES_STALE_AFTER_S`, and an outage longer than that is raised (the task
+    hands the message back; the reaper requeues the evaluation once its heartbeat is stale).
+    """
     worker_id = f"{worker or socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
     with db.session() as s:
         if not runs.claim(s, evaluation_id, worker_id, stale_after_s=settings.stale_after_s):
@@ -118,10 +101,20 @@ def run_evaluation(db: Database, settings: Settings, evaluation_id: str, *, work
     try:
         result = _score(db, settings, evaluation_id, worker_id)
     except (DomainError, _Gone) as e:  # input the scoring refuses (the message names the column / line)
-        return _fail(db, evaluation_id, worker_id, e.code, e.message)
+        end = partial(_fail, db, evaluation_id, worker_id, e.code, e.message)
     except Exception as e:
+        if is_unavailable_error(e):
+            raise
         log.exception("evaluation failed", extra={"evaluation_id": evaluation_id})
-        return _fail(db, evaluation_id, worker_id, "evaluation_failed", f"evaluation failed: {type(e).__name__}: {e}")
+        end = partial(
+            _fail, db, evaluation_id, worker_id, "evaluation_failed", f"evaluation failed: {type(e).__name__}: {e}"
+        )
+    else:
+        end = partial(_succeed, db, evaluation_id, worker_id, result)
+    return with_database(end, patience_s=settings.stale_after_s, what="end evaluation")
+
+
+def _succeed(db: Database, evaluation_id: str, worker_id: str, result: StoredResult) -> Outcome:
     with db.session() as s:
         ok = runs.succeed(s, evaluation_id, worker_id, result)
     log.info("evaluation finished", extra={"evaluation_id": evaluation_id, "stored": ok})
@@ -134,15 +127,14 @@ def _fail(db: Database, evaluation_id: str, worker_id: str, code: str, message: 
     return "failed"
 
 
-def reap_evaluations(db: Database, settings: Settings, app: Celery | None) -> list[runs.ReapAction]:
-    """Requeue or fail evaluations whose worker went silent, re-send long-queued ones."""
+def reap_evaluations(
+    db: Database, settings: Settings, app: Celery | None, resend: Resend | None = None
+) -> list[runs.ReapAction]:
+    """Requeue or fail evaluations whose worker went silent; re-send queued ones whose message is gone
+    (`resend`; by default those queued over `NEURULES_RESEND_QUEUED_AFTER_S`)."""
+    resend = resend or Resend(timer_s=settings.resend_queued_after_s)
     with db.session() as s:
-        actions = runs.reap(
-            s,
-            stale_after_s=settings.stale_after_s,
-            max_attempts=settings.max_attempts,
-            resend_after_s=settings.resend_queued_after_s,
-        )
+        actions = runs.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts, resend=resend)
     for a in actions:
         log.warning("reaped evaluation", extra={"evaluation_id": a.evaluation_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
@@ -150,4 +142,4 @@ def reap_evaluations(db: Database, settings: Settings, app: Celery | None) -> li
     return actions
 
 
-__all__ = ["EVALUATE_TASK", "Beat", "reap_evaluations", "run_evaluation"]
+__all__ = ["EVALUATE_TASK", "reap_evaluations", "run_evaluation"]

@@ -1,4 +1,5 @@
-"""Which training jobs have a message in the broker, so the reaper can re-send the queued jobs whose message is gone.
+"""Which jobs (and background evaluations) have a message in the broker, so the reaper can re-send the queued
+ones whose message is gone.
 
 A Redis broker keeps a queue as lists (one per priority step) and the messages workers hold in an
 `unacked` hash; the filesystem broker of embedded mode keeps one file per message. A message held
@@ -18,15 +19,15 @@ from typing import Any
 
 from celery import Celery
 
-Scan = Callable[[], set[str] | None]  # job ids with a message; None: cannot tell; raises when the broker is down
+Scan = Callable[[], set[str] | None]  # ids with a message; None: cannot tell; raises when the broker is down
 UNACKED_FRESH_S = 120.0  # four times the longest retry countdown (worker.patience.MAX_COUNTDOWN_S)
 
 
-def job_id_of(message: Any, task_name: str) -> str | None:
-    """The job id a Celery message of `task_name` carries (its first argument); None for anything else."""
+def job_id_of(message: Any, *task_names: str) -> str | None:
+    """The id a Celery message of one of `task_names` carries (its first argument); None for anything else."""
     try:
         msg = json.loads(message) if isinstance(message, (str, bytes)) else message
-        if (msg.get("headers") or {}).get("task") != task_name:
+        if (msg.get("headers") or {}).get("task") not in task_names:
             return None
         body = msg["body"]
         if (msg.get("properties") or {}).get("body_encoding") == "base64":
@@ -37,12 +38,13 @@ def job_id_of(message: Any, task_name: str) -> str | None:
         return None
 
 
-def _ids(messages: Iterable[Any], task_name: str) -> set[str]:
-    return {j for j in (job_id_of(m, task_name) for m in messages) if j is not None}
+def _ids(messages: Iterable[Any], task_names: tuple[str, ...]) -> set[str]:
+    return {j for j in (job_id_of(m, *task_names) for m in messages) if j is not None}
 
 
-def scan_redis(app: Celery, queue: str, task_name: str, unacked_fresh_s: float = UNACKED_FRESH_S) -> set[str]:
-    """Job ids waiting in the queue's lists or delivered to a worker less than `unacked_fresh_s` ago."""
+def scan_redis(app: Celery, queue: str, *task_names: str, unacked_fresh_s: float = UNACKED_FRESH_S) -> set[str]:
+    """Ids (of `task_names` messages) waiting in the queue's lists or delivered to a worker less than
+    `unacked_fresh_s` ago."""
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=3)
         ch = conn.default_channel
@@ -54,29 +56,29 @@ def scan_redis(app: Celery, queue: str, task_name: str, unacked_fresh_s: float =
         # the unacked hash is shared by every queue of this Redis database: [message, exchange, routing key]
         entries = [json.loads(v) for v in client.hmget(ch.unacked_key, tags) if v] if tags else []
         held = [e[0] for e in entries if len(e) == 3 and e[2] == queue]
-    return _ids(waiting, task_name) | _ids(held, task_name)
+    return _ids(waiting, task_names) | _ids(held, task_names)
 
 
-def scan_folder(folder: Path, queue: str, task_name: str) -> set[str]:
-    """Job ids of the message files of `queue` in the filesystem broker's folder."""
+def scan_folder(folder: Path, queue: str, *task_names: str) -> set[str]:
+    """Ids (of `task_names` messages) in the message files of `queue` in the filesystem broker's folder."""
     out: set[str] = set()
     for path in folder.glob(f"*.{queue}.msg"):
         try:
             raw = path.read_bytes()
         except FileNotFoundError:  # consumed meanwhile
             continue
-        job = job_id_of(raw, task_name)
+        job = job_id_of(raw, *task_names)
         if job is not None:
             out.add(job)
     return out
 
 
-def broker_scan(app: Celery, queue: str, task_name: str) -> Scan:
+def broker_scan(app: Celery, queue: str, *task_names: str) -> Scan:
     """The scan for this app's broker (Redis, filesystem), or one that answers None (cannot tell)."""
     url = str(app.conf.broker_url)
     if url.startswith(("redis://", "rediss://")):
-        return lambda: scan_redis(app, queue, task_name)
+        return lambda: scan_redis(app, queue, *task_names)
     if url.startswith("filesystem"):
         folder = Path(app.conf.broker_transport_options["data_folder_in"])
-        return lambda: scan_folder(folder, queue, task_name)
+        return lambda: scan_folder(folder, queue, *task_names)
     return lambda: None

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from app.admin import expected_schema
 from app.db import Database
 from app.main import BackgroundService, create_app
 from app.settings import Settings, get_settings
@@ -35,6 +36,7 @@ def build_service(settings: Settings, *, configure_logs: bool = True) -> FastAPI
         db=db,
         broker_check=queue.check,
         worker_check=worker_check,
+        schema=expected_schema(),
         background_services=services,
         configure_logs=configure_logs,
     )

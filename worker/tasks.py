@@ -21,9 +21,11 @@ from app.db import Database, is_unavailable_error
 from app.services import jobs as jobsvc
 from app.services import registry
 from app.services.job_states import JobState
+from app.services.lost_messages import Resend
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
+from worker.beat import Beat, OfflineAware
 from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
 from worker.liveness import heartbeat_step
 from worker.patience import retry_countdown, with_database
@@ -43,30 +45,17 @@ class _Stop(Exception):
         self.reason = reason
 
 
-class Heartbeat:
+class Heartbeat(Beat):
     """A background thread that refreshes the job's heartbeat while it trains (even in long epochs)."""
 
     def __init__(self, db: Database, job_id: str, worker: str, interval: float) -> None:
-        self.db, self.job_id, self.worker, self.interval = db, job_id, worker, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+        super().__init__(partial(_job_heartbeat, db, job_id, worker), interval, f"heartbeat-{job_id}")
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                with self.db.session() as s:
-                    if not jobsvc.heartbeat(s, self.job_id, self.worker):
-                        return
-            except Exception:
-                log.warning("heartbeat failed", extra={"job_id": self.job_id}, exc_info=True)
 
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+def _job_heartbeat(db: Database, job_id: str, worker: str) -> bool:
+    """One heartbeat of a running job; False once the job is no longer this worker's."""
+    with db.session() as s:
+        return jobsvc.heartbeat(s, job_id, worker)
 
 
 RunOutcome = Literal["skipped", "succeeded", "failed", "cancelled", "discarded"]
@@ -102,30 +91,24 @@ def _load_inputs(db: Database, job_id: str) -> JobInputs:
 def _progress_callback(
     db: Database, settings: Settings, job_id: str, worker_id: str
 ) -> Callable[[dict[str, Any]], bool]:
-    """Per epoch: progress every few epochs, cancel and deadline checks every epoch."""
+    """Per epoch: progress every few epochs, cancel and deadline checks every epoch (database down: skipped)."""
     deadline = time.monotonic() + settings.training_soft_time_limit_s
     every = settings.progress_every_epochs
     last_write = [0.0]
-    offline_until = [0.0]  # the database was unavailable: train on, look again after a heartbeat interval
+    offline = OfflineAware(settings.heartbeat_interval_s, "training", job_id)  # train on, look again later
+
+    def write_and_check(progress: dict[str, Any], now: float) -> bool:
+        """Write the progress point when one is due; whether cancellation was asked for."""
+        epoch, n_epochs = int(progress.get("epoch", 0)), int(progress.get("n_epochs", 0))
+        with db.session() as s:
+            if epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0:
+                jobsvc.write_progress(s, job_id, worker_id, progress)
+                last_write[0] = now
+            return jobsvc.cancel_requested(s, job_id)
 
     def callback(progress: dict[str, Any]) -> bool:
-        epoch = int(progress.get("epoch", 0))
-        n_epochs = int(progress.get("n_epochs", 0))
         now = time.monotonic()
-        stop = False
-        if now >= offline_until[0]:
-            try:
-                with db.session() as s:
-                    if epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0:
-                        jobsvc.write_progress(s, job_id, worker_id, progress)
-                        last_write[0] = now
-                    stop = jobsvc.cancel_requested(s, job_id)
-            except Exception as e:
-                if not is_unavailable_error(e):
-                    raise
-                log.warning("database unavailable; training goes on without progress", extra={"job_id": job_id})
-                offline_until[0] = now + settings.heartbeat_interval_s
-        if stop:
+        if offline.run(partial(write_and_check, progress, now)):
             raise _Stop("cancelled")
         if now > deadline:
             raise _Stop("time_limit")
@@ -292,34 +275,15 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
     holder = _LazyDatabase(settings, db)
     app.steps["worker"].add(heartbeat_step(holder.get, settings))
 
-    def hand_back(self: Any, error: Exception, what: str, ident: str) -> Exception:
-        """Database down: the message goes back to the broker, to be tried again after a delay."""
-        # not acknowledged as done: a copy goes back to the broker and is tried again after the delay
-        # (a duplicate is harmless: only a queued job or evaluation can be claimed, once)
-        countdown = retry_countdown(self.request.retries)
-        log.warning(
-            f"database unavailable; {what} handed back to the broker",
-            extra={f"{what}_id": ident, "retry_in_s": countdown, "error": repr(error)[:300]},
-        )
-        return self.retry(countdown=countdown)  # type: ignore[no-any-return]
-
     def train(self: Any, job_id: str) -> str:
         """Train one job (idempotent: a job that is not queued is skipped); database down: the message goes back."""
-        try:
-            return run_job(holder.get(), settings, job_id, worker=self.request.hostname)
-        except Exception as e:
-            if not is_unavailable_error(e):
-                raise
-            raise hand_back(self, e, "job", job_id) from None
+        run = partial(run_job, holder.get(), settings, job_id, worker=self.request.hostname)
+        return _run_or_hand_back(self, run, "job", job_id)
 
     def evaluate(self: Any, evaluation_id: str) -> str:
         """Score one background evaluation (idempotent: a finished or live-held one is skipped)."""
-        try:
-            return run_evaluation(holder.get(), settings, evaluation_id, worker=self.request.hostname)
-        except Exception as e:
-            if not is_unavailable_error(e):
-                raise
-            raise hand_back(self, e, "evaluation", evaluation_id) from None
+        run = partial(run_evaluation, holder.get(), settings, evaluation_id, worker=self.request.hostname)
+        return _run_or_hand_back(self, run, "evaluation", evaluation_id)
 
     def reap() -> list[str]:
         """Requeue or fail running jobs whose worker stopped sending heartbeats; re-send lost messages."""
@@ -342,6 +306,25 @@ def register_tasks(app: Celery, settings: Settings, db: Database | None = None) 
     app.task(name=REAP_TASK, ignore_result=True, shared=False)(reap)
 
 
+def _run_or_hand_back(task: Any, run: Callable[[], str], what: str, ident: str) -> str:
+    """`run()`; when the database is unavailable, the message goes back to the broker, tried again after a delay.
+
+    Not acknowledged as done: a copy goes back to the broker (a duplicate is harmless: only a queued job or
+    evaluation can be claimed, once).
+    """
+    try:
+        return run()
+    except Exception as e:
+        if not is_unavailable_error(e):
+            raise
+        countdown = retry_countdown(task.request.retries)
+        log.warning(
+            f"database unavailable; {what} handed back to the broker",
+            extra={f"{what}_id": ident, "retry_in_s": countdown, "error": repr(e)[:300]},
+        )
+        raise task.retry(countdown=countdown) from None
+
+
 def reap_and_requeue(
     db: Database,
     settings: Settings,
@@ -351,33 +334,40 @@ def reap_and_requeue(
     scan: Scan | None = None,
 ) -> list[jobsvc.ReapAction]:
     """Sweep stale running jobs (and those of a worker known to be dead) and requeue them; re-send queued jobs
-    whose message is gone (`scan`: the job ids the broker holds; without one, those queued for too long)."""
-    pending: set[str] | None = None
-    resend_after: float | None = settings.resend_queued_after_s
-    if scan is not None:
-        try:
-            pending = scan()
-        except Exception as e:  # noqa: BLE001 -- the broker is down: nothing can be sent now; stale jobs still reaped
-            log.warning("broker scan failed; no re-send this sweep", extra={"error": repr(e)[:300]})
-            resend_after = None
+    and evaluations whose message is gone (`scan`: the ids the broker holds; without one, those queued for
+    too long). Background evaluations run on the same workers: their stale ones are requeued too."""
+    resend = _resend_policy(settings, scan)
     with db.session() as s:
         actions = jobsvc.reap(
             s,
             stale_after_s=settings.stale_after_s,
             max_attempts=settings.max_attempts,
             dead_worker_prefix=dead_worker_prefix,
-            resend_queued_after_s=resend_after,
-            pending_job_ids=pending,
-            lost_grace_s=settings.lost_message_grace_s,
+            resend=resend,
         )
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
             app.send_task(TRAIN_TASK, args=[a.job_id], queue=settings.queue)
-    reap_evaluations(db, settings, app)  # background evaluations run on the same workers
+    reap_evaluations(db, settings, app, resend)
     return actions
 
 
+def _resend_policy(settings: Settings, scan: Scan | None) -> Resend:
+    """Which queued rows lost their message: those the scan does not find (after a grace), or without a scan
+    those queued for too long; none while the broker cannot be scanned (nothing can be sent now)."""
+    timer = Resend(grace_s=settings.lost_message_grace_s, timer_s=settings.resend_queued_after_s)
+    if scan is None:
+        return timer
+    try:
+        pending = scan()
+    except Exception as e:  # noqa: BLE001 -- the broker is down: nothing can be sent now; stale jobs still reaped
+        log.warning("broker scan failed; no re-send this sweep", extra={"error": repr(e)[:300]})
+        return Resend()
+    return timer if pending is None else Resend(pending=pending, grace_s=settings.lost_message_grace_s)
+
+
 def broker_scan_for(app: Celery, settings: Settings) -> Scan:
-    """The scan of the training queue in this app's broker (see `worker.pending`)."""
-    return broker_scan(app, settings.queue, TRAIN_TASK)
+    """The scan of the training queue in this app's broker: ids of the jobs and evaluations it holds a message
+    for (see `worker.pending`)."""
+    return broker_scan(app, settings.queue, TRAIN_TASK, EVALUATE_TASK)

@@ -143,6 +143,35 @@ def default_estimator(**kwargs: Any) -> Any:
     return NeuRulesClassifier(**kwargs)
 
 
+def _estimator_kwargs(parameters: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The estimator's arguments: rules, seed, device, epochs, and the further options (which must not repeat them)."""
+    kwargs: dict[str, Any] = {"n_rules": int(parameters.get("n_rules", 10)), "random_state": seed, "device": "auto"}
+    if parameters.get("epochs") is not None:
+        kwargs["epochs"] = parameters["epochs"]
+    options = dict(parameters.get("options") or {})
+    reserved = set(kwargs) & set(options)
+    if reserved:
+        raise TrainingInputError(f"options must not repeat {', '.join(sorted(reserved))}; use the top-level parameter")
+    return {**kwargs, **options}
+
+
+def _metrics(
+    doc: dict[str, Any], rl: Any, split: tuple[Any, Any, Any, Any], parameters: dict[str, Any], n_dropped: int
+) -> dict[str, Any]:
+    """Held-out and training scores of the crisp list, and its held-out evaluation (None without held-out rows)."""
+    X_tr, X_te, y_tr, y_te = split
+    held_out = len(y_te) > 0
+    return {
+        "holdout": scores(y_te, rl.predict(X_te)) if held_out else scores(y_te, y_te),
+        "train": scores(y_tr, rl.predict(X_tr)),
+        "test_size": parameters.get("test_size", 0.2),
+        "n_rules": len(doc["rules"]),
+        "rows_without_target_dropped": n_dropped,
+        # per-rule held-out accuracy and the evaluation blocks, read off the same split (null: no held-out rows)
+        "holdout_evaluation": evaluate_split(RuleList.from_dict(doc), X_te, y_te) if held_out else None,
+    }
+
+
 def train_rule_list(
     data: bytes,
     target: str,
@@ -156,23 +185,15 @@ def train_rule_list(
     t0 = time.perf_counter()
     prep = prepare(data, target, parameters.get("features"))
     seed = int(parameters.get("random_state", 0))
-    classes = np.unique(prep.y.astype(str))
-    if len(classes) < 2:
+    if len(np.unique(prep.y.astype(str))) < 2:
         raise TrainingInputError(f"target {target!r} has a single class")
     tr, te = stratified_split(prep.y, float(parameters.get("test_size", 0.2)), seed)
-    frame = pd.DataFrame(prep.columns)
-    kwargs: dict[str, Any] = {"n_rules": int(parameters.get("n_rules", 10)), "random_state": seed, "device": "auto"}
-    if parameters.get("epochs") is not None:
-        kwargs["epochs"] = parameters["epochs"]
-    options = dict(parameters.get("options") or {})
-    reserved = set(kwargs) & set(options)
-    if reserved:
-        raise TrainingInputError(f"options must not repeat {', '.join(sorted(reserved))}; use the top-level parameter")
-    kwargs.update(options)
+    kwargs = _estimator_kwargs(parameters, seed)
     try:
         clf = estimator(**kwargs)
     except TypeError as e:
         raise TrainingInputError(f"invalid training option: {e}") from None
+    frame = pd.DataFrame(prep.columns)
     X_tr, X_te = frame.iloc[tr].reset_index(drop=True), frame.iloc[te].reset_index(drop=True)
     y_tr, y_te = prep.y[tr], prep.y[te]
     try:
@@ -185,27 +206,11 @@ def train_rule_list(
     doc = rl.to_dict()
     doc["target"] = target
     meta = dict(doc.get("metadata") or {})
-    device = str(meta.get("device", "cpu"))
-    holdout = scores(y_te, rl.predict(X_te)) if len(te) else scores(y_te, y_te)
-    train = scores(y_tr, rl.predict(X_tr))
-    metrics = {
-        "holdout": holdout,
-        "train": train,
-        "test_size": parameters.get("test_size", 0.2),
-        "n_rules": len(doc["rules"]),
-        "rows_without_target_dropped": prep.n_dropped,
-        # per-rule held-out accuracy and the evaluation blocks, read off the same split (null: no held-out rows)
-        "holdout_evaluation": evaluate_split(RuleList.from_dict(doc), X_te, y_te) if len(te) else None,
-    }
+    metrics = _metrics(doc, rl, (X_tr, X_te, y_tr, y_te), parameters, prep.n_dropped)
     params = clf.get_params() if hasattr(clf, "get_params") else kwargs
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
-    meta.update({"seed": seed, "metrics": {"holdout": holdout}})
+    meta.update({"seed": seed, "metrics": {"holdout": metrics["holdout"]}})
     doc["metadata"] = meta
-    return TrainOutcome(
-        document=doc,
-        metrics=metrics,
-        parameters=params,
-        seed=seed,
-        device=device,
-        seconds=round(time.perf_counter() - t0, 3),
-    )
+    device = str(meta.get("device", "cpu"))
+    seconds = round(time.perf_counter() - t0, 3)
+    return TrainOutcome(document=doc, metrics=metrics, parameters=params, seed=seed, device=device, seconds=seconds)

@@ -25,7 +25,8 @@ async def healthz() -> dict[str, str]:
 
 READYZ_RULE = """Each dependency on its own, plus the live training workers.
 
-- `checks.database`: `SELECT 1` answers; `checks.broker`: the job broker accepts a connection;
+- `checks.database`: `SELECT 1` answers and the schema is migrated at least as far as this service needs
+  (else an error saying to run `neurules-admin migrate`); `checks.broker`: the job broker accepts a connection;
   `checks.embedded_worker` (embedded mode): the in-process worker thread runs;
 - `checks.workers` and `workers.live`: training workers whose heartbeat row is younger than three
   heartbeat intervals (`NEURULES_HEARTBEAT_INTERVAL_S`, default 5 s).
@@ -49,7 +50,9 @@ async def readyz(state: AppState) -> JSONResponse:
     """200 when ready (see the rule in the description), else 503 naming the failing check."""
     s = state.settings
     checks = {
-        "database": await run_in_threadpool(readiness.run_check, partial(readiness.check_database, state.db)),
+        "database": await run_in_threadpool(
+            readiness.run_check, partial(readiness.check_database, state.db, state.schema)
+        ),
         "broker": await run_in_threadpool(readiness.run_check, state.broker_check),
     }
     if state.worker_check is not None:

@@ -17,7 +17,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
+
+from app.schemas.audit import BreakKind
 
 GENESIS = "0" * 64  # the prev_hash of a tenant's first row
 HASH_PREFIX = "neurules.audit.v1"
@@ -33,16 +35,7 @@ BODY_COLUMNS = (
 )
 
 
-BREAK_KINDS = (  # what `ChainBreak.kind` can be, in the order the checks run
-    "sequence_gap",
-    "sequence_repeated",
-    "previous_hash_mismatch",
-    "content_hash_mismatch",
-    "truncated_tail",
-    "head_mismatch",
-    "beyond_head",
-    "missing_head",
-)
+BREAK_KINDS: tuple[str, ...] = get_args(BreakKind)  # what `ChainBreak.kind` can be (the API documents each)
 
 
 class Link(NamedTuple):
@@ -91,7 +84,7 @@ def link_rows(rows: Sequence[dict[str, Any]], head: Link) -> Link:
 class ChainBreak:
     """The first broken link of a chain: what differs, at which row (id and seq) where there is one."""
 
-    kind: str
+    kind: BreakKind
     message: str
     row_id: int | None = None
     seq: int | None = None

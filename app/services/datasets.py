@@ -40,9 +40,9 @@ def _stem(filename: str) -> str:
     return (PurePath(path.stem) if path.suffix.lower() == ".gz" else path).stem
 
 
-def get_dataset(session: Session, tenant_id: str, dataset_id: str) -> Dataset:
-    """The tenant's dataset; NotFound otherwise."""
-    ds = session.get(Dataset, dataset_id)
+def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool = False) -> Dataset:
+    """The tenant's dataset (`lock`: its row locked until the transaction ends); NotFound otherwise."""
+    ds = session.get(Dataset, dataset_id, with_for_update=lock)
     if ds is None or ds.tenant_id != tenant_id:
         raise NotFound(f"dataset {dataset_id!r} not found")
     return ds
@@ -78,8 +78,11 @@ def list_datasets(session: Session, tenant_id: str, *, limit: int, offset: int) 
 
 
 def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
-    """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed."""
-    ds = get_dataset(session, tenant_id, dataset_id)
+    """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed.
+
+    The row is locked first: a job being submitted on it (its insert holds a key-share lock on the row) is
+    committed before the active jobs are counted, so it is counted."""
+    ds = get_dataset(session, tenant_id, dataset_id, lock=True)
     active = session.scalar(
         select(func.count()).select_from(Job).where(Job.dataset_id == ds.id, Job.state.in_(sorted(ACTIVE_JOB_STATES)))
     )

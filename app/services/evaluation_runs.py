@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.services.evaluations import StoredResult
 from app.services.job_states import JobState
+from app.services.lost_messages import Resend, stamp_lost
 from app.tables import Evaluation, utcnow
 
 ReapKind = Literal["requeued", "resent", "failed"]
@@ -110,22 +111,14 @@ class ReapAction:
 
 
 def reap(
-    session: Session, *, stale_after_s: float, max_attempts: int, resend_after_s: float, now: datetime | None = None
+    session: Session, *, stale_after_s: float, max_attempts: int, resend: Resend | None, now: datetime | None = None
 ) -> list[ReapAction]:
     """Running evaluations without a heartbeat for `stale_after_s`: requeued while attempts are left, else
-    failed; queued ones enqueued longer than `resend_after_s` ago: stamped and reported "resent"."""
+    failed; queued ones whose message is gone (`resend`, see `app.services.lost_messages`): stamped and
+    reported "resent"."""
     now = now or utcnow()
-    out: list[ReapAction] = []
-    stale_cut, resend_cut = now - timedelta(seconds=stale_after_s), now - timedelta(seconds=resend_after_s)
-    rows = session.scalars(
-        update(Evaluation)
-        .where(Evaluation.state == JobState.QUEUED, Evaluation.heartbeat_at < resend_cut)
-        .values(heartbeat_at=now)
-        .returning(Evaluation.id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    out += [ReapAction(i, "resent") for i in rows]
-    stale = and_(Evaluation.state == JobState.RUNNING, Evaluation.heartbeat_at < stale_cut)
+    out = [ReapAction(i, "resent") for i in (stamp_lost(session, Evaluation, resend, now) if resend else [])]
+    stale = and_(Evaluation.state == JobState.RUNNING, Evaluation.heartbeat_at < now - timedelta(seconds=stale_after_s))
     rows = session.scalars(
         update(Evaluation)
         .where(stale, Evaluation.attempts < max_attempts)

@@ -7,26 +7,23 @@ stored, from the dataset's profile (columns) and, in the request, from the scori
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.services import datasets, registry, versions
 from app.services.csvdata import Table, parse_csv
-from app.services.errors import NotFound, Unavailable
+from app.services.errors import NotFound
 from app.services.evaluation import Progress, evaluate_table, require_column, typed_records
 from app.services.job_states import JobState
-from app.services.jobs import JobQueue
+from app.services.jobs import JobQueue, send_or_undo
 from app.services.paging import Page, page_of_scalars
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion, new_id, utcnow
 from models.rulelist import RuleList
-
-log = logging.getLogger("neurules.evaluations")
 
 
 @dataclass(frozen=True)
@@ -120,22 +117,8 @@ def create_evaluation(
     row.state, row.heartbeat_at = JobState.QUEUED, utcnow()  # on a queued row: when it was last enqueued
     session.add(row)
     session.commit()
-    _enqueue(session, queue, row)
+    send_or_undo(session, queue.send_evaluation, row, "evaluation")
     return row
-
-
-def _enqueue(session: Session, queue: JobQueue, row: Evaluation) -> None:
-    """Send the evaluation to the workers; when the broker refuses, remove the row and raise Unavailable."""
-    try:
-        queue.send_evaluation(row.id)
-    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
-        log.error("could not enqueue evaluation", extra={"evaluation_id": row.id, "error": repr(e)})
-        session.execute(delete(Evaluation).where(Evaluation.id == row.id))
-        session.commit()
-        raise Unavailable(
-            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
-        ) from None
-    log.info("evaluation queued", extra={"evaluation_id": row.id, "tenant_id": row.tenant_id})
 
 
 def get_evaluation(session: Session, tenant_id: str, evaluation_id: str) -> Evaluation:

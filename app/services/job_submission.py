@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.schemas.jobs import JobCreate
 from app.services import datasets
-from app.services.errors import Invalid, Unavailable
+from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
-from app.services.jobs import JobQueue
+from app.services.jobs import JobQueue, send_or_undo
 from app.services.registry import NAME_RE
 from app.services.training_params import check_options
 from app.tables import Dataset, Job, new_id, utcnow
-
-log = logging.getLogger("neurules.jobs")
 
 MIN_TRAINING_ROWS = 10
 MAX_TARGET_CHARS = 300  # the job row's target column
@@ -124,15 +121,10 @@ def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreat
         n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0,
     )
     session.add(job)
-    session.commit()
     try:
-        queue.send(job.id)
-    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
-        log.error("could not enqueue job", extra={"job_id": job.id, "error": repr(e)})
-        session.execute(delete(Job).where(Job.id == job.id))
         session.commit()
-        raise Unavailable(
-            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
-        ) from None
-    log.info("job queued", extra={"job_id": job.id, "tenant_id": tenant_id, "dataset_id": ds.id})
+    except IntegrityError:  # the job's one reference: the dataset was deleted after it was read
+        session.rollback()
+        raise NotFound(f"dataset {body.dataset_id!r} not found") from None
+    send_or_undo(session, queue.send, job, "job")
     return job

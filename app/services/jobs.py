@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.services import job_history
-from app.services.errors import Conflict, NotFound
+from app.services.errors import Conflict, NotFound, Unavailable
 from app.services.job_states import FINAL_JOB_STATES, JobState
+from app.services.lost_messages import Resend, stamp_lost
 from app.services.paging import Page, page_of_scalars
-from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
+from app.tables import Evaluation, Job, JobProgressPoint, ModelVersion, utcnow
+
+log = logging.getLogger("neurules.jobs")
 
 ReapKind = Literal["requeued", "resent", "cancelled", "failed"]
 
@@ -30,6 +34,22 @@ class JobQueue(Protocol):
     def send_evaluation(self, evaluation_id: str) -> None:
         """Enqueue one background evaluation id."""
         ...
+
+
+def send_or_undo(session: Session, send: Callable[[str], None], row: Job | Evaluation, what: str) -> None:
+    """Send a committed queued row's id to the workers; when the broker refuses it, delete the row and raise
+    Unavailable (so a 503 leaves nothing behind)."""
+    try:
+        send(row.id)
+    except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
+        log.error(f"could not enqueue {what}", extra={f"{what}_id": row.id, "error": repr(e)})
+        table = type(row)
+        session.execute(delete(table).where(table.id == row.id))
+        session.commit()
+        raise Unavailable(
+            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
+        ) from None
+    log.info(f"{what} queued", extra={f"{what}_id": row.id, "tenant_id": row.tenant_id})
 
 
 def _changed_one(result: Any) -> bool:
@@ -182,23 +202,16 @@ def reap(
     max_attempts: int,
     now: datetime | None = None,
     dead_worker_prefix: str | None = None,
-    resend_queued_after_s: float | None = None,
-    pending_job_ids: Collection[str] | None = None,
-    lost_grace_s: float = 10.0,
+    resend: Resend | None = None,
 ) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
     requeue them while attempts are left, else fail them.
 
-    Queued jobs whose message is gone are marked "resent" (the caller sends them again; a duplicate is
-    harmless because only a queued job is claimed, once): with `pending_job_ids` (the jobs the broker
-    holds a message for), those enqueued over `lost_grace_s` ago that have none; without it, those
-    whose last enqueue (`heartbeat_at` of a queued job) is older than `resend_queued_after_s`."""
+    Queued jobs whose message is gone (`resend`, see `app.services.lost_messages`) are stamped and
+    reported "resent": the caller sends them again."""
     now = now or utcnow()
-    out: list[ReapAction] = []
-    if pending_job_ids is not None:
-        out = _resend_queued(session, now, lost_grace_s, skip=pending_job_ids)
-    elif resend_queued_after_s:
-        out = _resend_queued(session, now, resend_queued_after_s)
+    lost = stamp_lost(session, Job, resend, now, Job.cancel_requested.is_(False)) if resend else []
+    out = [ReapAction(job_id, "resent") for job_id in lost]
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
     if dead_worker_prefix:
@@ -206,43 +219,27 @@ def reap(
     stale = session.scalars(
         select(Job).where(Job.state == JobState.RUNNING, cond).with_for_update(skip_locked=True)
     ).all()
-    for job in stale:
-        last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
-        if job.cancel_requested:
-            job.state, job.finished_at = JobState.CANCELLED, now
-            job.error = f"cancelled; worker {job.worker} vanished (last heartbeat {last})"
-            out.append(ReapAction(job.id, "cancelled"))
-        elif job.attempts < max_attempts:
-            job.error = f"worker {job.worker} vanished (last heartbeat {last}); requeued"
-            job.state, job.worker, job.heartbeat_at = JobState.QUEUED, None, now
-            out.append(ReapAction(job.id, "requeued"))
-        else:
-            job.state, job.finished_at = JobState.FAILED, now
-            job.error = (
-                f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} "
-                f"attempt(s); resubmit the job"
-            )
-            out.append(ReapAction(job.id, "failed"))
+    out += [ReapAction(job.id, _reap_stale(job, now, max_attempts)) for job in stale]
     session.flush()
     return out
 
 
-def _resend_queued(session: Session, now: datetime, after_s: float, skip: Collection[str] = ()) -> list[ReapAction]:
-    """Queued jobs enqueued longer than `after_s` ago and not in `skip`: stamp a new enqueue time, report "resent"."""
-    cutoff = now - timedelta(seconds=after_s)
-    waiting = session.scalars(
-        select(Job)
-        .where(
-            Job.state == JobState.QUEUED,
-            Job.cancel_requested.is_(False),
-            func.coalesce(Job.heartbeat_at, Job.created_at) < cutoff,
-        )
-        .with_for_update(skip_locked=True)
-    ).all()
-    lost = [job for job in waiting if job.id not in skip]
-    for job in lost:
-        job.heartbeat_at = now
-    return [ReapAction(job.id, "resent") for job in lost]
+def _reap_stale(job: Job, now: datetime, max_attempts: int) -> ReapKind:
+    """Cancel, requeue or fail a running job whose worker went silent; what was done."""
+    last = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
+    if job.cancel_requested:
+        job.state, job.finished_at = JobState.CANCELLED, now
+        job.error = f"cancelled; worker {job.worker} vanished (last heartbeat {last})"
+        return "cancelled"
+    if job.attempts < max_attempts:
+        job.error = f"worker {job.worker} vanished (last heartbeat {last}); requeued"
+        job.state, job.worker, job.heartbeat_at = JobState.QUEUED, None, now
+        return "requeued"
+    job.state, job.finished_at = JobState.FAILED, now
+    job.error = (
+        f"worker lost: no heartbeat from {job.worker} since {last} after {job.attempts} attempt(s); resubmit the job"
+    )
+    return "failed"
 
 
 def history(session: Session, tenant_id: str, job_id: str) -> list[JobProgressPoint]:

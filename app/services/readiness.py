@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from app.db import Database
+from app.db import Database, schema_revision
 from app.services import workers
 
 Check = Callable[[], None]  # raises when what it checks is not ready
@@ -20,10 +20,37 @@ NOT_CONFIGURED = "not configured"
 WARNING = "warning: "
 
 
-def check_database(db: Database) -> None:
-    """Raise when the database does not answer `SELECT 1`."""
+class SchemaNotCurrent(Exception):
+    """The database answers, but its schema is older than this code needs (or was never migrated)."""
+
+
+@dataclass(frozen=True)
+class ExpectedSchema:
+    """The migration this code needs (`head`) and the revisions before it (a database at one is behind).
+
+    A database at a revision this code does not know is newer (a rolling upgrade migrated it first): that
+    is ready, since migrations only add what older code ignores.
+    """
+
+    head: str
+    older: frozenset[str]
+
+    def problem(self, found: str | None) -> str | None:
+        """Why a database at revision `found` cannot serve this code (None: it can)."""
+        if found is None:
+            return "the schema is not migrated"
+        if found in self.older:
+            return f"the schema is at revision {found}, older than the {self.head} this service needs"
+        return None
+
+
+def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
+    """Raise when the database does not answer `SELECT 1`, or (given `schema`) its schema is behind the code."""
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+        problem = schema.problem(schema_revision(conn)) if schema is not None else None
+    if problem is not None:
+        raise SchemaNotCurrent(f"{problem}: run `neurules-admin migrate`")
 
 
 def run_check(check: Check | None) -> str:
@@ -57,7 +84,7 @@ def count_workers(db: Database, queue: str, *, within_s: float, required: int) -
 def workers_result(count: WorkerCount) -> str:
     """The `workers` check: an error below the required number, a warning at zero when none is required."""
     if count.live is None:
-        return "error: cannot count training workers while the database is unavailable"
+        return "error: cannot count training workers: the database cannot be read (see the database check)"
     if count.live < count.required:
         return f"error: {count.live} live training worker(s), at least {count.required} required"
     if count.live == 0:

@@ -1,7 +1,7 @@
 """worker heartbeats
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-26
 
 One row per live training worker, refreshed every few seconds, so /readyz can count live workers

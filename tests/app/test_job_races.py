@@ -82,3 +82,69 @@ def test_alias_created_concurrently_is_moved_not_a_500(api, doc) -> None:
         registry.set_alias(s, rm, "prod", mv)
     r = api.client.get("/v1/registered-models/risk", headers=api.h())
     assert r.json()["aliases"] == {"prod": v2}
+
+
+def test_a_job_on_a_dataset_deleted_meanwhile_is_a_404_not_a_500(api, monkeypatch) -> None:
+    """The dataset is deleted between the request's lookup and its insert: 404, nothing queued (was 500)."""
+    from sqlalchemy import delete
+
+    from app.services import datasets
+    from app.tables import Dataset
+
+    ds = dataset(api)
+    db, real_get = api.app.state.service.db, datasets.get_dataset
+
+    def deleted_meanwhile(session, tenant_id, dataset_id, **kw):
+        row = real_get(session, tenant_id, dataset_id, **kw)
+        with db.session() as other:  # another request deletes it now
+            other.execute(delete(Dataset).where(Dataset.id == dataset_id))
+        return row
+
+    monkeypatch.setattr("app.services.job_submission.datasets.get_dataset", deleted_meanwhile)
+    r = api.client.post("/v1/jobs", json={"dataset_id": ds, "target": "target"}, headers=api.h())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+    assert ds in r.json()["error"]["message"]
+    assert api.count("jobs") == 0 and api.queue.sent == []
+
+
+@pytest.mark.integration
+def test_a_dataset_delete_waits_for_a_job_being_submitted_on_it(pg_database, tmp_path) -> None:
+    """A job inserted (not yet committed) while the dataset is deleted: the delete answers 409 once the job
+    commits, instead of deleting the dataset under the new job (which then failed on the worker)."""
+    import threading
+
+    from sqlalchemy import create_engine, text
+
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "postgresql", pg_database)
+    api = next(gen)
+    try:
+        ds = dataset(api)
+        submit = create_engine(pg_database)  # a job request in another process, between insert and commit
+        conn = submit.connect()
+        tx = conn.begin()
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, tenant_id, dataset_id, dataset_sha256, target, model_name, parameters, state, "
+                "cancel_requested, epoch, n_epochs, attempts, created_at) VALUES ('job_race', :t, :d, '', 'target', "
+                "'m', '{}', 'queued', false, 0, 0, 0, now())"
+            ),
+            {"t": api.tenant_a, "d": ds},
+        )
+        answer: list[int] = []
+        deleting = threading.Thread(
+            target=lambda: answer.append(api.client.delete(f"/v1/datasets/{ds}", headers=api.h()).status_code)
+        )
+        deleting.start()
+        deleting.join(1.0)
+        tx.commit()
+        conn.close()
+        deleting.join(10)
+        submit.dispose()
+        assert answer == [409]
+        with api.app.state.service.db.engine.connect() as c:
+            kept = c.execute(text("SELECT dataset_id FROM jobs WHERE id = 'job_race'")).scalar_one()
+        assert kept == ds
+    finally:
+        gen.close()

@@ -85,3 +85,49 @@ def test_the_worker_heartbeat_thread_writes_and_removes_its_row(sqlite_api: Api)
 def test_readyz_description_states_the_rule(sqlite_api: Api) -> None:
     op = sqlite_api.client.get("/openapi.json").json()["paths"]["/readyz"]["get"]
     assert "NEURULES_READY_MIN_WORKERS" in op["description"] and "workers.live: 0" in op["description"]
+
+
+def test_readyz_says_when_the_schema_is_not_migrated(tmp_path: Path) -> None:
+    """The service as `uvicorn worker.service:app` runs it, on a database nobody migrated: not ready, and
+    the database check says what to do (it said ok while every request failed on a missing table)."""
+    from fastapi.testclient import TestClient
+
+    from app.admin import migrate
+    from app.settings import Settings
+    from worker.service import build_service
+
+    settings = Settings(data_dir=tmp_path, embedded_worker=False, access_log=False)
+    with TestClient(build_service(settings, configure_logs=False)) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 503, r.text
+        database = r.json()["checks"]["database"]
+        assert "not migrated" in database and "neurules-admin migrate" in database
+        migrate(settings.resolved_database_url)
+        r = client.get("/readyz")
+        assert r.status_code == 200 and r.json()["checks"]["database"] == "ok", r.text
+
+
+def test_a_schema_behind_the_code_is_not_ready_one_ahead_is() -> None:
+    """Behind: requests would fail on missing columns. Ahead: a rolling upgrade migrated first, and old
+    processes must stay in their load balancer (migrations only add)."""
+    from app.admin import expected_schema
+    from app.services.readiness import ExpectedSchema
+
+    schema = expected_schema()  # from the files under migrations/
+    assert schema is not None and "0001" in schema.older and schema.head not in schema.older
+    assert schema.problem(schema.head) is None
+    assert f"older than the {schema.head}" in (schema.problem("0001") or "")
+    assert schema.problem(None) == "the schema is not migrated"
+    assert ExpectedSchema("0004", frozenset({"0003"})).problem("0005") is None
+
+
+def test_without_the_migrations_beside_the_code_the_schema_is_not_checked(tmp_path: Path, monkeypatch) -> None:
+    """A wheel install ships no migrations/: the service still starts (the schema check is left out)."""
+    from app import admin
+
+    monkeypatch.setattr(admin, "MIGRATIONS", tmp_path / "nowhere")
+    admin.expected_schema.cache_clear()
+    try:
+        assert admin.expected_schema() is None
+    finally:
+        admin.expected_schema.cache_clear()
