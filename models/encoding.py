@@ -2,8 +2,9 @@
 
 Semantics (documented in the rule-list format):
 - numeric columns: missing (NaN / None / "") -> training median (`fill_value`), then standardised
-  robustly: (x - median) / (IQR / 1.349), or (x - mean) / std where the IQR is 0; a column that is constant after filling gives no
-  network input (no rule can condition on it);
+  robustly: (x - median) / (IQR / 1.349), or (x - mean) / std where the IQR is 0; a column that
+  is constant after filling gives no network input (no rule can condition on it); a column with
+  exactly two values lists them (`values`), so that its conditions read `x = 1`;
 - categorical columns (strings, booleans, pandas categoricals, anything non-numeric): one 0/1
   input per level seen in training, compared as `category_key` values; missing is its own level
   (key None); an unseen category at predict time is all-zero (it is in no `in` set and in every
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.rulelist import category_key
+from models.rulelist import Feature, category_key
 
 
 @dataclass(frozen=True)
@@ -45,22 +46,24 @@ class ColumnSpec:
     max: float | None = None
     constant: bool = False
     levels: list[str | None] = field(default_factory=list)
+    values: tuple[float, ...] = ()  # numeric: the two training values of a two-valued column
 
-    def to_feature_dict(self) -> dict[str, Any]:
+    def to_feature(self) -> Feature:
         """The document's `features` entry for this column."""
         if self.kind == "numeric":
-            return {
-                "name": self.name,
-                "type": "numeric",
-                "fill_value": float(self.fill_value),
-                "min": self.min,
-                "max": self.max,
-            }
-        return {
-            "name": self.name,
-            "type": "categorical",
-            "categories": list(self.levels),
-        }
+            return Feature(
+                name=self.name,
+                type="numeric",
+                fill_value=float(self.fill_value),
+                min=self.min,
+                max=self.max,
+                values=self.values,
+            )
+        return Feature(name=self.name, type="categorical", categories=tuple(self.levels))
+
+    def to_feature_dict(self) -> dict[str, Any]:
+        """The document's `features` entry for this column, as JSON."""
+        return self.to_feature().to_dict()
 
 
 def default_feature_names(n: int) -> list[str]:
@@ -131,7 +134,7 @@ def numeric_values(col: pd.Series) -> np.ndarray:
         )
     if np.isinf(out).any():
         raise ValueError(f"Input column {col.name!r} contains infinity or a value too large for dtype('float64').")
-    return out
+    return np.asarray(out, dtype=np.float64)
 
 
 def category_keys(col: pd.Series) -> np.ndarray:
@@ -145,7 +148,7 @@ def category_keys(col: pd.Series) -> np.ndarray:
         return out
     keys = np.empty(len(uniques), dtype=object)
     keys[:] = [category_key(v) for v in uniques]
-    return keys[codes]
+    return np.asarray(keys[codes])
 
 
 class TabularEncoder:
@@ -178,6 +181,7 @@ class TabularEncoder:
                     q1, med, q3 = np.quantile(xf, [0.25, 0.5, 0.75])
                     if q3 > q1:
                         mean, std = float(med), float((q3 - q1) / 1.349)
+                distinct = np.unique(xf)
                 spec = ColumnSpec(
                     name=str(name),
                     kind="numeric",
@@ -187,6 +191,7 @@ class TabularEncoder:
                     min=float(xf.min()) if len(xf) else None,
                     max=float(xf.max()) if len(xf) else None,
                     constant=constant,
+                    values=tuple(float(v) for v in distinct) if len(distinct) == 2 else (),
                 )
                 if not constant:
                     self.units.append(Unit(j, "numeric"))
@@ -246,6 +251,10 @@ class TabularEncoder:
                 Z[:, u] = codes[unit.feature] == spec.levels.index(unit.level)
         return Z
 
-    def feature_dicts(self) -> list[dict[str, Any]]:
+    def features(self) -> list[Feature]:
         """The document's `features` list."""
+        return [c.to_feature() for c in self.columns]
+
+    def feature_dicts(self) -> list[dict[str, Any]]:
+        """The document's `features` list, as JSON."""
         return [c.to_feature_dict() for c in self.columns]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from models.crisp import DEFAULT_PRIORITY, MAX_EPS, MIN_WEIGHT, PRIORITY_MAX, PRIORITY_MIN, first_match_order
 from models.relaxations import (
     conjunction_eta,
     dense_denominator,
-    gumbel_noise,
     hard_predicate,
     ordered_bounds,
     relaxed_conjunction,
@@ -16,15 +16,15 @@ from models.relaxations import (
     soft_predicate,
 )
 
-# Active priority of the default (else) rule: below every firing rule (priorities are kept
-# >= PRIORITY_MIN) and above every non-firing one: a rule blocked by a predicate of weight
-# >= MIN_WEIGHT has activation <= eps / MIN_WEIGHT; extraction rewrites the kept rules'
-# priorities to distinct values in [PRIORITY_MIN, PRIORITY_MAX], so a blocked rule's active
-# priority is then <= 4 * 0.02 = 0.08 at eps=1e-3.
-DEFAULT_PRIORITY = 0.5
-PRIORITY_MIN = 1.0
-PRIORITY_MAX = 4.0
-MIN_WEIGHT = 0.05
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "MAX_EPS",
+    "MIN_WEIGHT",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
+    "SoftRuleList",
+    "first_match_order",
+]
 
 
 class SoftRuleList(nn.Module):
@@ -34,6 +34,13 @@ class SoftRuleList(nn.Module):
     Parameter shapes: lower/upper/weight (M, k, F), priority (M, k), logits (M, k+1, C); index k
     of the selector and of the consequent logits is the default rule.
     """
+
+    rule_mask: torch.Tensor  # (M, k): 0 for a switched-off rule
+    pred_mask: torch.Tensor  # (M, k, F): 0 for a pruned predicate
+    dense_idx: torch.Tensor
+    two_idx: torch.Tensor
+    two_low: torch.Tensor
+    two_high: torch.Tensor
 
     def __init__(
         self,
@@ -65,6 +72,8 @@ class SoftRuleList(nn.Module):
         self.priority = nn.Parameter(priority.clone().float())
         self.logits = nn.Parameter(logits.clone().float())
         self.register_buffer("rule_mask", torch.ones(self.n_models, n_rules))
+        # 0 where a predicate was pruned: its weight is held at 0 by `project_`
+        self.register_buffer("pred_mask", torch.ones(self.n_models, n_rules, n_inputs))
         # optional fast path for inputs that take exactly two values on the training data
         self.register_buffer("dense_idx", torch.arange(n_inputs))
         self.register_buffer("two_idx", torch.zeros(0, dtype=torch.long))
@@ -87,9 +96,17 @@ class SoftRuleList(nn.Module):
         return x[:, self.dense_idx], (x[:, self.two_idx] == self.two_high).to(x.dtype)
 
     def clamp_(self) -> None:
-        """Keep priorities >= PRIORITY_MIN after an optimiser step."""
+        """Keep priorities in [PRIORITY_MIN, PRIORITY_MAX] after an optimiser step."""
         with torch.no_grad():
-            self.priority.clamp_(min=PRIORITY_MIN)
+            self.priority.clamp_(PRIORITY_MIN, PRIORITY_MAX)
+
+    def project_(self) -> None:
+        """Project onto the networks that are rule lists at zero temperature: pruned predicates
+        weigh 0, kept ones at least MIN_WEIGHT, priorities in [PRIORITY_MIN, PRIORITY_MAX]."""
+        with torch.no_grad():
+            kept = self.pred_mask > 0
+            self.weight.copy_(torch.where(kept, self.weight.clamp(min=MIN_WEIGHT), torch.zeros_like(self.weight)))
+            self.clamp_()
 
     def select(self, m: int) -> SoftRuleList:
         """A single-model copy of restart m."""
@@ -106,10 +123,15 @@ class SoftRuleList(nn.Module):
         with torch.no_grad():
             net.weight.copy_(self.weight.detach()[m : m + 1])
             net.rule_mask.copy_(self.rule_mask[m : m + 1])
+            net.pred_mask.copy_(self.pred_mask[m : m + 1])
+        net.dense_idx, net.two_idx = self.dense_idx, self.two_idx
+        net.two_low, net.two_high = self.two_low, self.two_high
         net.train(self.training)
         return net
 
-    def activations(self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float) -> torch.Tensor:
+    def activations(
+        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], t_pi: float | torch.Tensor
+    ) -> torch.Tensor:
         """Soft rule antecedents (M, B, k).
 
         x is the (B, F) input, or `split_inputs(x)`: then a two-valued input's predicate takes
@@ -122,31 +144,31 @@ class SoftRuleList(nn.Module):
             return relaxed_conjunction(pi, self.weight, self.eps)
         return self._split_activations(x[0], x[1], t_pi)
 
-    def _split_activations(self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | None) -> torch.Tensor:
-        """Activations from `split_inputs`; t_pi=None is the zero-temperature limit."""
+    def _index(self, all_dense: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(dense inputs, two-valued inputs): every input dense when all_dense."""
+        if all_dense:
+            return torch.arange(self.weight.shape[-1], device=self.weight.device), self.two_idx[:0]
+        return self.dense_idx, self.two_idx
+
+    def _split_activations(
+        self, xd: torch.Tensor, xb: torch.Tensor, t_pi: float | torch.Tensor | None, all_dense: bool = False
+    ) -> torch.Tensor:
+        """Activations from `split_inputs` (or the whole input when all_dense); t_pi=None is the
+        zero-temperature limit."""
         a, b = ordered_bounds(self.lower, self.upper)
         w = torch.relu(self.weight)
         wsum = w.sum(dim=-1)  # (M, k)
         eta = conjunction_eta(w, self.eps)  # (M, k)
         scale = (1.0 + eta)[:, None, :]
-        di, ti = self.dense_idx, self.two_idx
+        di, ti = self._index(all_dense)
         if t_pi is None:
             pi_d = hard_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di])
             denom = torch.einsum("mbrf,mrf->mbr", 1.0 / (pi_d + eta[:, None, :, None]), w[:, :, di])
         else:
             denom = dense_denominator(xd, a[:, :, di], b[:, :, di], w[:, :, di], eta, t_pi)  # (M,B,k)
         if ti.numel():
-            a2, b2, w2 = a[:, :, ti], b[:, :, ti], w[:, :, ti]
-            if t_pi is None:
-                p0, p1 = (
-                    hard_predicate(self.two_low, a2, b2),
-                    hard_predicate(self.two_high, a2, b2),
-                )
-            else:
-                p0, p1 = (
-                    soft_predicate(self.two_low, a2, b2, t_pi),
-                    soft_predicate(self.two_high, a2, b2, t_pi),
-                )
+            p0, p1 = self._two_valued_predicates(a[:, :, ti], b[:, :, ti], t_pi)
+            w2 = w[:, :, ti]
             q0 = 1.0 / (p0 + eta[..., None])  # (M,k,F2)
             q1 = 1.0 / (p1 + eta[..., None])
             base = (w2 * q0).sum(dim=-1)  # (M, k)
@@ -154,6 +176,28 @@ class SoftRuleList(nn.Module):
             denom = denom + base[:, None, :] + torch.einsum("bf,mrf->mbr", xb, delta)
         out = wsum[:, None, :] / (scale * denom).clamp_min(1e-30)
         return torch.where((wsum <= 0)[:, None, :], torch.ones_like(out), out)
+
+    def _two_valued_predicates(
+        self, a: torch.Tensor, b: torch.Tensor, t_pi: float | torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predicates (M, k, F2) of the two-valued inputs at their low and high value."""
+        if t_pi is None:
+            return hard_predicate(self.two_low, a, b), hard_predicate(self.two_high, a, b)
+        return soft_predicate(self.two_low, a, b, t_pi), soft_predicate(self.two_high, a, b, t_pi)
+
+    def _all_hold(self, xd: torch.Tensor, xb: torch.Tensor, all_dense: bool) -> torch.Tensor:
+        """(M, B, k): every weighted predicate of the rule holds (hard predicate 1)."""
+        a, b = ordered_bounds(self.lower, self.upper)
+        on = torch.relu(self.weight) > 0
+        di, ti = self._index(all_dense)
+        pi_d = hard_predicate(xd[None, :, None, :], a[:, None, :, di], b[:, None, :, di])
+        fails = ((pi_d < 1) & on[:, None, :, di]).sum(dim=-1).to(xd.dtype)  # (M, B, k)
+        if ti.numel():
+            p0, p1 = self._two_valued_predicates(a[:, :, ti], b[:, :, ti], None)
+            f0 = ((p0 < 1) & on[:, :, ti]).to(xd.dtype)
+            f1 = ((p1 < 1) & on[:, :, ti]).to(xd.dtype)
+            fails = fails + f0.sum(dim=-1)[:, None, :] + torch.einsum("bf,mrf->mbr", xb, f1 - f0)
+        return fails == 0
 
     def active_priority(self, r: torch.Tensor) -> torch.Tensor:
         """Active priorities (M, B, k+1): r_j * p_j for rules, the constant DEFAULT_PRIORITY last."""
@@ -164,32 +208,31 @@ class SoftRuleList(nn.Module):
     def forward(
         self,
         x: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
-        t_pi: float,
-        t_rl: float,
-        generator: torch.Generator | None = None,
+        t_pi: float | torch.Tensor,
+        t_rl: float | torch.Tensor,
+        noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(class logits (M, B, C), selector weights (M, B, k+1)); Gumbel noise only in training.
+        """(class logits (M, B, C), selector weights (M, B, k+1)).
 
-        x is the (B, F) input or `split_inputs(x)`.
+        x is the (B, F) input or `split_inputs(x)`; temperatures are numbers or 0-d tensors;
+        noise: Gumbel samples (M, B, k+1) added to the active priorities, in training mode only.
         """
         ap = self.active_priority(self.activations(x, t_pi))
-        noise = gumbel_noise(tuple(ap.shape), generator, ap.device) if self.training else None
-        sel = rule_selector(ap, t_rl, noise)
+        sel = rule_selector(ap, t_rl, noise if self.training else None)
         return torch.bmm(sel, self.logits), sel
 
     @torch.no_grad()
     def zero_temperature(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The limit t_pi, t_rl -> 0 without noise: (selected rule index in 0..k, class index),
-        each (M, B)."""
-        ti = self.two_idx
-        vals = x[:, ti]
-        if ti.numel() and bool(((vals == self.two_low) | (vals == self.two_high)).all()):
-            r = self._split_activations(*self.split_inputs(x), None)
-        else:
-            a, b = ordered_bounds(self.lower, self.upper)
-            pi = hard_predicate(x[None, :, None, :], a[:, None], b[:, None])
-            r = relaxed_conjunction(pi, self.weight, self.eps)
-        ap = self.active_priority(r)
-        sel = torch.argmax(ap, dim=-1)  # (M, B)
+        each (M, B). A rule whose weighted predicates all hold has activation exactly 1 (the
+        formula's value, computed without rounding), so equal priorities tie exactly and arg max
+        takes the lower index."""
+        vals = x[:, self.two_idx]
+        # values outside the two training values of a two-valued input: every input on the dense path
+        all_dense = not bool(((vals == self.two_low) | (vals == self.two_high)).all())
+        xd, xb = (x, x[:, :0]) if all_dense else self.split_inputs(x)
+        r = self._split_activations(xd, xb, None, all_dense)
+        r = torch.where(self._all_hold(xd, xb, all_dense), torch.ones_like(r), r)
+        sel = torch.argmax(self.active_priority(r), dim=-1)  # (M, B)
         cls = torch.gather(torch.argmax(self.logits, dim=-1), 1, sel)
         return sel, cls

@@ -13,7 +13,7 @@ def ordered_bounds(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tens
     return torch.minimum(lower, upper), torch.maximum(lower, upper)
 
 
-def soft_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float) -> torch.Tensor:
+def soft_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float | torch.Tensor) -> torch.Tensor:
     """Middle output of softmax([x, 2x-a, 3x-a-b] / t): a soft `a <= x <= b`.
 
     Equal to 1 / (1 + exp((a-x)/t) + exp((x-b)/t)); shapes broadcast, x (B,1,F) with a, b (R,F)
@@ -57,13 +57,19 @@ def relaxed_conjunction(pi: torch.Tensor, weights: torch.Tensor, eps: float) -> 
     return torch.where((wsum <= 0).unsqueeze(-2), torch.ones_like(out), out)
 
 
+def gumbel_from_uniform(u: torch.Tensor) -> torch.Tensor:
+    """Standard Gumbel samples -log(-log(U)) from uniform samples U."""
+    return -torch.log(-torch.log(u.clamp(1e-10, 1.0 - 1e-7)))
+
+
 def gumbel_noise(shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """Standard Gumbel samples -log(-log(U))."""
-    u = torch.rand(shape, generator=generator, device=device).clamp(1e-10, 1.0 - 1e-7)
-    return -torch.log(-torch.log(u))
+    return gumbel_from_uniform(torch.rand(shape, generator=generator, device=device))
 
 
-def rule_selector(active_priority: torch.Tensor, t: float, noise: torch.Tensor | None = None) -> torch.Tensor:
+def rule_selector(
+    active_priority: torch.Tensor, t: float | torch.Tensor, noise: torch.Tensor | None = None
+) -> torch.Tensor:
     """softmax((active priority + Gumbel noise) / t) over rules; pass noise only in training."""
     z = active_priority if noise is None else active_priority + noise
     return torch.softmax(z / t, dim=-1)
@@ -77,7 +83,7 @@ class _DenseDenominator(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, a, b, w, eta, t):  # type: ignore[no-untyped-def,override]
+    def forward(ctx, x, a, b, w, eta, t):  # type: ignore[no-untyped-def]
         xe = x[None, :, None, :]
         e1 = (a[:, None] - xe).div_(t).clamp_(max=_CLIP).exp_()  # (M,B,k,F)
         e2 = (xe - b[:, None]).div_(t).clamp_(max=_CLIP).exp_()
@@ -89,7 +95,7 @@ class _DenseDenominator(torch.autograd.Function):
         return denom
 
     @staticmethod
-    def backward(ctx, g):  # type: ignore[no-untyped-def,override]
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
         e1, e2, pi, q, w = ctx.saved_tensors
         t = ctx.t
         gw = torch.einsum("mbr,mbrf->mrf", g, q)
@@ -106,7 +112,10 @@ def dense_denominator(
     b: torch.Tensor,
     w: torch.Tensor,
     eta: torch.Tensor,
-    t: float,
+    t: float | torch.Tensor,
 ) -> torch.Tensor:
-    """sum_f w / (soft_predicate(x; a, b, t) + eta): x (B,F), a/b/w (M,k,F), eta (M,k) -> (M,B,k)."""
-    return _DenseDenominator.apply(x, a, b, w, eta.detach(), float(t))
+    """sum_f w / (soft_predicate(x; a, b, t) + eta): x (B,F), a/b/w (M,k,F), eta (M,k) -> (M,B,k);
+    t a number or a 0-d tensor (a static buffer under CUDA-graph capture)."""
+    t = t if isinstance(t, torch.Tensor) else float(t)
+    out: torch.Tensor = _DenseDenominator.apply(x, a, b, w, eta.detach(), t)  # type: ignore[no-untyped-call]
+    return out

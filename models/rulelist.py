@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -75,7 +75,8 @@ class _Doc:
     def mapping(cls, obj: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(obj, Mapping):
             cls.fail(path, "must be an object")
-        return obj
+        mapping: Mapping[str, Any] = obj
+        return mapping
 
     @classmethod
     def seq(cls, obj: Any, path: str) -> list[Any]:
@@ -94,7 +95,8 @@ class _Doc:
         if obj is None and allow_none:
             return None
         try:
-            value = float(obj) if isinstance(obj, numbers.Real) and not isinstance(obj, bool) else math.nan
+            is_number = isinstance(obj, numbers.Real) and not isinstance(obj, bool | np.bool_)
+            value = float(obj) if is_number else math.nan
         except OverflowError:  # an int beyond the float range
             value = math.nan
         if not math.isfinite(value):
@@ -132,7 +134,12 @@ class _Doc:
 
 @dataclass(frozen=True)
 class Feature:
-    """One input column: numeric (with the fill value for missing) or categorical."""
+    """One input column: numeric (with the fill value for missing) or categorical.
+
+    A numeric feature may list `values`: the two distinct values it took in training (e.g. 0 and
+    1). It changes no evaluation; a condition that holds for exactly one of them reads
+    `smoker = 1` instead of `smoker >= 0.5`.
+    """
 
     name: str
     type: str  # "numeric" | "categorical"
@@ -140,6 +147,7 @@ class Feature:
     min: float | None = None
     max: float | None = None
     categories: tuple[CategoryKey, ...] = ()
+    values: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to the document's feature entry."""
@@ -149,6 +157,8 @@ class Feature:
                 d["min"] = self.min
             if self.max is not None:
                 d["max"] = self.max
+            if self.values:
+                d["values"] = list(self.values)
             return d
         return {"name": self.name, "type": "categorical", "categories": list(self.categories)}
 
@@ -167,6 +177,7 @@ class Feature:
                 fill_value=_Doc.number(_Doc.key(obj, "fill_value", path), f"{path}.fill_value"),
                 min=_Doc.number(obj.get("min"), f"{path}.min", allow_none=True),
                 max=_Doc.number(obj.get("max"), f"{path}.max", allow_none=True),
+                values=cls._two_values(obj.get("values"), f"{path}.values"),
             )
         if ftype == "categorical":
             cats = _Doc.seq(obj.get("categories", []), f"{path}.categories")
@@ -177,16 +188,32 @@ class Feature:
         _Doc.fail(f"{path}.type", "must be 'numeric' or 'categorical'")
         raise AssertionError  # unreachable
 
+    @staticmethod
+    def _two_values(obj: Any, path: str) -> tuple[float, ...]:
+        """The optional `values` of a numeric feature: absent, or two increasing finite numbers."""
+        if obj is None:
+            return ()
+        items = tuple(float(_Doc.number(v, f"{path}[{i}]")) for i, v in enumerate(_Doc.seq(obj, path)))  # type: ignore[arg-type]
+        if len(items) != 2 or not items[0] < items[1]:
+            _Doc.fail(path, "must be two increasing numbers")
+        return items
+
 
 @dataclass(frozen=True)
 class Condition:
-    """One condition of a rule: an inclusive interval or a category (non-)membership."""
+    """One condition of a rule: an inclusive interval or a category (non-)membership.
+
+    `feature_values`: the feature's two training values when its document entry lists them; a
+    `RuleList` sets it on its conditions (it is not part of the condition's document entry and
+    takes no part in equality), so that `text()` reads `smoker = 1` wherever it is called.
+    """
 
     feature: str
     op: str  # "between" | "in" | "not_in"
     low: float | None = None
     high: float | None = None
     values: tuple[CategoryKey, ...] = ()
+    feature_values: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to the document's condition entry."""
@@ -194,12 +221,14 @@ class Condition:
             return {"feature": self.feature, "op": "between", "low": self.low, "high": self.high}
         return {"feature": self.feature, "op": self.op, "values": list(self.values)}
 
-    def text(self) -> str:
-        """Human-readable form, e.g. `45.5 <= age <= 66.4` or `thal not in {normal}`."""
-        return self._text
-
-    @cached_property
-    def _text(self) -> str:  # explanations quote it on every request: rendered once
+    def text(self, feature: Feature | None = None) -> str:
+        """Human-readable form, e.g. `45.5 <= age <= 66.4`, `thal not in {normal}`, or `smoker = 1`
+        when the feature lists two training values and exactly one of them satisfies it."""
+        two = feature.values if feature is not None else self.feature_values
+        if self.op == "between" and two:
+            inside = [v for v in two if self.holds_scalar(v)]
+            if len(inside) == 1:
+                return f"{self.feature} = {format_number(inside[0])}"
         if self.op == "between":
             if self.low is not None and self.high is not None:
                 return f"{format_number(self.low)} <= {self.feature} <= {format_number(self.high)}"
@@ -208,13 +237,6 @@ class Condition:
             return f"{self.feature} <= {format_number(self.high)}"  # type: ignore[arg-type]
         word = "in" if self.op == "in" else "not in"
         return f"{self.feature} {word} {_render_values(self.values)}"
-
-    @cached_property
-    def explained(self) -> dict[str, Any]:
-        """`to_dict()` plus `text`: the fixed part of this condition in every explanation (do not mutate)."""
-        d = self.to_dict()
-        d["text"] = self.text()
-        return d
 
     def holds_scalar(self, value: Any) -> bool:
         """Evaluate on one already-normalised value (float for numeric, key for categorical)."""
@@ -282,13 +304,13 @@ class Rule:
         """Training rows this rule captured."""
         return sum(self.class_counts)
 
-    def text(self) -> str:
-        """The antecedent as text (`true` for a rule without conditions)."""
-        return self._text
-
-    @cached_property
-    def _text(self) -> str:
-        return " and ".join(c.text() for c in self.conditions) if self.conditions else "true"
+    def text(self, features: Mapping[str, Feature] | None = None) -> str:
+        """The antecedent as text (`true` for a rule without conditions); `features` by name lets
+        two-valued numeric features read `x = 1`."""
+        if not self.conditions:
+            return "true"
+        by_name = features or {}
+        return " and ".join(c.text(by_name.get(c.feature)) for c in self.conditions)
 
     def to_dict(self, *, default: bool = False) -> dict[str, Any]:
         """Serialise to the document's rule entry."""
@@ -318,6 +340,39 @@ def json_label(value: Any) -> ClassLabel:
     return str(value)
 
 
+def _parse_classes(doc: Mapping[str, Any]) -> list[ClassLabel]:
+    classes = _Doc.seq(_Doc.key(doc, "classes", ""), "classes")
+    if len(classes) < 2:
+        _Doc.fail("classes", "needs at least two classes")
+    for i, c in enumerate(classes):
+        if not isinstance(c, (bool, int, str)):
+            _Doc.fail(f"classes[{i}]", "must be an int, string or bool")
+    if len({(type(c), c) for c in classes}) != len(classes):
+        _Doc.fail("classes", "must be unique")
+    return classes
+
+
+def _parse_features(doc: Mapping[str, Any]) -> dict[str, Feature]:
+    """The document's features by name, in document order."""
+    by_name: dict[str, Feature] = {}
+    for i, entry in enumerate(_Doc.seq(_Doc.key(doc, "features", ""), "features")):
+        f = Feature.from_dict(entry, f"features[{i}]")
+        if f.name in by_name:
+            _Doc.fail(f"features[{i}].name", f"duplicate feature {f.name!r}")
+        by_name[f.name] = f
+    return by_name
+
+
+def _parse_rule(entry: Any, path: str, by_name: Mapping[str, Feature], k: int) -> Rule:
+    r = _Doc.mapping(entry, path)
+    conds = _Doc.seq(_Doc.key(r, "conditions", path), f"{path}.conditions")
+    return Rule(
+        conditions=tuple(Condition.from_dict(c, f"{path}.conditions[{i}]", by_name) for i, c in enumerate(conds)),
+        class_counts=_Doc.counts(_Doc.key(r, "class_counts", path), f"{path}.class_counts", k),
+        probabilities=_Doc.probabilities(_Doc.key(r, "probabilities", path), f"{path}.probabilities", k),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # the rule list
 
@@ -334,6 +389,21 @@ class RuleList:
     smoothing: float = 1.0
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        """Give each condition on a two-valued numeric feature that feature's two values."""
+        two = {f.name: f.values for f in self.features if f.values}
+        if not two:
+            return
+
+        def with_values(rule: Rule) -> Rule:
+            conds = tuple(
+                replace(c, feature_values=two[c.feature]) if c.feature in two and not c.feature_values else c
+                for c in rule.conditions
+            )
+            return replace(rule, conditions=conds)
+
+        object.__setattr__(self, "rules", tuple(with_values(r) for r in self.rules))
+
     # ---- construction / serialisation -------------------------------------------------------
 
     @classmethod
@@ -348,38 +418,13 @@ class RuleList:
         target = doc.get("target", "target")
         if not isinstance(target, str):
             _Doc.fail("target", "must be a string")
-        classes = _Doc.seq(_Doc.key(doc, "classes", ""), "classes")
-        if len(classes) < 2:
-            _Doc.fail("classes", "needs at least two classes")
-        for i, c in enumerate(classes):
-            if not isinstance(c, (bool, int, str)):
-                _Doc.fail(f"classes[{i}]", "must be an int, string or bool")
-        if len({(type(c), c) for c in classes}) != len(classes):
-            _Doc.fail("classes", "must be unique")
+        classes = _parse_classes(doc)
+        by_name = _parse_features(doc)
         k = len(classes)
-        feats = [
-            Feature.from_dict(f, f"features[{i}]")
-            for i, f in enumerate(_Doc.seq(_Doc.key(doc, "features", ""), "features"))
+        rules = [
+            _parse_rule(r, f"rules[{j}]", by_name, k)
+            for j, r in enumerate(_Doc.seq(_Doc.key(doc, "rules", ""), "rules"))
         ]
-        by_name: dict[str, Feature] = {}
-        for i, f in enumerate(feats):
-            if f.name in by_name:
-                _Doc.fail(f"features[{i}].name", f"duplicate feature {f.name!r}")
-            by_name[f.name] = f
-        rules = []
-        for j, r in enumerate(_Doc.seq(_Doc.key(doc, "rules", ""), "rules")):
-            path = f"rules[{j}]"
-            r = _Doc.mapping(r, path)
-            conds = _Doc.seq(_Doc.key(r, "conditions", path), f"{path}.conditions")
-            rules.append(
-                Rule(
-                    conditions=tuple(
-                        Condition.from_dict(c, f"{path}.conditions[{i}]", by_name) for i, c in enumerate(conds)
-                    ),
-                    class_counts=_Doc.counts(_Doc.key(r, "class_counts", path), f"{path}.class_counts", k),
-                    probabilities=_Doc.probabilities(_Doc.key(r, "probabilities", path), f"{path}.probabilities", k),
-                )
-            )
         d = _Doc.mapping(_Doc.key(doc, "default", ""), "default")
         default = Rule(
             conditions=(),
@@ -394,7 +439,7 @@ class RuleList:
             _Doc.fail("metadata", "must be an object")
         return cls(
             classes=tuple(classes),
-            features=tuple(feats),
+            features=tuple(by_name.values()),
             rules=tuple(rules),
             default=default,
             target=target,
@@ -424,12 +469,16 @@ class RuleList:
         features: Sequence[Feature],
         rules: Sequence[Sequence[Condition]],
         X: Any,
-        y: Sequence[Any],
+        y: Sequence[Any] | np.ndarray,
         smoothing: float = 1.0,
         target: str = "target",
         metadata: Mapping[str, Any] | None = None,
+        probabilities: Sequence[Sequence[float]] | None = None,
     ) -> RuleList:
-        """Make a rule list from antecedents, measuring counts and probabilities on (X, y)."""
+        """Make a rule list from antecedents, measuring counts and probabilities on (X, y).
+
+        probabilities: instead of the measured ones, one vector per rule and the default rule
+        last (an audit copy of a network's own consequents; a served list uses the measured)."""
         labels = tuple(json_label(c) for c in classes)
         k = len(labels)
         empty = tuple(0 for _ in labels)
@@ -450,6 +499,9 @@ class RuleList:
 
         def measured(row: int, conds: Sequence[Condition]) -> Rule:
             c = tuple(int(v) for v in counts[row])
+            if probabilities is not None:  # rows: the rules in order, then the default rule
+                given = probabilities[row - 1 if row else len(rules)]
+                return Rule(tuple(conds), c, tuple(float(p) for p in given))
             return Rule(tuple(conds), c, smoothed_probabilities(c, smoothing))
 
         return cls(
@@ -469,6 +521,18 @@ class RuleList:
         """Input columns in training order."""
         return [f.name for f in self.features]
 
+    def _by_name(self) -> dict[str, Feature]:
+        return {f.name: f for f in self.features}
+
+    def condition_text(self, condition: Condition) -> str:
+        """One condition as people read it, with this list's feature metadata (`smoker = 1` for a
+        two-valued numeric feature): the text `to_text` and `explain` use."""
+        return condition.text(self._by_name().get(condition.feature))
+
+    def rule_text(self, rule_id: int) -> str:
+        """A rule's antecedent as `to_text` writes it (`true` for a rule without conditions)."""
+        return self.rule(rule_id).text(self._by_name())
+
     def rule(self, rule_id: int) -> Rule:
         """Rule by id (1..k; 0 is the default rule)."""
         return self.default if rule_id == 0 else self.rules[rule_id - 1]
@@ -483,6 +547,23 @@ class RuleList:
     @cached_property
     def _features_by_name(self) -> dict[str, Feature]:
         return {f.name: f for f in self.features}
+
+    @cached_property
+    def _condition_parts(self) -> dict[Condition, dict[str, Any]]:
+        """Each rule condition's fixed part in an explanation (`to_dict()` and its text), rendered once."""
+        by_name = self._features_by_name
+        parts: dict[Condition, dict[str, Any]] = {}
+        for rule in self.rules:
+            for cond in rule.conditions:
+                d = cond.to_dict()
+                d["text"] = cond.text(by_name[cond.feature])
+                parts[cond] = d
+        return parts
+
+    @cached_property
+    def _rule_texts(self) -> tuple[str, ...]:
+        """Each rule's text by rule id (0: the default rule), rendered once."""
+        return ("else (default rule)", *(r.text(self._features_by_name) for r in self.rules))
 
     @cached_property
     def _predictions(self) -> tuple[ClassLabel, ...]:
@@ -564,13 +645,13 @@ class RuleList:
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities per row; columns follow `classes`."""
-        return self._probability_table()[self.apply(X)]
+        return np.asarray(self._probability_table()[self.apply(X)])
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted class per row."""
         table = self._probability_table()
         labels = np.asarray(self.classes, dtype=object)
-        out = labels[np.argmax(table, axis=1)][self.apply(X)]
+        out = np.asarray(labels[np.argmax(table, axis=1)][self.apply(X)])
         if all(isinstance(c, int) and not isinstance(c, bool) for c in self.classes):
             return out.astype(np.int64)
         return out
@@ -600,7 +681,7 @@ class RuleList:
 
         def describe(cond: Condition, holds: bool) -> dict[str, Any]:
             raw, norm = value(cond.feature)
-            d = dict(cond.explained)
+            d = dict(self._condition_parts[cond])
             if "values" in d:
                 d["values"] = list(d["values"])  # the caller may change its copy
             d["value"] = _plain(raw)
@@ -609,12 +690,14 @@ class RuleList:
             d["holds"] = holds
             return d
 
-        not_fired = []
+        not_fired: list[dict[str, Any]] = []
         for j, rule in enumerate(self.rules, start=1):
             failed = next((c for c in rule.conditions if not c.holds_scalar(value(c.feature)[1])), None)
             if failed is None:
                 return self._answer(j, [describe(c, True) for c in rule.conditions], not_fired)
-            not_fired.append({"rule_id": j, "rule_text": rule.text(), "failed_condition": describe(failed, False)})
+            not_fired.append(
+                {"rule_id": j, "rule_text": self._rule_texts[j], "failed_condition": describe(failed, False)}
+            )
         return self._answer(0, [], not_fired)
 
     def _answer(
@@ -626,7 +709,7 @@ class RuleList:
             "probabilities": list(rule.probabilities),
             "rule_id": rule_id,
             "is_default": rule_id == 0,
-            "rule_text": "else (default rule)" if rule_id == 0 else rule.text(),
+            "rule_text": self._rule_texts[rule_id],
             "support": rule.support,
             "conditions": conditions,
             "not_fired": not_fired,
@@ -645,7 +728,7 @@ class RuleList:
         lines = []
         for j, rule in enumerate(self.rules, start=1):
             kw = "if" if j == 1 else "else if"
-            lines.append(f"{kw} {rule.text()} then {self._consequent_text(j)}")
+            lines.append(f"{kw} {rule.text(self._by_name())} then {self._consequent_text(j)}")
         lines.append(f"else {self._consequent_text(0)}")
         return "\n".join(lines)
 
@@ -693,7 +776,7 @@ class RuleList:
         whens = []
         for j, rule in enumerate(self.rules, start=1):
             cond = " AND ".join(cond_sql(c) for c in rule.conditions) or "1 = 1"
-            whens.append(f"    WHEN {cond} THEN {out(j)}")
+            whens.append(f"    -- rule {j}: {_one_line(rule.text(by_name))}\n    WHEN {cond} THEN {out(j)}")
         body = "\n".join(whens) if whens else "    WHEN 1 = 0 THEN NULL"
         return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_table(table)}"
 
@@ -702,7 +785,8 @@ class RuleList:
         by_name = {f.name: f for f in self.features}
         lines = [
             f"def {function_name}(record):",
-            '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); rule_id 0 is the default rule."""',
+            '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); '
+            'rule_id 0 is the default rule."""',
             "    def num(name, fill):",
             "        v = record[name]",
             "        if v is None or v == '' or (isinstance(v, float) and v != v):",
@@ -734,15 +818,15 @@ class RuleList:
 
         for j, rule in enumerate(self.rules, start=1):
             cond = " and ".join(f"({cond_py(c)})" for c in rule.conditions) or "True"
-            lines.append(f"    if {cond}:  # rule {j}")
+            lines.append(f"    if {cond}:  # rule {j}: {_one_line(rule.text(by_name))}")
             lines.append(f"        {ret(j)}")
         lines.append(f"    {ret(0)}  # default rule")
         return "\n".join(lines) + "\n"
 
 
-def _argmax(values: Sequence[float]) -> int:
-    """Index of the largest value, the first on ties (as numpy's argmax)."""
-    return max(range(len(values)), key=values.__getitem__)
+def _one_line(text: str) -> str:
+    """Text safe inside a one-line comment."""
+    return " ".join(text.splitlines())
 
 
 # the batch output every front end writes (`neurules predict`, the service's predict.csv); the JSON
@@ -798,6 +882,11 @@ def _sql_table(table: str) -> str:
     if not 1 <= len(parts) <= 3 or any(p.strip() == "" for p in parts):
         raise ValueError(f"table {table!r}: give name, schema.name or catalog.schema.name")
     return ".".join(_sql_ident(p, "table name") for p in parts)
+
+
+def _argmax(values: Sequence[float]) -> int:
+    """Index of the largest value, the first on ties (as numpy's argmax)."""
+    return max(range(len(values)), key=values.__getitem__)
 
 
 def _plain(value: Any) -> Any:

@@ -35,42 +35,39 @@ def make_rule_list_data(
     for _ in range(k):
         feats = rng.choice(d, size=m, replace=False)
         lows = rng.uniform(0.0, 1.0 - width, size=m)
-        rules.append([(int(f), float(lo), float(lo + width)) for f, lo in zip(feats, lows)])
+        rules.append([(int(f), float(lo), float(lo + width)) for f, lo in zip(feats, lows, strict=True)])
     labels = rng.integers(0, 2, size=k)
     priority = rng.permutation(k) + 1  # distinct priorities 1..k; the highest decides
-    order = np.argsort(-priority, kind="stable")
-
-    y = rng.integers(0, 2, size=n)  # uncovered rows: a fair coin
-    open_ = np.ones(n, dtype=bool)
-    for j in order:
-        holds = np.ones(n, dtype=bool)
-        for f, lo, hi in rules[j]:
-            holds &= (X[:, f] > lo) & (X[:, f] < hi)
-        cap = holds & open_
-        y[cap] = labels[j]
-        open_ &= ~cap
-
+    order = [int(j) for j in np.argsort(-priority, kind="stable")]
+    y = _label(X, rules, order, labels, rng)
     names = [f"x{i}" for i in range(d)]
     frame = pd.DataFrame(X, columns=names)
     features = [Feature(name=nm, type="numeric", fill_value=0.5, min=0.0, max=1.0) for nm in names]
     conditions = [
         [Condition(feature=names[f], op="between", low=lo, high=hi) for f, lo, hi in sorted(rules[j])] for j in order
     ]
+    meta = {"generator": "neurules-appendix", "d": d, "n": n, "s": s, "k": k, "m": m, "seed": random_state}
     planted = RuleList.build(
-        classes=[0, 1],
-        features=features,
-        rules=conditions,
-        X=frame,
-        y=y.tolist(),
-        smoothing=1.0,
-        metadata={
-            "generator": "neurules-appendix",
-            "d": d,
-            "n": n,
-            "s": s,
-            "k": k,
-            "m": m,
-            "seed": random_state,
-        },
+        classes=[0, 1], features=features, rules=conditions, X=frame, y=y.tolist(), smoothing=1.0, metadata=meta
     )
     return frame, y.astype(np.int64), planted
+
+
+def _label(
+    X: np.ndarray,
+    rules: list[list[tuple[int, float, float]]],
+    order: list[int],
+    labels: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Labels under the planted list (first rule in `order` that holds), a coin flip elsewhere."""
+    y: np.ndarray = np.asarray(rng.integers(0, 2, size=X.shape[0]))  # uncovered rows: a fair coin
+    open_ = np.ones(X.shape[0], dtype=bool)
+    for j in order:
+        holds = np.ones(X.shape[0], dtype=bool)
+        for f, lo, hi in rules[j]:
+            holds &= (X[:, f] > lo) & (X[:, f] < hi)
+        cap = holds & open_
+        y[cap] = labels[j]
+        open_ &= ~cap
+    return y

@@ -65,7 +65,8 @@ def test_fit_predict_binary_dataframe() -> None:
     assert np.array_equal(clf.predict(X), clf.classes_[proba.argmax(axis=1)])
     assert clf.score(X, y) > 0.9
     assert np.array_equal(clf.predict(X), clf.rule_list_.predict(X))
-    assert clf.train_agreement_ == 1.0
+    # the list is the consolidated network read off exactly
+    assert np.array_equal(clf.predict_network(X, stage="final"), clf.predict(X))
 
 
 @pytest.mark.parametrize(
@@ -150,6 +151,43 @@ def test_rule_list_document_round_trip_and_exports() -> None:
     assert "CASE" in clf.rule_list_.to_sql("t")
     rec = X.iloc[0].to_dict()
     assert clf.rule_list_.explain(rec)["rule_id"] == int(clf.apply(X.iloc[[0]])[0])
+
+
+def test_parameters_are_checked_with_their_name() -> None:
+    X, y = toy_frame(50)
+    for bad, name in (({"max_conditions": 0}, "max_conditions"), ({"eps": 0.1}, "eps"), ({"epochs": "x"}, "epochs")):
+        with pytest.raises(ValueError, match=name):
+            NeuRulesClassifier(**bad).fit(X, y)
+
+
+def test_max_conditions_bounds_every_rule() -> None:
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame(rng.normal(size=(400, 6)), columns=[f"f{i}" for i in range(6)])
+    y = (X.sum(axis=1) > 0).astype(int)  # needs many features: rules would like many conditions
+    for limit in (1, 2):
+        clf = NeuRulesClassifier(n_rules=4, max_conditions=limit, random_state=0, **FAST).fit(X, y)
+        assert all(len(r.conditions) <= limit for r in clf.rule_list_.rules)
+        assert any(len(r.conditions) == limit for r in clf.rule_list_.rules)
+
+
+def test_zero_one_columns_read_as_equalities() -> None:
+    rng = np.random.default_rng(4)
+    X = pd.DataFrame({"smoker": rng.integers(0, 2, 500), "age": rng.uniform(20, 80, 500).round()})
+    y = ((X["smoker"] == 1) & (X["age"] > 50)).astype(int)
+    clf = NeuRulesClassifier(n_rules=3, random_state=0, **FAST).fit(X, y)
+    text = clf.rule_list_.to_text()
+    assert "smoker = 1" in text or "smoker = 0" in text, text
+    assert "smoker >=" not in text and "smoker <=" not in text
+    assert clf.rule_list_.to_dict()["features"][0]["values"] == [0.0, 1.0]
+
+
+def test_predict_network_stages() -> None:
+    X, y = toy_frame()
+    clf = NeuRulesClassifier(random_state=0, **FAST).fit(X, y)
+    for stage in ("annealed", "pruned", "trained", "final"):
+        assert clf.predict_network(X, stage=stage).shape == (len(X),)
+    with pytest.raises(ValueError, match="stage"):
+        clf.predict_network(X, stage="nope")
 
 
 def test_only_class_present_is_an_error() -> None:

@@ -148,7 +148,7 @@ def test_text_rendering(rl: RuleList) -> None:
 def test_python_export_matches(rl: RuleList) -> None:
     namespace: dict = {}
     exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)
-    for rec, rid in zip(RECORDS, EXPECTED_IDS):
+    for rec, rid in zip(RECORDS, EXPECTED_IDS, strict=True):
         cls, got_id, probs = namespace["predict"](rec)
         assert got_id == rid
         assert cls == rl.prediction_of(rid)
@@ -232,7 +232,39 @@ def test_missing_used_feature_is_an_error(rl: RuleList) -> None:
 def test_rulelist_never_imports_torch_or_pandas() -> None:
     code = (
         "import sys, models; from models import RuleList; "
-        "RuleList.from_dict(%r).predict([%r]); "
+        f"RuleList.from_dict({DOC!r}).predict([{RECORDS[0]!r}]); "
         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules, sorted(sys.modules)"
-    ) % (DOC, RECORDS[0])
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_two_valued_numeric_features_read_as_equalities() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["features"].append({"name": "diabetic", "type": "numeric", "fill_value": 0.0, "values": [0.0, 1.0]})
+    doc["rules"][1]["conditions"].append({"feature": "diabetic", "op": "between", "low": 0.5, "high": None})
+    doc["rules"][2]["conditions"].append({"feature": "diabetic", "op": "between", "low": None, "high": 0.5})
+    rl = RuleList.from_dict(doc)
+    assert rl.to_dict() == doc
+    text = rl.to_text()
+    assert "diabetic = 1" in text and "diabetic = 0" in text and "diabetic >=" not in text
+    assert "-- rule 2: smoker not in {false, <missing>} and diabetic = 1" in rl.to_sql("t")
+    assert "# rule 3: age <= 30 and diabetic = 0" in rl.to_python()
+    assert rl.rule_text(2) == "smoker not in {false, <missing>} and diabetic = 1"
+    assert rl.rules[1].text() == rl.rule_text(2)  # conditions of a parsed list carry the feature's values
+    assert rl.rules[1].conditions[1] == RuleList.from_dict(DOC).rules[1].conditions[0].__class__(
+        feature="diabetic", op="between", low=0.5, high=None
+    )  # ... which take no part in equality
+    assert rl.condition_text(rl.rules[2].conditions[1]) == "diabetic = 0"
+    rec = {**RECORDS[1], "diabetic": 1}
+    explained = rl.explain(rec)
+    assert explained["rule_id"] == 2 and explained["conditions"][1]["text"] == "diabetic = 1"
+    assert rl.explain({**rec, "diabetic": 0})["not_fired"][1]["failed_condition"]["text"] == "diabetic = 1"
+    # evaluation is unchanged: a value between the two is compared numerically
+    assert rl.apply([{**RECORDS[1], "diabetic": 0.7}])[0] == 2
+    old = copy.deepcopy(doc)
+    del old["features"][-1]["values"]  # documents without `values` stay valid and read as before
+    assert "diabetic >= 0.5" in RuleList.from_dict(old).to_text()
+    bad = copy.deepcopy(doc)
+    bad["features"][-1]["values"] = [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"features\[4\].values"):
+        RuleList.from_dict(bad)

@@ -1,0 +1,117 @@
+"""Extraction reads a network in the crisp set off exactly; snapping and pruning keep it there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from models.crisp import MIN_WEIGHT
+from models.extraction import NotCrisp, check_crisp, extract_rule_list
+from models.network import SoftRuleList
+from models.stages import Encoded, encode
+from models.structure import fit_consequents_, nice_between, prune_predicates_, snap_bounds_, snap_lower, snap_upper
+
+
+def _frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "age": rng.uniform(20, 80, n).round(1),
+            "smoker": rng.integers(0, 2, n).astype(float),
+            "income": np.where(rng.random(n) < 0.1, np.nan, rng.lognormal(10, 1, n)),
+            "city": rng.choice(["paris", "rome", "oslo", None], n),
+        }
+    )
+
+
+def _crisp_network(enc: Encoded, n_rules: int, seed: int) -> SoftRuleList:
+    """A random network projected onto the crisp set (random boxes, weights, tied priorities)."""
+    gen = torch.Generator().manual_seed(seed)
+    n_inputs = enc.Z.shape[1]
+    z = torch.tensor(enc.Z)
+    lo, hi = z.min(dim=0).values, z.max(dim=0).values
+    a = lo + (hi - lo) * torch.rand(n_rules, n_inputs, generator=gen) * 0.6
+    b = a + (hi - lo) * torch.rand(n_rules, n_inputs, generator=gen)
+    priority = torch.tensor([3.0, 3.0, 1.0, 2.5, 10.0, 1.0])[:n_rules]  # ties are resolved by index
+    net = SoftRuleList(n_inputs, n_rules, 2, a, b, priority, torch.randn(n_rules + 1, 2, generator=gen))
+    with torch.no_grad():
+        keep = torch.rand(1, n_rules, n_inputs, generator=gen) < 0.35
+        net.pred_mask.copy_(keep.float())
+        net.weight.copy_(torch.rand(1, n_rules, n_inputs, generator=gen) * 2)
+        net.rule_mask[0, 2] = 0.0
+    net.project_()
+    return net
+
+
+def _same_partition(net_routes: np.ndarray, list_ids: np.ndarray) -> bool:
+    """Every network route maps to one list rule and back (identical routing up to labels)."""
+    pairs = set(zip(net_routes.tolist(), list_ids.tolist(), strict=True))
+    return len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_extraction_is_lossless_on_new_rows(seed: int) -> None:
+    train = _frame(400, seed)
+    enc = encode(train)
+    y = np.random.default_rng(seed).integers(0, 2, len(train))
+    net = _crisp_network(enc, 6, seed)
+    snap_bounds_(net, enc.grids(np.arange(len(train))))  # short thresholds; no training row moves
+    Zt = torch.tensor(enc.Z)
+    sel, _ = net.zero_temperature(Zt)
+    fit_consequents_(net, sel, torch.tensor(y), 1.0)
+    check_crisp(net)
+    rl = extract_rule_list(net, enc.encoder, enc.grids(np.arange(len(train))), train, y, [0, 1], 1.0, {})
+    new = _frame(3000, seed + 100)
+    new.loc[:40, "age"] = np.linspace(-50, 200, 41)  # far outside the training range
+    new.loc[41:60, "city"] = "tokyo"  # unseen category
+    Zn = torch.tensor(enc.encoder.transform(new), dtype=torch.float32)
+    routes, classes = net.zero_temperature(Zn)
+    assert _same_partition(routes[0].numpy(), rl.apply(new))
+    assert np.array_equal(classes[0].numpy(), rl.predict(new))
+    assert np.array_equal(net.zero_temperature(Zt)[1][0].numpy(), rl.predict(train))
+
+
+def test_snapping_moves_no_training_row_and_gives_short_thresholds() -> None:
+    train = _frame(300, 1)
+    enc = encode(train)
+    grids = enc.grids(np.arange(len(train)))
+    net = _crisp_network(enc, 5, 1)
+    before = net.zero_temperature(torch.tensor(enc.Z))[0]
+    snap_bounds_(net, grids)
+    assert torch.equal(before, net.zero_temperature(torch.tensor(enc.Z))[0])
+    age = grids[0]
+    a, t = snap_lower(age, float(age.z[10]) + 1e-3)  # between the 11th and 12th distinct ages
+    assert t == nice_between(float(age.values[10]), float(age.values[11])) and len(repr(t)) <= 6
+    assert age.z[10] < a < age.z[11]
+    assert snap_lower(age, float(age.z[0]) - 1)[1] is None  # below every value: unbounded
+    assert snap_upper(age, float(age.z[-1]) + 1)[1] is None
+    assert snap_upper(age, float(age.z[0]) - 1)[1] == -np.inf  # nothing passes
+
+
+def test_a_network_outside_the_crisp_set_is_refused() -> None:
+    enc = encode(_frame(100, 2))
+    net = _crisp_network(enc, 4, 2)
+    with torch.no_grad():
+        net.weight[0, 0, 0] = MIN_WEIGHT / 10
+        net.pred_mask[0, 0, 0] = 1.0
+    with pytest.raises(NotCrisp):
+        check_crisp(net)
+
+
+def test_pruning_keeps_routes_and_bounds_conditions_per_rule() -> None:
+    train = _frame(500, 3)
+    enc = encode(train)
+    net = _crisp_network(enc, 6, 3)
+    Z = enc.Z
+    before = net.zero_temperature(torch.tensor(Z))[0]
+    prune_predicates_(net, Z, enc.unit_feature, max_conditions=10, eps=net.eps)
+    # only conditions that re-route no training row were dropped
+    assert torch.equal(before, net.zero_temperature(torch.tensor(Z))[0])
+    prune_predicates_(net, Z, enc.unit_feature, max_conditions=1, eps=net.eps)
+    check_crisp(net)
+    on = (net.weight[0] > 0).numpy()
+    per_rule = [len(set(enc.unit_feature[np.flatnonzero(on[j])])) for j in range(6)]
+    assert max(per_rule) <= 1
