@@ -30,12 +30,10 @@ services:
 	bash scripts/services.sh
 
 # style, types and the layer contracts (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter]);
-# mypy checks app/ and worker/ (models/ is followed for types only) until models/ is mypy-clean too
 lint: $(STAMP)
-	# models/ and tests/models/ join the ruff step when the learner rewrite lands (issue 7)
-	$(BIN)/ruff check . --extend-exclude models --extend-exclude tests/models
+	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy app worker --follow-imports=silent
+	$(BIN)/mypy
 	$(BIN)/lint-imports --no-logo
 
 # Debian's Chromium for the console's browser tests (tests/e2e/test_console_browser.py)

@@ -62,7 +62,7 @@ class TrainingOptions(BaseModel):
     )
     lr: Annotated[Number, Field(gt=0.0)] | None = Field(None, description="Adam learning rate (default 0.02)")
     min_support: Fraction | None = Field(
-        None, description="support regulariser: the least share of rows a rule should capture (default 0.02)"
+        None, description="support regulariser: the least share of rows a rule should capture (default 0.05)"
     )
     max_support: Fraction | None = Field(
         None, description="support regulariser: the largest share of rows a rule should capture (default 0.9)"
@@ -72,26 +72,20 @@ class TrainingOptions(BaseModel):
     )
     t_pi: Temperatures | None = Field(
         None,
-        description="[start, end] temperature of the predicates, annealed over the second half (default [0.2, 0.04])",
+        description="[start, end] temperature of the predicates, annealed over the second half of the annealed "
+        "stage; fine-tuning runs at the end value (default [0.2, 0.04])",
     )
     t_rl: Temperatures | None = Field(
         None, description="[start, end] temperature of the rule selector, annealed likewise (default [1.0, 0.2])"
     )
-    eps: Annotated[Number, Field(gt=0.0)] | None = Field(
-        None, description="slack of the relaxed conjunction (default 0.001)"
+    eps: Annotated[Number, Field(gt=0.0, le=0.00125)] | None = Field(
+        None, description="slack of the relaxed conjunction, at most 0.00125 (default 0.001)"
     )
     smoothing: Annotated[Number, Field(ge=0.0)] | None = Field(
         None, description="additive smoothing of the rule probabilities measured on training rows (default 1.0)"
     )
-    init: Literal["range", "quantile"] | None = Field(
-        None,
-        description="start of each rule: 'range' (every predicate the whole training range) or 'quantile' "
-        "(a random quantile box over two features) (default 'quantile')",
-    )
-    seed_features: Literal["uniform", "score"] | None = Field(
-        None,
-        description="how the two features of a rule's quantile box are drawn: 'uniform', or 'score' (by their "
-        "best one-threshold Gini gain on even restarts) (default 'uniform')",
+    max_conditions: PositiveInt | None = Field(
+        None, description="the most conditions (features) one rule may have (default 6)"
     )
     free_weight: Annotated[Number, Field(gt=0.0, le=1.0)] | None = Field(
         None, description="start weight of the predicates that are not a rule's seed, in (0, 1] (default 0.5)"
@@ -101,20 +95,28 @@ class TrainingOptions(BaseModel):
         description="on wide data (over 4 x this many inputs) only this many best-scoring inputs may enter rules; "
         "null: no restriction (default 32)",
     )
-    consequent_init: Literal["cycle", "lift", "mixed"] | None = Field(
-        None,
-        description="class of each rule's initial consequent: 'cycle' (classes in turn), 'lift' (the class most "
-        "over-represented in the rule's box) or 'mixed' (restarts alternate) (default 'mixed')",
-    )
     n_restarts: PositiveIntOrAuto | None = Field(
         None,
-        description="rule lists trained together, the best on the training rows kept; 'auto': as many as fit a "
-        "fixed compute budget, at most max_restarts (default 'auto')",
+        description="rule lists trained together (seeded from two greedy trees and random boxes), the best kept; "
+        "'auto': as many as fit a fixed compute budget, 4 to max_restarts (default 'auto')",
     )
     max_restarts: PositiveInt | None = Field(None, description="the most restarts 'auto' picks (default 8)")
-    target_steps: PositiveInt | None = Field(None, description="optimiser steps epochs='auto' aims at (default 600)")
-    min_epochs: PositiveInt | None = Field(None, description="the fewest epochs epochs='auto' picks (default 20)")
+    target_steps: PositiveInt | None = Field(
+        None, description="optimiser steps of the annealed stage epochs='auto' aims at (default 300)"
+    )
+    min_epochs: PositiveInt | None = Field(None, description="the fewest epochs epochs='auto' picks (default 5)")
     max_epochs: PositiveInt | None = Field(None, description="the most epochs epochs='auto' picks (default 300)")
+    tune_fraction: Annotated[Number, Field(ge=0.0, lt=10.0)] | None = Field(
+        None, description="fine-tuning steps, as a share of target_steps (default 0.2)"
+    )
+    refit_fraction: Annotated[Number, Field(ge=0.0, lt=10.0)] | None = Field(
+        None, description="refit steps on all rows after a held-out choice, as a share of target_steps (default 0.1)"
+    )
+    validation_fraction: Annotated[Number, Field(ge=0.0, lt=0.9)] | None = Field(
+        None,
+        description="share of the training rows held out to choose the restart; 0: choose on training rows "
+        "(default 0.0)",
+    )
     n_threads: PositiveIntOrNone = Field(None, description="CPU threads for torch during training (default: one)")
 
     @model_validator(mode="before")

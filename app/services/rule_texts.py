@@ -15,12 +15,12 @@ DEFAULT_RULE_TEXT = "else"
 
 def condition_text(rl: RuleList, condition: Condition) -> str:
     """One condition of `rl` as people read it (in the feature's original units)."""
-    return condition.text()
+    return rl.condition_text(condition)
 
 
 def rule_text(rl: RuleList, rule_id: int) -> str:
     """A rule's conditions joined by `and` (`true` without any); the default rule (id 0) is `else`."""
-    return DEFAULT_RULE_TEXT if rule_id == 0 else rl.rule(rule_id).text()
+    return DEFAULT_RULE_TEXT if rule_id == 0 else rl.rule_text(rule_id)
 
 
 def condition_texts(rl: RuleList) -> list[list[str]]:

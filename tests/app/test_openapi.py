@@ -149,7 +149,8 @@ def test_training_parameters_are_typed(spec) -> None:
     assert "TrainingParameters" in json.dumps(job)
     options = schemas["TrainingOptions"]["properties"]
     assert options["lr"]["anyOf"][0]["type"] == "number" and "learning rate" in options["lr"]["description"]
-    assert options["init"]["anyOf"][0]["enum"] == ["range", "quantile"]
+    assert options["max_conditions"]["anyOf"][0]["type"] == "integer"
+    assert "conditions" in options["max_conditions"]["description"]
     assert all(o.get("description") for o in options.values())
 
 
