@@ -551,19 +551,18 @@ class RuleList:
     @cached_property
     def _condition_parts(self) -> dict[Condition, dict[str, Any]]:
         """Each rule condition's fixed part in an explanation (`to_dict()` and its text), rendered once."""
-        by_name = self._features_by_name
         parts: dict[Condition, dict[str, Any]] = {}
         for rule in self.rules:
             for cond in rule.conditions:
                 d = cond.to_dict()
-                d["text"] = cond.text(by_name[cond.feature])
+                d["text"] = self.condition_text(cond)
                 parts[cond] = d
         return parts
 
     @cached_property
     def _rule_texts(self) -> tuple[str, ...]:
         """Each rule's text by rule id (0: the default rule), rendered once."""
-        return ("else (default rule)", *(r.text(self._features_by_name) for r in self.rules))
+        return ("else (default rule)", *(self.rule_text(j) for j in range(1, len(self.rules) + 1)))
 
     @cached_property
     def _predictions(self) -> tuple[ClassLabel, ...]:
