@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 
@@ -15,7 +14,7 @@ from app.services.auth import Principal, lookup_key
 from app.services.errors import Unauthenticated
 from app.state import ServiceState
 
-__all__ = ["AppState", "CurrentTenant", "DbSession", "Principal", "get_state", "service_state"]
+__all__ = ["AppState", "CurrentTenant", "DbSession", "Principal", "authenticate", "get_state", "service_state"]
 
 
 def service_state(request: Request) -> ServiceState:
@@ -60,23 +59,28 @@ def presented_key(api_key: str | None, request: Request) -> str | None:
     return (api_key or "").strip() or _bearer(request)
 
 
+async def authenticate(request: Request) -> Principal:
+    """The principal of the request's API key (X-API-Key or Bearer); Unauthenticated when missing or invalid."""
+    return await _principal(request, request.headers.get("x-api-key") or None)
+
+
 async def current_principal(
     request: Request, api_key: Annotated[str | None, Security(_api_key_header)] = None
 ) -> Principal:
     """Authenticate the API key (X-API-Key or Bearer; one security dependency, cheap on the hot path)."""
+    return await _principal(request, api_key)
+
+
+async def _principal(request: Request, api_key: str | None) -> Principal:
     key = presented_key(api_key, request)
     if not key:
         raise Unauthenticated(
             "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"
         )
     state = service_state(request)
-    cache_key = keys.hash_key(key)
-    principal: Principal | None = state.auth_cache.get(cache_key)
+    principal = await state.auth_cache.get(keys.hash_key(key), lambda: lookup_key(state.db, key))
     if principal is None:
-        principal = await run_in_threadpool(lookup_key, state.db, key)
-        if principal is None:
-            raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
-        state.auth_cache.put(cache_key, principal)
+        raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
     return principal
 
 

@@ -87,9 +87,32 @@ class Metrics:
             registry=self.registry,
         )
         self._decision_children: dict[str, list[Any]] = {}  # version id -> counter child per rule id
+        self._children: dict[tuple[Any, ...], Any] = {}  # labelled children, looked up once (labels() costs ~10 us)
         self.jobs_collector = _JobsCollector(jobs_by_state) if jobs_by_state is not None else None
         if self.jobs_collector is not None:
             self.registry.register(self.jobs_collector)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def decided(self, endpoint: str) -> Counter:
+        """The records-decided counter of an endpoint."""
+        child: Counter = self._child(self.predictions, endpoint)
+        return child
+
+    def rejection(self, reason: str) -> Counter:
+        """The rejected-requests counter of a reason."""
+        child: Counter = self._child(self.prediction_errors, reason)
+        return child
+
+    def request_latency(self, method: str, route: str, status: str) -> Histogram:
+        """The latency histogram of one method, route template and status."""
+        child: Histogram = self._child(self.latency, method, route, status)
+        return child
 
     def count_decisions(
         self, version_id: str, labels: tuple[str, str, int], n_rules: int, rule_ids: Sequence[int]
@@ -179,7 +202,7 @@ class RequestMetricsMiddleware:
             elapsed = time.perf_counter() - start
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.latency.labels(scope["method"], template, str(status)).observe(elapsed)
+            self.metrics.request_latency(scope["method"], template, str(status)).observe(elapsed)
             if self.access_log:
                 self.log.info(
                     "request",

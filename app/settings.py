@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 
-    auth_cache_ttl_s: float = Field(10.0, ge=0, le=300)
+    auth_cache_ttl_s: float = Field(5.0, ge=0, le=300)  # the bound on a revoked key being accepted
     alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
     model_cache_size: int = Field(64, ge=1)
 

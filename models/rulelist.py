@@ -11,6 +11,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -538,8 +539,35 @@ class RuleList:
 
     def prediction_of(self, rule_id: int) -> ClassLabel:
         """The class a rule predicts: arg max of its probabilities (first class on ties)."""
+        if 0 <= rule_id <= len(self.rules):
+            return self._predictions[rule_id]
         probs = self.rule(rule_id).probabilities
-        return self.classes[int(np.argmax(probs))]
+        return self.classes[_argmax(probs)]
+
+    @cached_property
+    def _features_by_name(self) -> dict[str, Feature]:
+        return {f.name: f for f in self.features}
+
+    @cached_property
+    def _condition_parts(self) -> dict[Condition, dict[str, Any]]:
+        """Each rule condition's fixed part in an explanation (`to_dict()` and its text), rendered once."""
+        parts: dict[Condition, dict[str, Any]] = {}
+        for rule in self.rules:
+            for cond in rule.conditions:
+                d = cond.to_dict()
+                d["text"] = self.condition_text(cond)
+                parts[cond] = d
+        return parts
+
+    @cached_property
+    def _rule_texts(self) -> tuple[str, ...]:
+        """Each rule's text by rule id (0: the default rule), rendered once."""
+        return ("else (default rule)", *(self.rule_text(j) for j in range(1, len(self.rules) + 1)))
+
+    @cached_property
+    def _predictions(self) -> tuple[ClassLabel, ...]:
+        """The class of each rule id, computed once (pure Python: no numpy call on the per-record path)."""
+        return tuple(self.classes[_argmax(self.rule(j).probabilities)] for j in range(len(self.rules) + 1))
 
     def _probability_table(self) -> np.ndarray:
         rows = [self.default.probabilities] + [r.probabilities for r in self.rules]
@@ -553,7 +581,7 @@ class RuleList:
         if isinstance(X, Mapping):
             _require(used, X, "")
             n = len(next(iter(X.values()))) if X else 0
-            raw = {name: _objects(X[name]) for name in used}
+            raw = {name: _column(X[name]) for name in used}
         elif hasattr(X, "columns") and hasattr(X, "iloc"):  # a pandas DataFrame, without importing pandas
             _require(used, X.columns, "")
             n = len(X)
@@ -632,13 +660,17 @@ class RuleList:
         if feature.name not in record:
             raise ValueError(f"missing feature {feature.name!r}")
         raw = record[feature.name]
-        norm = self._normalise(feature, _objects([raw]))[0]
-        return raw, norm
+        # pure Python, as `_normalise` does it for one value: a numpy call per value would release the GIL
+        # on the event loop's thread several times per request (each a wait of up to the switch interval)
+        if feature.type == "numeric":
+            norm = _to_float(feature.name, 0, raw)
+            return raw, feature.fill_value if math.isnan(norm) else norm
+        return raw, category_key(raw)
 
     def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Decide one record and say why: the matched rule with each condition's value, and the
         earlier rules that did not fire with the condition that failed first."""
-        by_name = {f.name: f for f in self.features}
+        by_name = self._features_by_name
         cache: dict[str, tuple[Any, Any]] = {}
 
         def value(name: str) -> tuple[Any, Any]:
@@ -648,8 +680,9 @@ class RuleList:
 
         def describe(cond: Condition, holds: bool) -> dict[str, Any]:
             raw, norm = value(cond.feature)
-            d = cond.to_dict()
-            d["text"] = cond.text(by_name[cond.feature])
+            d = dict(self._condition_parts[cond])
+            if "values" in d:
+                d["values"] = list(d["values"])  # the caller may change its copy
             d["value"] = _plain(raw)
             if by_name[cond.feature].type == "numeric" and _is_missing_number(raw):
                 d["filled_value"] = float(norm)
@@ -662,7 +695,7 @@ class RuleList:
             if failed is None:
                 return self._answer(j, [describe(c, True) for c in rule.conditions], not_fired)
             not_fired.append(
-                {"rule_id": j, "rule_text": rule.text(by_name), "failed_condition": describe(failed, False)}
+                {"rule_id": j, "rule_text": self._rule_texts[j], "failed_condition": describe(failed, False)}
             )
         return self._answer(0, [], not_fired)
 
@@ -675,7 +708,7 @@ class RuleList:
             "probabilities": list(rule.probabilities),
             "rule_id": rule_id,
             "is_default": rule_id == 0,
-            "rule_text": "else (default rule)" if rule_id == 0 else rule.text(self._by_name()),
+            "rule_text": self._rule_texts[rule_id],
             "support": rule.support,
             "conditions": conditions,
             "not_fired": not_fired,
@@ -850,6 +883,11 @@ def _sql_table(table: str) -> str:
     return ".".join(_sql_ident(p, "table name") for p in parts)
 
 
+def _argmax(values: Sequence[float]) -> int:
+    """Index of the largest value, the first on ties (as numpy's argmax)."""
+    return max(range(len(values)), key=values.__getitem__)
+
+
 def _plain(value: Any) -> Any:
     """Make a record value JSON-friendly (numpy scalars -> Python, NaN -> None)."""
     if isinstance(value, np.generic):
@@ -865,6 +903,13 @@ def _objects(values: Iterable[Any]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out
+
+
+def _column(values: Any) -> np.ndarray:
+    """A numeric numpy column as it is (normalised without a detour through objects), anything else as objects."""
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iuf":
+        return values
+    return _objects(values)
 
 
 def _require(names: Iterable[str], present: Any, prefix: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.admin import migrate
 from app.observability import configure_logging
+from app.process_tuning import tune_server_process
 from app.settings import Settings
 
 
@@ -49,8 +50,10 @@ def _serve_process(index: int, host: str, port: int, settings: Settings) -> None
 
     if index > 0:  # one embedded worker per service, in process 0
         settings = settings.model_copy(update={"embedded_worker": False})
+    app = build_service(settings)
+    tune_server_process()  # after the imports and the app are built: GC and GIL policy (see app.process_tuning)
     config = uvicorn.Config(
-        build_service(settings),
+        app,
         loop="uvloop",
         http="httptools",
         lifespan="on",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+import io
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import IO, Any
 
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message
 
@@ -72,30 +75,39 @@ def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
     return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
 
 
+async def _form(request: Request, limit: int) -> FormData:
+    _check_headers(request, limit)
+    request = await _decoded(request, limit)
+    try:
+        return await request.form(max_files=1, max_fields=10)
+    except StarletteHTTPException:  # the body went over the size limit while it arrived
+        raise
+    except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
+        raise Malformed(f"malformed multipart body: {e}", code="malformed_multipart") from None
+
+
+def _file_part(form: FormData) -> tuple[UploadFile, str]:
+    file = form.get("file")
+    if not isinstance(file, UploadFile):
+        raise Invalid(
+            "file: missing the 'file' part (multipart field name must be 'file')",
+            details=[{"field": "file", "message": "required"}],
+        )
+    part_type = (file.content_type or "application/octet-stream").split(";")[0].strip().lower()
+    if part_type not in ACCEPTED_TYPES | GZIP_TYPES:
+        raise Unsupported(f"file: content type {part_type!r} is not a CSV; use text/csv")
+    return file, part_type
+
+
 async def read_upload(request: Request, limit: int) -> Upload:
     """The file part of a multipart body (at most `limit` bytes, decompressed), its file name and `name` field.
 
     A gzip-compressed file (`.csv.gz`, a gzip part type or `Content-Encoding`, or the whole body sent with
     `Content-Encoding: gzip`) is decompressed; the limit applies to the decompressed size.
     """
-    _check_headers(request, limit)
-    request = await _decoded(request, limit)
+    form = await _form(request, limit)
     try:
-        form = await request.form(max_files=1, max_fields=10)
-    except StarletteHTTPException:  # the body went over the size limit while it arrived
-        raise
-    except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
-        raise Malformed(f"malformed multipart body: {e}", code="malformed_multipart") from None
-    try:
-        file = form.get("file")
-        if not isinstance(file, UploadFile):
-            raise Invalid(
-                "file: missing the 'file' part (multipart field name must be 'file')",
-                details=[{"field": "file", "message": "required"}],
-            )
-        part_type = (file.content_type or "application/octet-stream").split(";")[0].strip().lower()
-        if part_type not in ACCEPTED_TYPES | GZIP_TYPES:
-            raise Unsupported(f"file: content type {part_type!r} is not a CSV; use text/csv")
+        file, part_type = _file_part(form)
         data = await file.read(limit + 1)
         if len(data) > limit:
             raise TooLarge(f"file is over the upload limit of {limit} bytes")
@@ -103,5 +115,29 @@ async def read_upload(request: Request, limit: int) -> Upload:
             data = await run_in_threadpool(gunzip, data, limit)
         name = form.get("name")
         return Upload(data, file.filename or "upload.csv", name if isinstance(name, str) and name else None)
+    finally:
+        await form.close()
+
+
+@asynccontextmanager
+async def upload_stream(request: Request, limit: int) -> AsyncIterator[IO[bytes]]:
+    """The file part as a binary file to read in pieces (closed on exit); the same checks as `read_upload`.
+
+    A plain CSV is read where the multipart parser spooled it (to disk past 1 MiB), so memory does not
+    grow with it; a gzip-compressed one is decompressed in memory (at most `limit` bytes), as `read_upload` does.
+    """
+    form = await _form(request, limit)
+    try:
+        file, part_type = _file_part(form)
+        if file.size is not None and file.size > limit:
+            raise TooLarge(f"file is over the upload limit of {limit} bytes")
+        await file.seek(0)
+        head = await file.read(2)
+        await file.seek(0)
+        if _gzipped(file, part_type, head):
+            data = await file.read(limit + 1)
+            yield io.BytesIO(await run_in_threadpool(gunzip, data, limit))
+        else:
+            yield file.file
     finally:
         await form.close()

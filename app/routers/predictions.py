@@ -1,49 +1,54 @@
 """Predictions: JSON records and CSV batch; every decision writes an append-only audit row.
 
-The request path is validation + numpy rule evaluation (models.rulelist) + JSON: the parsed rule
-list is cached per immutable version, API keys and aliases for a few seconds, and the only
-database round trip on a warm path is the audit insert.
+The request path is validation + rule evaluation (models.rulelist) + JSON + the audit row: the
+parsed rule list is cached per immutable version, API keys and aliases within their bounds
+(renewed in the background), and the only database round trip on a warm path is the audit
+insert, shared by the requests of one loop tick. The CSV batch streams chunk by chunk, each
+chunk's audit rows committed before its rows are sent (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from app.deps import AppState, CurrentTenant, service_state
 from app.errors import responses
-from app.http.uploads import multipart_body, read_upload
+from app.http.jsonbody import json_bytes
+from app.http.lean_route import LeanRoute
+from app.http.uploads import multipart_body, upload_stream
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import predictions
 from app.services.errors import DomainError
 from app.services.serving import ServedModel
 from app.state import ServiceState
 
-router = APIRouter(prefix="/v1/models", tags=["predictions"])
+router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
 
 
 async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedModel:
-    """Cached fast path inline; a miss goes to the thread pool."""
-    served = state.models.cached(tenant_id, ref)
-    if served is not None:
-        return served
-    return await run_in_threadpool(state.models.load, tenant_id, ref)
+    """The served model: from the caches, a miss loaded in a thread (never on the event loop)."""
+    return await state.models.get(tenant_id, ref)
 
 
-@contextmanager
-def counted_rejections(state: ServiceState, reason: str) -> Iterator[None]:
+class counted_rejections:
     """Count a domain error raised inside as a rejected prediction request (and let it through)."""
-    try:
-        yield
-    except DomainError:
-        state.metrics.prediction_errors.labels(reason).inc()
-        raise
+
+    __slots__ = ("counter",)
+
+    def __init__(self, state: ServiceState, reason: str) -> None:
+        self.counter = state.metrics.rejection(reason)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if kind is not None and issubclass(kind, DomainError):
+            self.counter.inc()
 
 
 def count_decisions(state: ServiceState, model: ServedModel, rule_ids: list[int]) -> None:
@@ -77,10 +82,10 @@ async def predict(
         else:
             results = predictions.decide_records(model, body.records, explain=mode)
     await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
-    state.metrics.predictions.labels("json").inc(len(results))
+    state.metrics.decided("json").inc(len(results))
     count_decisions(state, model, [r["rule_id"] for r in results])
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}
-    return Response(json.dumps(payload, separators=(",", ":"), default=str), media_type="application/json")
+    return Response(json_bytes(payload), media_type="application/json")
 
 
 @router.post(
@@ -110,23 +115,42 @@ async def predict_csv(
     state: AppState,
     ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False,
 ) -> Response:
-    """Batch prediction: CSV in, CSV out, one audit row per row."""
+    """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
     model = await load_model(state, principal.tenant_id, ref)
-    upload = await read_upload(request, state.settings.max_upload_bytes)
-    with counted_rejections(state, "invalid_csv"):
-        decided = await run_in_threadpool(
-            predictions.decide_csv,
-            state.db.engine,
-            principal,
-            model,
-            upload.data,
-            max_rows=state.settings.max_batch_rows,
-            ignore_extra=ignore_extra,
-        )
-    state.metrics.predictions.labels("csv").inc(len(decided.rule_ids))
-    count_decisions(state, model, decided.rule_ids)
-    return Response(
-        decided.text,
+    async with upload_stream(request, state.settings.max_upload_bytes) as upload:
+        with counted_rejections(state, "invalid_csv"):
+            batch = await run_in_threadpool(
+                predictions.CsvBatch.check,
+                state.db.engine,
+                principal,
+                model,
+                upload,
+                max_rows=state.settings.max_batch_rows,
+                ignore_extra=ignore_extra,
+            )
+    try:  # the first chunk is audited before the answer starts, so a database down at the start is a clean 503
+        first = await run_in_threadpool(batch.next_chunk)
+    except BaseException:
+        batch.close()
+        raise
+    return StreamingResponse(
+        _answer_rows(state, model, batch, first),
         media_type="text/csv",
         headers={"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'},
     )
+
+
+async def _answer_rows(
+    state: ServiceState, model: ServedModel, batch: predictions.CsvBatch, first: predictions.CsvDecisions | None
+) -> AsyncIterator[str]:
+    """The header, then each chunk once its audit rows are committed (a failure later cuts the answer short)."""
+    try:
+        yield batch.header()
+        chunk = first
+        while chunk is not None:
+            state.metrics.decided("csv").inc(len(chunk.rule_ids))
+            count_decisions(state, model, chunk.rule_ids)
+            yield chunk.text
+            chunk = await run_in_threadpool(batch.next_chunk)
+    finally:
+        batch.close()

@@ -65,12 +65,12 @@ class Table:
     n_rows: int
 
 
-def decode(data: bytes) -> str:
+def decode(data: bytes, line_offset: int = 0) -> str:
     """Decode UTF-8 (BOM allowed); a CSVError names the line of the first bad byte."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1 + line_offset
         raise CSVError(
             "csv_not_utf8",
             f"the file is not valid UTF-8: byte {e.start} (line {line}) "
@@ -139,7 +139,9 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
     return header
 
 
-def _read_rows(reader: Any, header: list[str], max_rows: int, has_nul: bool) -> tuple[list[list[str | None]], int]:
+def _read_rows(
+    reader: Any, header: list[str], max_rows: int, has_nul: bool, line_offset: int = 0
+) -> tuple[list[list[str | None]], int]:
     """Cells per column (None for missing tokens) and the number of data rows."""
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
@@ -149,10 +151,11 @@ def _read_rows(reader: Any, header: list[str], max_rows: int, has_nul: bool) -> 
             if not row:
                 continue  # blank line
             if has_nul:
-                _check_nul(header, row, reader.line_num)
+                _check_nul(header, row, reader.line_num + line_offset)
             if len(row) != width:
                 raise CSVError(
-                    "csv_ragged_rows", f"line {reader.line_num}: {len(row)} fields, but the header has {width} columns"
+                    "csv_ragged_rows",
+                    f"line {reader.line_num + line_offset}: {len(row)} fields, but the header has {width} columns",
                 )
             n += 1
             if n > max_rows:
@@ -161,24 +164,25 @@ def _read_rows(reader: Any, header: list[str], max_rows: int, has_nul: bool) -> 
                 c = cell.strip()
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:
-        raise CSVError("csv_malformed", f"line {reader.line_num}: {e}") from None
+        raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
     return cols, n
 
 
-def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6) -> Table:
+def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
     """Parse a CSV strictly: header required, unique non-empty names, every row the same width, no NUL.
 
     Separated by `,`, `;`, tab or `|` (the header line's most frequent); in a file not separated by
-    commas, decimal commas are read as numbers (`decimal_comma`).
+    commas, decimal commas are read as numbers (`decimal_comma`). `line_offset`: lines of a larger
+    file before `data`'s second line (a chunk after the header), for the messages.
     """
     if not data.strip():
         raise CSVError("csv_empty", "the file is empty")
-    text = decode(data)
+    text = decode(data, line_offset)
     delimiter = sniff_delimiter(text)
     has_nul = "\x00" in text
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     header = _read_header(reader, max_columns, has_nul)
-    cols, n = _read_rows(reader, header, max_rows, has_nul)
+    cols, n = _read_rows(reader, header, max_rows, has_nul, line_offset)
     if n == 0:
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
     columns = dict(zip(header, cols, strict=True))

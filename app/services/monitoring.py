@@ -100,6 +100,15 @@ def records_missing_filled(features: Sequence[Feature], records: Iterable[Mappin
 
 
 def _missing(value: Any) -> bool:
+    kind = type(value)  # the JSON types first, without category_key (this runs per value of every decision)
+    if kind is float:
+        return math.isnan(value)
+    if kind is int or kind is bool:
+        return False
+    if value is None:
+        return True
+    if kind is str:
+        return not value.strip()
     return category_key(value) is None or (isinstance(value, str) and not value.strip())
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from sqlalchemy import Engine
 
-from app.services import audit, csvdata, serving
+from app.services import audit, batch, serving
 from app.services.auth import Principal
 from app.services.errors import TooLarge
 from app.services.serving import ServedModel
@@ -53,14 +54,56 @@ def decide_csv(
 ) -> CsvDecisions:
     """CSV in, CSV out (index, prediction, probability, rule_id, p_<class>...), audited before it is returned.
 
-    Blocking (parsing, evaluation, the audit insert): run it off the event loop.
+    The whole answer at once (for callers holding the file in memory); the endpoint streams with `CsvBatch`.
+    Blocking (parsing, evaluation, the audit inserts): run it off the event loop.
     """
-    table = csvdata.parse_csv(data, max_rows=max_rows)
-    records = serving.table_records(model, table, ignore_extra=ignore_extra)
-    header, rows, ids = serving.batch_csv_rows(model, records)
-    results = [
-        {"prediction": r[1], "probabilities": dict(zip(model.class_keys, r[4:], strict=True)), "rule_id": r[3]}
-        for r in rows
-    ]
-    audit.write_rows_or_unavailable(engine, audit_rows(caller, model, records, results))
-    return CsvDecisions(csvdata.write_csv(header, rows), ids)
+    csv_batch = CsvBatch.check(engine, caller, model, io.BytesIO(data), max_rows=max_rows, ignore_extra=ignore_extra)
+    parts, rule_ids = [csv_batch.header()], []
+    try:
+        while (chunk := csv_batch.next_chunk()) is not None:
+            parts.append(chunk.text)
+            rule_ids += chunk.rule_ids
+    finally:
+        csv_batch.close()
+    return CsvDecisions("".join(parts), rule_ids)
+
+
+class CsvBatch:
+    """One predict.csv request: the file checked up front, then scored, audited and answered chunk by chunk.
+
+    Blocking (parsing, evaluation, the audit inserts): call its methods off the event loop.
+    """
+
+    def __init__(self, engine: Engine, scorer: batch.Scorer, checked: batch.CheckedFile) -> None:
+        self.engine, self.scorer, self.checked = engine, scorer, checked
+        self._chunks = checked.chunks()
+
+    @classmethod
+    def check(
+        cls, engine: Engine, caller: Principal, model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra: bool
+    ) -> CsvBatch:
+        """Parse and type the whole file (4xx naming line and column on the first bad row); nothing decided yet."""
+        checked = batch.check_file(model, fh, max_rows=max_rows, ignore_extra=ignore_extra)
+        return cls(engine, batch.Scorer(model, caller.tenant_id, caller.key_id), checked)
+
+    @property
+    def n_rows(self) -> int:
+        """Data rows in the file."""
+        return self.checked.n_rows
+
+    def header(self) -> str:
+        """The answer's header line."""
+        return self.scorer.header()
+
+    def next_chunk(self) -> CsvDecisions | None:
+        """Decide the next chunk, commit its audit rows (or raise Unavailable); its answer rows, None at the end."""
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return None
+        ids, rows = self.scorer.decide(chunk)
+        audit.write_rows_or_unavailable(self.engine, audit.ColumnRows(rows))
+        return CsvDecisions(self.scorer.text(chunk, ids), ids.tolist())
+
+    def close(self) -> None:
+        """Drop the spilled columns."""
+        self.checked.close()

@@ -168,6 +168,11 @@ def _label(c: Any) -> Any:
     return c.item() if hasattr(c, "item") else c
 
 
+def json_key(name: str) -> str:
+    """A field name as `digest` writes it in the canonical JSON (quoted, ASCII-escaped)."""
+    return json.dumps(name)
+
+
 def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explain: bool) -> list[dict[str, Any]]:
     """Decide validated records; each answer has class, probabilities and (optionally) the explanation."""
     rl = model.rule_list
@@ -206,39 +211,58 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
 
 def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = False) -> list[dict[str, Any]]:
     """Turn a parsed CSV into typed records for the model; CSV errors name line and column."""
-    header = set(table.header)
-    missing = [f.name for f in model.rule_list.features if f.name not in header]
-    extra = [h for h in table.header if h not in model.names]
-    details = [{"field": f"header.{n}", "message": "missing column"} for n in missing]
+    cols = table_columns(model, table, ignore_extra=ignore_extra)
+    names = list(cols)
+    return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
+
+
+def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -> None:
+    """RecordError naming each missing column (and each unknown one unless ignored)."""
+    present = set(header)
+    details = [
+        {"field": f"header.{f.name}", "message": "missing column"}
+        for f in model.rule_list.features
+        if f.name not in present
+    ]
     if not ignore_extra:
         details += [
-            {"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"} for n in extra
+            {"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"}
+            for n in header
+            if n not in model.names
         ]
     if details:
         raise RecordError(details)
+
+
+def table_columns(
+    model: ServedModel, table: Table, *, ignore_extra: bool = False, line_offset: int = 0
+) -> dict[str, list[Any]]:
+    """The model's columns of a parsed CSV, typed (floats, None for missing); errors name line and column."""
+    check_header(model, table.header, ignore_extra=ignore_extra)
+    details: list[dict[str, Any]] = []
     cols: dict[str, list[Any]] = {}
     for f in model.rule_list.features:
         cells = table.columns[f.name]
-        if f.type == "numeric":
-            vals: list[Any] = []
-            for r, c in enumerate(cells):
-                if c is None:
-                    vals.append(None)
-                    continue
-                v = to_float(c)
-                if v is None or math.isinf(v):
-                    kind = "a number" if v is None else "a finite number"
-                    details.append({"field": f"line {r + 2}.{f.name}", "message": f"expected {kind}, got {c!r}"[:200]})
-                    if len(details) > MAX_ERROR_DETAILS:
-                        raise RecordError(details)
-                vals.append(v)
-            cols[f.name] = vals
-        else:
+        if f.type != "numeric":
             cols[f.name] = list(cells)
+            continue
+        vals: list[Any] = []
+        for r, c in enumerate(cells):
+            if c is None:
+                vals.append(None)
+                continue
+            v = to_float(c)
+            if v is None or math.isinf(v):
+                kind = "a number" if v is None else "a finite number"
+                line = r + 2 + line_offset
+                details.append({"field": f"line {line}.{f.name}", "message": f"expected {kind}, got {c!r}"[:200]})
+                if len(details) > MAX_ERROR_DETAILS:
+                    raise RecordError(details)
+            vals.append(v)
+        cols[f.name] = vals
     if details:
         raise RecordError(details)
-    names = list(cols)
-    return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
+    return cols
 
 
 def batch_csv_rows(model: ServedModel, records: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]], list[int]]:

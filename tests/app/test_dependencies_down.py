@@ -18,7 +18,7 @@ from sqlalchemy.orm import sessionmaker
 
 from app.db import is_unavailable_error
 from app.errors import install_error_handlers
-from app.services.serving import TTLCache
+from app.services.refresh_cache import RefreshAheadCache
 from tests.conftest import Api
 from tests.e2e.conftest import free_port
 
@@ -93,7 +93,7 @@ def assert_unavailable(r: Any, codes: tuple[str, ...] = ("database_unavailable",
 def test_every_endpoint_answers_503_while_the_database_refuses(api: Api, doc: dict[str, Any]) -> None:
     ids = seeded(api, doc)
     state = api.app.state.service
-    state.auth_cache = TTLCache(100, 600)  # key a stays authenticated: the audit write is what fails
+    state.auth_cache = RefreshAheadCache(100, 600)  # key a stays authenticated: the audit write is what fails
     api.client.post(f"/v1/models/{ids['v']}/predict", json={"records": [REC]}, headers=api.h())  # cache the version
     good = state.db.engine
     client = TestClient(api.app, raise_server_exceptions=False)

@@ -1,0 +1,90 @@
+"""A cache for lookups that must stay fresh within a bound (API keys, aliases) without stalling requests.
+
+An entry is served from memory while younger than `max_age_s`, counted from when the lookup that
+produced it started; that is the bound on staleness (a revoked key, a moved alias). Past half of
+it, the first request to read the entry starts one refresh in the background and is answered from
+memory, so an entry in use is renewed before it expires and no request waits for the database.
+Only an entry absent or past its bound makes a request wait, for one load shared by every request
+that needs the same key at that moment (no stampede of identical lookups). Loads run in a thread,
+never on the event loop. A load returning None (unknown key, revoked key) is not cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+log = logging.getLogger("neurules.cache")
+
+
+class RefreshAheadCache(Generic[V]):
+    """Key -> value, at most `max_age_s` old, renewed in the background, LRU beyond `maxsize` entries."""
+
+    def __init__(self, maxsize: int, max_age_s: float) -> None:
+        self.maxsize, self.max_age_s = maxsize, max_age_s
+        self.refresh_after_s = max_age_s / 2
+        self._data: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()  # key -> (lookup started at, value)
+        self._loading: dict[Hashable, asyncio.Future[V | None]] = {}
+        self._tasks: set[asyncio.Task[V | None]] = set()
+
+    async def get(self, key: Hashable, load: Callable[[], V | None]) -> V | None:
+        """The value of `key`: from memory within the bound (renewing it past half), else from `load` (blocking)."""
+        entry = self._data.get(key)
+        if entry is not None:
+            age = time.monotonic() - entry[0]
+            if age < self.max_age_s:
+                if age >= self.refresh_after_s and key not in self._loading:
+                    self._refresh(key, load)
+                return entry[1]
+        return await self._load(key, load)
+
+    def discard(self, key: Hashable) -> None:
+        """Forget one entry (its next read loads it)."""
+        self._data.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._data.clear()
+
+    def _refresh(self, key: Hashable, load: Callable[[], V | None]) -> None:
+        task = asyncio.ensure_future(self._load(key, load))
+        self._tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._refreshed)
+
+    def _refreshed(self, task: asyncio.Task[V | None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the entry expires at its bound, then loads fail
+            log.warning("background refresh failed", extra={"error": repr(task.exception())})
+
+    async def _load(self, key: Hashable, load: Callable[[], V | None]) -> V | None:
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[V | None] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        started = time.monotonic()
+        try:
+            value = await asyncio.to_thread(load)
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: waiters re-raise it, nobody is obliged to
+            raise
+        finally:
+            self._loading.pop(key, None)
+        self._store(key, started, value)
+        fut.set_result(value)
+        return value
+
+    def _store(self, key: Hashable, started: float, value: V | None) -> None:
+        if value is None:
+            self._data.pop(key, None)
+            return
+        self._data[key] = (started, value)
+        self._data.move_to_end(key)
+        while len(self._data) > self.maxsize:
+            self._data.popitem(last=False)

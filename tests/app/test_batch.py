@@ -1,0 +1,325 @@
+"""predict.csv in chunks: the same answers, digests and errors as the one-shot record path; audit rows = rows answered;
+memory that does not grow with the file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+import tracemalloc
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.services import batch, serving
+from app.services.csvdata import parse_csv
+from app.services.errors import Invalid
+from app.services.serving import ServedModel
+
+HEADER = ["age", "income", "smoker"]
+REC_ROW = {"age": 70, "income": 5, "smoker": "yes"}
+
+
+def numeric_doc() -> dict[str, Any]:
+    """A rule list over two numeric features only (the numpy-typed path)."""
+    return {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "y",
+        "classes": [0, 1, 2],
+        "features": [
+            {"name": "a", "type": "numeric", "fill_value": 0.5},
+            {"name": "b", "type": "numeric", "fill_value": -1.0},
+        ],
+        "rules": [
+            {
+                "conditions": [{"feature": "a", "op": "between", "low": 0.2, "high": 0.6}],
+                "class_counts": [1, 5, 0],
+                "probabilities": [0.2, 0.7, 0.1],
+            },
+            {
+                "conditions": [{"feature": "b", "op": "between", "low": None, "high": 3.0}],
+                "class_counts": [5, 1, 0],
+                "probabilities": [0.6, 0.3, 0.1],
+            },
+        ],
+        "default": {"class_counts": [0, 0, 4], "probabilities": [0.1, 0.1, 0.8]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+
+
+def numeric_csv(n: int, seed: int = 0, *, whole: bool = False) -> bytes:
+    rng = random.Random(seed)
+    lines = ["a,b"]
+    for _ in range(n):
+        a = rng.choice([0.1, 0.25, 0.5, 0.75, 1, 3.0, -0.0, 1e20, 2.5e-7, 123456789.125])
+        b = rng.randint(-5, 9) if whole else round(rng.uniform(-5, 9), rng.choice([0, 1, 3, 6]))
+        lines.append(f"{a},{b}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def one_shot(model: ServedModel, data: bytes) -> tuple[list[str], list[list[Any]], list[str]]:
+    """The record path as predict.csv had it: parse all, type records, evaluate, digest each record."""
+    records = serving.table_records(model, parse_csv(data))
+    header, rows, _ = serving.batch_csv_rows(model, records)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return header, buf.getvalue().splitlines(), [serving.digest(r) for r in records]
+
+
+def chunked(model: ServedModel, data: bytes) -> tuple[str, list[str], list[str]]:
+    """Check then score chunk by chunk (no database): header, answer lines, digests."""
+    checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=False)
+    scorer = batch.Scorer(model, "t", "k")
+    lines: list[str] = []
+    digests: list[str] = []
+    try:
+        for chunk in checked.chunks():
+            ids, cols = scorer.decide(chunk)
+            lines += scorer.text(chunk, ids).splitlines()
+            digests += cols["input_digest"]
+    finally:
+        checked.close()
+    return scorer.header(), lines, digests
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(batch, "READ_BYTES", 512)
+
+
+def served(doc: dict[str, Any]) -> ServedModel:
+    return ServedModel.build("mv_t", "t", "m", 1, doc)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_numeric_file_in_chunks_equals_the_one_shot_answer(small_chunks: None, whole: bool) -> None:
+    model = served(numeric_doc())
+    data = numeric_csv(3000, whole=whole)  # ~30 chunks
+    header, rows, digests = one_shot(model, data)
+    got_header, got_rows, got_digests = chunked(model, data)
+    assert got_header == ",".join(header) + "\n"
+    assert got_rows == rows
+    assert got_digests == digests
+
+
+def test_fast_and_exact_chunks_agree(small_chunks: None, doc: dict[str, Any]) -> None:
+    """Chunks with missing values, quotes (a quoted newline), categories: the exact path, same answers."""
+    rng = random.Random(1)
+    lines = ["age,income,smoker"]
+    for i in range(2000):
+        age = rng.choice(["30", "61.5", "", "NA", "70", '"65"'])
+        income = rng.choice(["5", "40.25", "?", "1e3"])
+        smoker = rng.choice(["yes", "no", "", '"ye\ns"', '"a,b"'])
+        lines.append(f"{age},{income},{smoker}" if i % 7 else f"70,{income},yes")
+    data = ("\n".join(lines) + "\n").encode()
+    model = served(doc)
+    _header, rows, digests = one_shot(model, data)
+    _, got_rows, got_digests = chunked(model, data)
+    assert got_rows == rows and got_digests == digests
+
+
+def test_numeric_model_with_missing_and_odd_values_takes_the_exact_path(small_chunks: None) -> None:
+    model = served(numeric_doc())
+    data = numeric_csv(1500) + b"NaN,1\n,2\n1_000,3\n  7 , 8 \nNAN,1\n" + numeric_csv(1500, seed=2)[4:]
+    _header, rows, digests = one_shot(model, data)
+    _, got_rows, got_digests = chunked(model, data)
+    assert got_rows == rows and got_digests == digests
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "text", "code", "field"),
+    [
+        ("oops,1", "expected a number", "invalid_record", "line {n}.a"),
+        ("inf,1", "finite", "invalid_record", "line {n}.a"),
+        ("1,2,3", "fields", "csv_ragged_rows", None),
+        ('"1,2', "", "csv_malformed", None),
+    ],
+)
+def test_a_bad_row_late_in_the_file_fails_before_anything_is_scored(
+    small_chunks: None, bad_line: str, text: str, code: str, field: str | None
+) -> None:
+    model = served(numeric_doc())
+    good = numeric_csv(2500).decode().splitlines()
+    n = 2400  # file line of the bad row (well past the first chunks)
+    lines = [*good[: n - 1], bad_line, *good[n - 1 :]]
+    data = ("\n".join(lines) + "\n").encode()
+    with pytest.raises(Invalid) as exact:
+        one_shot(model, data)
+    with pytest.raises(Invalid) as got:
+        batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=False)
+    assert got.value.code == exact.value.code == code
+    assert str(got.value) == str(exact.value)  # same message, same line number
+    if field is not None:
+        assert got.value.details[0]["field"] == field.format(n=n)
+
+
+def test_line_chunks_never_cut_a_quoted_field() -> None:
+    rng = random.Random(3)
+    rows = [[f'"x\n{i}"' if rng.random() < 0.3 else str(i), str(rng.random())] for i in range(3000)]
+    data = ("h1,h2\n" + "\n".join(",".join(r) for r in rows) + "\n").encode()
+    pieces = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=700))
+    assert len(pieces) > 20 and b"".join(pieces) == data
+    assert all(p.count(b'"') % 2 == 0 and p.endswith(b"\n") for p in pieces)
+
+
+def test_too_many_rows_counts_across_chunks(small_chunks: None) -> None:
+    model = served(numeric_doc())
+    with pytest.raises(Invalid) as e:
+        batch.check_file(model, io.BytesIO(numeric_csv(1000)), max_rows=999, ignore_extra=False)
+    assert e.value.code == "csv_too_many_rows"
+
+
+def _peak_bytes(model: ServedModel, data: bytes) -> int:
+    tracemalloc.start()
+    try:
+        checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=False)
+        scorer = batch.Scorer(model, "t", "k")
+        for chunk in checked.chunks():
+            ids, _ = scorer.decide(chunk)
+            scorer.text(chunk, ids)
+        checked.close()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr(batch, "READ_BYTES", 4 * 1024)
+    model = served(numeric_doc())
+    small = numeric_csv(8_000)  # ~6 chunks
+    large = numeric_csv(128_000, seed=5)  # ~90 chunks: 16x the rows
+    assert len(large) > 80 * batch.CHUNK_BYTES
+    peak_small, peak_large = _peak_bytes(model, small), _peak_bytes(model, large)
+    assert peak_large < 1.25 * peak_small, (peak_small, peak_large)
+    assert peak_large < len(large) / 2  # below the file itself, let alone its rows as objects
+
+
+def test_streamed_answer_and_audit_rows_through_http(api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 4096)
+    v = api.import_model(doc)
+    rng = random.Random(7)
+    rows = [(rng.choice([30, 61, 70, 45.5]), rng.choice([5, 40.25, 8]), rng.choice(["yes", "no"])) for _ in range(3000)]
+    data = ("age,income,smoker\n" + "\n".join(f"{a},{b},{c}" for a, b, c in rows) + "\n").encode()
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv", files={"file": ("b.csv", data, "text/csv")}, headers=api.h()
+    )
+    assert r.status_code == 200, r.text
+    answer = r.text.splitlines()
+    assert len(answer) == len(rows) + 1 and [int(x.split(",")[0]) for x in answer[1:]] == list(range(3000))
+    assert api.count("audit_log") == len(rows)
+    expected = one_shot(served(doc), data)[1]
+    assert answer[1:] == expected
+    # the audit row of a CSV row is found by the digest of the same record sent as JSON
+    a, b, c = rows[123]
+    j = api.client.post(
+        f"/v1/models/{v['id']}/predict", json={"records": [{"age": a, "income": b, "smoker": c}]}, headers=api.h()
+    )
+    assert j.status_code == 200
+    digest = serving.digest({"age": a, "income": b, "smoker": c})
+    found = api.client.get("/v1/audit", params={"input_digest": digest, "limit": 1000}, headers=api.h()).json()
+    assert len(found["items"]) == 1 + sum(1 for r in rows if r == rows[123])
+
+
+def test_a_bad_row_late_in_an_upload_is_a_422_with_nothing_audited(api, doc: dict[str, Any], monkeypatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 4096)
+    v = api.import_model(doc)
+    lines = ["age,income,smoker"] + ["70,5,yes"] * 2000 + ["70,lots,yes"] + ["30,5,no"] * 100
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("b.csv", ("\n".join(lines) + "\n").encode(), "text/csv")},
+        headers=api.h(),
+    )
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "line 2002.income"
+    assert api.count("audit_log") == 0
+
+
+def test_fast_digests_match_the_record_digest() -> None:
+    values = np.array([0.0, -0.0, 1.0, -3.0, 0.1, 1e20, 2.5e-7, 123456789.125, 2.0**53, -(2.0**60), 1e300])
+    chunk = batch.Chunk(1, len(values), {"x": values, "y": values[::-1].copy()}, exact=False)
+    expected = [serving.digest({"x": x, "y": y}) for x, y in zip(values.tolist(), values[::-1].tolist(), strict=True)]
+    assert batch.digests(chunk) == expected
+
+
+def test_audit_rows_written_in_bulk_read_back_as_sqlalchemy_writes_them(api, monkeypatch) -> None:
+    """insert_rows (executemany on SQLite, COPY on PostgreSQL) stores what SQLAlchemy's insert stores."""
+    from sqlalchemy import insert, select
+
+    from app.services import audit
+    from app.services.audit_chain import START, link_rows
+    from app.tables import AuditRecord, utcnow
+
+    monkeypatch.setattr(audit, "COPY_MIN_ROWS", 100)
+    engine = api.app.state.service.db.engine
+    now = utcnow()
+    outputs = [{"prediction": p, "probabilities": {"a": 0.25, "b": 0.75}} for p in ("x", 1, True)]
+    rows = [
+        {
+            "created_at": now,
+            "tenant_id": api.tenant_a,
+            "api_key_id": "key_1",
+            "model_version_id": "mv_1",
+            "input_digest": f"{i % 300:064x}",
+            "output": outputs[i % 3],
+            "rule_id": i % 3,
+            "missing_filled": i % 2 == 0,
+        }
+        for i in range(600)
+    ]
+    link_rows(rows, START)  # seq, prev_hash, row_hash as the writer gives them
+    with engine.begin() as c:
+        c.execute(insert(AuditRecord), rows[:300])  # SQLAlchemy's own way
+        audit.insert_rows(c, audit.ColumnRows({k: [r[k] for r in rows[300:]] for k in rows[0]}))  # the bulk way
+    fields = [*rows[0]]
+    with engine.connect() as c:
+        got = [
+            r._asdict() for r in c.execute(select(*(getattr(AuditRecord, f) for f in fields)).order_by(AuditRecord.id))
+        ]
+    assert got == rows  # every value as written, in both halves
+    same = ("created_at", "tenant_id", "api_key_id", "model_version_id", "input_digest", "output", "rule_id")
+    assert [[g[f] for f in same] for g in got[:300]] == [[g[f] for f in same] for g in got[300:]]
+
+
+def test_canonical_bodies_equal_canonical_body_row_by_row() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from app.services.audit_chain import BODY_COLUMNS, canonical_bodies, canonical_body
+
+    rng = random.Random(11)
+    t0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    outputs = [{"prediction": v, "probabilities": {"ä": 0.5, 'b"q': 0.5}} for v in ("ja", 0, False, None, "é")]
+    rows = [
+        {
+            "api_key_id": rng.choice(["key_1", "kéy"]),
+            "created_at": rng.choice([t0, t0 + timedelta(microseconds=1), datetime(2026, 5, 6)]),
+            "input_digest": f"{rng.getrandbits(256):064x}",
+            "missing_filled": rng.random() < 0.5,
+            "model_version_id": "mv_1",
+            "output": rng.choice(outputs),
+            "rule_id": rng.randint(0, 12),
+            "tenant_id": rng.choice(["tn_a", "tn_\u2603"]),
+        }
+        for _ in range(500)
+    ]
+    columns = {name: [r[name] for r in rows] for name in BODY_COLUMNS}
+    assert canonical_bodies(columns, len(rows)) == [canonical_body(r) for r in rows]
+
+
+def test_a_streamed_batch_leaves_an_intact_chain(api, doc: dict[str, Any], monkeypatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 4096)
+    v = api.import_model(doc)
+    api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
+    lines = ["age,income,smoker"] + [f"{20 + i % 60},{i % 50},{'yes' if i % 3 else ''}" for i in range(2500)]
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("b.csv", ("\n".join(lines) + "\n").encode(), "text/csv")},
+        headers=api.h(),
+    )
+    assert r.status_code == 200
+    api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
+    check = api.client.get("/v1/audit/verify", headers=api.h()).json()
+    assert check["intact"] and check["rows_checked"] == 2502, check

@@ -1,0 +1,77 @@
+"""The lean route of the prediction endpoint answers exactly as FastAPI's own handler does, for good and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import APIRouter
+
+from app.http.lean_route import LeanRoute
+from app.routers import predictions
+
+REC = {"age": 67, "income": 50, "smoker": "yes"}
+GOOD = {"records": [REC]}
+
+
+def _std_router() -> APIRouter:
+    """The same endpoint behind FastAPI's generic handler."""
+    router = APIRouter(prefix="/std/v1/models")
+    router.add_api_route("/{ref}/predict", predictions.predict, methods=["POST"])
+    return router
+
+
+def _cases(key: str, other_key: str) -> list[tuple[str, dict[str, Any]]]:
+    json_h = {"X-API-Key": key, "content-type": "application/json"}
+    return [
+        ("good", {"json": GOOD, "headers": {"X-API-Key": key}}),
+        ("bearer", {"json": GOOD, "headers": {"Authorization": f"Bearer {key}"}}),
+        ("explain false", {"json": GOOD, "headers": {"X-API-Key": key}, "params": {"explain": "false"}}),
+        ("explain 0", {"json": GOOD, "headers": {"X-API-Key": key}, "params": {"explain": "0"}}),
+        ("explain bad", {"json": GOOD, "headers": {"X-API-Key": key}, "params": {"explain": "maybe"}}),
+        ("explain bad + body bad", {"content": b"[]", "headers": json_h, "params": {"explain": "maybe"}}),
+        ("no key", {"json": GOOD}),
+        ("wrong key", {"json": GOOD, "headers": {"X-API-Key": "nrk_000000000000_nope"}}),
+        ("other tenant", {"json": GOOD, "headers": {"X-API-Key": other_key}}),
+        ("no key, bad JSON", {"content": b"{", "headers": {"content-type": "application/json"}}),
+        ("no key, bad records", {"json": {"records": []}}),
+        ("bad JSON", {"content": b'{"records": [1,', "headers": json_h}),
+        ("empty body", {"content": b"", "headers": json_h}),
+        ("array body", {"content": b"[]", "headers": json_h}),
+        ("no records", {"content": b'{"records": []}', "headers": json_h}),
+        ("records object", {"content": b'{"records": {}}', "headers": json_h}),
+        ("wrong field", {"content": b'{"rows": []}', "headers": json_h}),
+        ("extra field", {"json": {**GOOD, "x": 1}, "headers": {"X-API-Key": key}}),
+        ("record missing fields", {"json": {"records": [{}]}, "headers": {"X-API-Key": key}}),
+        ("NaN literal", {"content": b'{"records": [{"age": NaN, "income": 1, "smoker": "no"}]}', "headers": json_h}),
+        ("UTF-16 body", {"content": '{"records": [1]}'.encode("utf-16"), "headers": json_h}),
+        ("text/plain", {"content": b'{"records": [1]}', "headers": {"X-API-Key": key, "content-type": "text/plain"}}),
+        ("no content type", {"content": b'{"records": [1]}', "headers": {"X-API-Key": key}}),
+        ("+json type", {"content": b'{"records": [1]}', "headers": {**json_h, "content-type": "application/x+json"}}),
+        ("deep", {"content": b'{"records": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "headers": json_h}),
+        ("long int", {"content": b'{"records": [{"age": ' + b"9" * 5000 + b"}]}", "headers": json_h}),
+        ("not UTF-8", {"content": b'{"records": [{"smoker": "\xff"}]}', "headers": json_h}),
+        (
+            "charset",
+            {"content": b'{"records": [1]}', "headers": {**json_h, "content-type": "application/json; charset=utf-8"}},
+        ),
+    ]
+
+
+@pytest.mark.parametrize("ref_kind", ["id", "missing"])
+def test_lean_route_answers_as_fastapi_does(sqlite_api, doc, ref_kind: str) -> None:
+    api = sqlite_api
+    api.app.include_router(_std_router())
+    v = api.import_model(doc)
+    ref = v["id"] if ref_kind == "id" else "mv_missing"
+    lean_route = next(r for r in predictions.router.routes if getattr(r, "path", "").endswith("/{ref}/predict"))
+    assert isinstance(lean_route, LeanRoute) and lean_route._principal_name() == "principal"  # the lean handler
+    statuses = []
+    for label, kwargs in _cases(api.key_a, api.key_b):
+        lean = api.client.post(f"/v1/models/{ref}/predict", **kwargs)
+        std = api.client.post(f"/std/v1/models/{ref}/predict", **kwargs)
+        assert (lean.status_code, lean.json()) == (std.status_code, std.json()), label
+        statuses.append(lean.status_code)
+    expected = {200, 401, 404, 422} if ref_kind == "id" else {401, 404, 422}
+    assert set(statuses) == expected
+    assert api.count("audit_log") == 2 * statuses.count(200)  # one record per good request, on both routes
