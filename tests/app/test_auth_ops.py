@@ -47,7 +47,7 @@ def test_keys_are_stored_hashed(sqlite_api) -> None:
 
     with sqlite_api.app.state.service.db.engine.connect() as c:
         stored = [r[0] + r[1] for r in c.execute(text("SELECT prefix, key_hash FROM api_keys"))]
-    assert all(sqlite_api.key_a not in s and sqlite_api.key_a.split("_")[2] not in s for s in stored)
+    assert all(sqlite_api.key_a not in s and sqlite_api.key_a.split("_", 2)[2] not in s for s in stored)
 
 
 def test_health_ready_metrics(sqlite_api, doc) -> None:
