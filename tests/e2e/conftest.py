@@ -12,9 +12,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.console_kit import Console, Tab
 
 from tests.conftest import ROOT, fresh_pg_database, pg_available, redis_available, skip_unless_ci
 
@@ -220,3 +224,21 @@ def embedded_two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield svc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for a browser test module (which defines the `console` fixture)."""
+    from tests.e2e.console_kit import launch_browser  # console_kit imports this module
+
+    with launch_browser() as b:
+        yield b
+
+
+@pytest.fixture
+def tab(browser: Any, console: Console) -> Iterator[Tab]:
+    """A fresh browser context on the module's console, checked when the test ends."""
+    from tests.e2e.console_kit import open_tab
+
+    with open_tab(browser, console) as t:
+        yield t

@@ -16,7 +16,6 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,9 +27,7 @@ from tests.e2e.console_kit import (
     cells,
     fill_record,
     heart_rows,
-    launch_browser,
     loss_points,
-    open_tab,
     require,
     serve_console,
     shot,
@@ -48,20 +45,6 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """The service for this module."""
     with serve_console(tmp_path_factory.mktemp("console")) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module."""
-    with launch_browser() as b:
-        yield b
-
-
-@pytest.fixture
-def tab(browser: Any, console: Console) -> Iterator[Tab]:
-    """A fresh browser context, checked when the test ends."""
-    with open_tab(browser, console) as t:
-        yield t
 
 
 def test_console_on_todays_api(tab: Tab, console: Console) -> None:

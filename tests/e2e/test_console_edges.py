@@ -23,7 +23,6 @@ from tests.e2e.console_kit import (
     Console,
     Tab,
     import_model,
-    launch_browser,
     open_tab,
     press_until,
     serve_console,
@@ -47,20 +46,6 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         tmp_path_factory.mktemp("console-edges"), NEURULES_EVALUATION_SYNC_MAX_ROWS=str(SYNC_MAX_ROWS)
     ) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module."""
-    with launch_browser() as b:
-        yield b
-
-
-@pytest.fixture
-def tab(browser: Any, console: Console) -> Iterator[Tab]:
-    """A fresh browser context, checked when the test ends."""
-    with open_tab(browser, console) as t:
-        yield t
 
 
 def _url(console: Console, fragment: str) -> str:
