@@ -29,8 +29,7 @@ class RefreshAheadCache(Generic[V]):
         self.maxsize, self.max_age_s = maxsize, max_age_s
         self.refresh_after_s = max_age_s / 2
         self._data: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()  # key -> (lookup started at, value)
-        self._loading: dict[Hashable, asyncio.Future[V | None]] = {}
-        self._tasks: set[asyncio.Task[V | None]] = set()
+        self._loading: dict[Hashable, tuple[float, asyncio.Task[V | None]]] = {}  # key -> (started at, load)
 
     async def get(self, key: Hashable, load: Callable[[], V | None]) -> V | None:
         """The value of `key`: from memory within the bound (renewing it past half), else from `load` (blocking)."""
@@ -52,35 +51,43 @@ class RefreshAheadCache(Generic[V]):
         self._data.clear()
 
     def _refresh(self, key: Hashable, load: Callable[[], V | None]) -> None:
-        task = asyncio.ensure_future(self._load(key, load))
-        self._tasks.add(task)  # keep a reference until it is done
-        task.add_done_callback(self._refreshed)
+        self._start(key, load).add_done_callback(self._refreshed)
 
-    def _refreshed(self, task: asyncio.Task[V | None]) -> None:
-        self._tasks.discard(task)
+    @staticmethod
+    def _refreshed(task: asyncio.Task[V | None]) -> None:
         if not task.cancelled() and task.exception() is not None:  # the entry expires at its bound, then loads fail
             log.warning("background refresh failed", extra={"error": repr(task.exception())})
 
     async def _load(self, key: Hashable, load: Callable[[], V | None]) -> V | None:
         pending = self._loading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[V | None] = asyncio.get_running_loop().create_future()
-        self._loading[key] = fut
+        # join a load in flight only if it started within the bound: its answer then shows the database
+        # as it was at most max_age_s before this request (a stalled load from before a revocation does not)
+        if pending is not None and time.monotonic() - pending[0] < self.max_age_s:
+            task = pending[1]
+        else:
+            task = self._start(key, load)
+        # shielded: a waiter's cancellation (its client gone) never cancels the load the others wait on
+        return await asyncio.shield(task)
+
+    def _start(self, key: Hashable, load: Callable[[], V | None]) -> asyncio.Task[V | None]:
         started = time.monotonic()
+        task = asyncio.ensure_future(self._run(key, load, started))
+        self._loading[key] = (started, task)  # also the reference that keeps the task alive
+        return task
+
+    async def _run(self, key: Hashable, load: Callable[[], V | None], started: float) -> V | None:
         try:
             value = await asyncio.to_thread(load)
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # retrieved: waiters re-raise it, nobody is obliged to
-            raise
         finally:
-            self._loading.pop(key, None)
+            if self._loading.get(key, (0.0, None))[1] is asyncio.current_task():
+                del self._loading[key]
         self._store(key, started, value)
-        fut.set_result(value)
         return value
 
     def _store(self, key: Hashable, started: float, value: V | None) -> None:
+        current = self._data.get(key)
+        if current is not None and current[0] > started:  # a later lookup already answered: it is fresher
+            return
         if value is None:
             self._data.pop(key, None)
             return

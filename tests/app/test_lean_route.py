@@ -75,3 +75,18 @@ def test_lean_route_answers_as_fastapi_does(sqlite_api, doc, ref_kind: str) -> N
     expected = {200, 401, 404, 422} if ref_kind == "id" else {401, 404, 422}
     assert set(statuses) == expected
     assert api.count("audit_log") == 2 * statuses.count(200)  # one record per good request, on both routes
+
+
+def test_lean_route_honours_dependency_overrides(sqlite_api, doc) -> None:
+    """An app that overrides the principal (tests, an embedding app) gets it on the lean route too."""
+    from app.deps import current_principal
+    from app.services.auth import Principal
+
+    api = sqlite_api
+    v = api.import_model(doc)
+    api.app.dependency_overrides[current_principal] = lambda: Principal(api.tenant_a, "test-key")
+    try:
+        assert api.client.get("/v1/models").status_code == 200  # FastAPI's solver, no key sent
+        assert api.client.post(f"/v1/models/{v['id']}/predict", json=GOOD).status_code == 200
+    finally:
+        api.app.dependency_overrides.clear()

@@ -146,3 +146,41 @@ def test_least_recently_used_entries_are_evicted(maxsize: int) -> None:
         assert src.calls == (2 if maxsize == 2 else 3)
 
     run(go())
+
+
+def test_a_load_started_before_the_bound_is_not_joined() -> None:
+    """A refresh stalled in the database since before a revocation does not answer a request past the bound."""
+
+    async def go() -> None:
+        cache: RefreshAheadCache[str] = RefreshAheadCache(10, 0.4)
+        db: dict[str, str | None] = {"k": "valid"}
+
+        def slow() -> str | None:
+            value = db["k"]  # read now, answered late (a stalled database)
+            time.sleep(1.5)
+            return value
+
+        assert await cache.get("k", lambda: db["k"]) == "valid"
+        await asyncio.sleep(0.25)
+        assert await cache.get("k", slow) == "valid"  # past half: the stalled refresh starts in the background
+        await asyncio.sleep(0.02)
+        db["k"] = None  # revoked
+        await asyncio.sleep(0.5)  # the entry and the stalled load are both older than the bound
+        assert await cache.get("k", lambda: db["k"]) is None
+
+    run(go())
+
+
+def test_a_cancelled_waiter_does_not_cancel_the_others() -> None:
+    async def go() -> None:
+        cache: RefreshAheadCache[str] = RefreshAheadCache(10, 5.0)
+        src = Source(delay=0.3)
+        first = asyncio.ensure_future(cache.get("k", src))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(cache.get("k", src))  # joins the first one's load
+        await asyncio.sleep(0.05)
+        first.cancel()
+        assert await second == "v1" and src.calls == 1
+        assert await cache.get("k", src) == "v1" and src.calls == 1  # the load finished and was stored
+
+    run(go())
