@@ -9,6 +9,7 @@ chunk's audit rows committed before its rows are sent (docs/architecture.md).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -27,12 +28,17 @@ from app.services.errors import DomainError
 from app.services.serving import ServedModel
 from app.state import ServiceState
 
+log = logging.getLogger("neurules.predictions")
 router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
 
 
 async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedModel:
     """The served model: from the caches, a miss loaded in a thread (never on the event loop)."""
     return await state.models.get(tenant_id, ref)
+
+
+class AnswerCutShort(Exception):
+    """A streamed answer aborted after it started: the transfer ends without its last chunk."""
 
 
 class counted_rejections:
@@ -143,7 +149,12 @@ async def predict_csv(
 async def _answer_rows(
     state: ServiceState, model: ServedModel, batch: predictions.CsvBatch, first: predictions.CsvDecisions | None
 ) -> AsyncIterator[str]:
-    """The header, then each chunk once its audit rows are committed (a failure later cuts the answer short)."""
+    """The header, then each chunk once its audit rows are committed.
+
+    A failure after the answer started (the audit store gone mid-file) cannot change the status any
+    more: the stream is aborted without its last chunk, so the client sees a truncated transfer (every
+    row it did receive was decided and audited; the rest were not decided), and the cut is logged."""
+    sent = 0
     try:
         yield batch.header()
         chunk = first
@@ -151,6 +162,13 @@ async def _answer_rows(
             state.metrics.decided("csv").inc(len(chunk.rule_ids))
             count_decisions(state, model, chunk.rule_ids)
             yield chunk.text
+            sent += len(chunk.rule_ids)
             chunk = await run_in_threadpool(batch.next_chunk)
+    except Exception as e:
+        code = e.code if isinstance(e, DomainError) else "internal_error"
+        extra = {"rows_sent": sent, "error_code": code, "model_version": model.version_id}
+        log.error("predict.csv cut short: the rows after those sent were not decided", extra=extra)
+        # not the domain error itself: its handler would try to answer a response already started
+        raise AnswerCutShort(f"predict.csv cut short after {sent} rows ({code})") from e
     finally:
         batch.close()
