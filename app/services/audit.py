@@ -8,8 +8,9 @@ fail with 503 and no answer is returned.
 
 Each tenant's rows form a hash chain (`app.services.audit_chain`). A batch extends the chains of
 its tenants under one lock per tenant: the tenant's row of `audit_chain_heads`, locked FOR UPDATE
-in the batch's transaction (in tenant order, so two server processes never deadlock); SQLite takes
-its database write lock with the first statement instead. Rows and heads commit together.
+in the batch's transaction (in tenant order, so server processes never deadlock; a tenant's first
+head is created and committed beforehand); SQLite takes its database write lock with the first
+statement instead. Rows and heads commit together.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import functools
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -113,16 +115,44 @@ _LOCK_HEADS = _HEADS.with_for_update()
 
 
 def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
-    """Lock the chain heads of `tenants` (sorted) until the transaction ends, creating missing ones; their links."""
+    """Lock the chain heads of `tenants` (sorted) until the transaction ends, creating missing ones; their links.
+
+    On PostgreSQL a missing head is created first, committed in a short transaction of its own, and
+    only then are all heads locked, in one statement in tenant order: locking the existing heads
+    first and a new one after them would break the order (and two batches could deadlock).
+    """
     if conn.dialect.name == "sqlite":
         _create_heads(conn, tenants)  # a write first: the transaction now holds SQLite's one write lock
         return _read_heads(conn, tenants, lock=False)
+    known = _heads_known.setdefault(conn.engine, set())
+    unknown = [t for t in tenants if t not in known]
+    if unknown:
+        _ensure_heads(conn.engine, unknown)
+        known.update(unknown)
     heads = _read_heads(conn, tenants, lock=True)
     missing = [t for t in tenants if t not in heads]
-    if missing:  # a tenant's first decision: create its head (ON CONFLICT: another process may be doing so)
-        _create_heads(conn, missing)
+    if missing:  # deleted since this process saw them (the verifier reports it): created again, locked last
+        log.warning("audit chain heads gone", extra={"tenants": missing})
+        known.difference_update(missing)
+        _ensure_heads(conn.engine, missing)
         heads.update(_read_heads(conn, missing, lock=True))
     return heads
+
+
+# per engine, the tenants whose chain head this process has seen (heads are never deleted by the service)
+_heads_known: weakref.WeakKeyDictionary[Engine, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _ensure_heads(engine: Engine, tenants: list[str]) -> None:
+    """Create the missing heads among `tenants` in a transaction of its own, committed before any head is locked.
+
+    It locks nothing another batch waits for: it reads, and inserts only heads that do not exist
+    (ON CONFLICT: another process may be creating the same one; that short transaction is all it waits for).
+    """
+    with engine.begin() as conn:
+        missing = sorted(set(tenants) - set(_read_heads(conn, tenants, lock=False)))
+        if missing:
+            _create_heads(conn, missing)
 
 
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
