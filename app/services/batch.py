@@ -234,13 +234,22 @@ def digests(chunk: Chunk) -> list[str]:
 
 def _number_texts(col: np.ndarray) -> list[bytes]:
     """JSON of finite floats as `digest` writes them (whole numbers as ints, others as Python's repr), as bytes."""
-    distinct, inverse = np.unique(col, return_inverse=True)
-    if len(distinct) * 2 <= len(col):  # values repeat (codes, rounded measurements): render each once
-        rendered = np.array([_number_text(v).encode() for v in distinct.tolist()], dtype=object)
-        return list(rendered[inverse].tolist())
     whole = col == np.floor(col)
     if whole.all() and np.abs(col).max(initial=0) < 2**53:
-        return list(map(str.encode, map(str, col.astype(np.int64).tolist())))
+        codes = col.astype(np.int64)
+        low = int(codes.min(initial=0))
+        span = int(codes.max(initial=0)) - low + 1
+        if span <= len(codes):  # few distinct integers (codes, counts, ages): one text per value, no sort
+            offsets = codes - low
+            present = np.flatnonzero(np.bincount(offsets, minlength=span))
+            table = np.empty(span, dtype=object)
+            table[present] = [str(low + i).encode() for i in present.tolist()]
+            return list(table[offsets].tolist())
+        return list(map(str.encode, map(str, codes.tolist())))
+    distinct, inverse = np.unique(col, return_inverse=True)
+    if len(distinct) * 2 <= len(col):  # values repeat (rounded measurements): render each once
+        rendered = np.array([_number_text(v).encode() for v in distinct.tolist()], dtype=object)
+        return list(rendered[inverse].tolist())
     values = col.tolist()
     texts = list(map(repr, values))
     for i in np.flatnonzero(whole).tolist():

@@ -384,3 +384,18 @@ def test_a_streamed_batch_leaves_an_intact_chain(api, doc: dict[str, Any], monke
     api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
     check = api.client.get("/v1/audit/verify", headers=api.h()).json()
     assert check["intact"] and check["rows_checked"] == 2502, check
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [-3.0, 5, 5, -3, 0, -0.0],  # few integers: one text per value
+        list(np.random.default_rng(0).integers(-(10**6), 10**6, 1000).astype(float)),  # wide span
+        [2.0**53 - 1, 1, 1, 1],
+        [1e20, 1e20, 3.5],  # whole but beyond 2**53, repeated
+        list(np.random.default_rng(1).normal(size=50)),  # distinct fractions
+    ],
+)
+def test_number_texts_are_what_digest_writes(values: list[float]) -> None:
+    expected = [(str(int(v)) if float(v).is_integer() else repr(float(v))).encode() for v in values]
+    assert batch._number_texts(np.asarray(values, dtype=np.float64)) == expected
