@@ -7,10 +7,11 @@ Two passes over the upload (which the multipart parser has spooled to disk):
 2. `score_chunk`, chunk after chunk: rule ids column-wise (`RuleList.apply` on columns), the chunk's
    audit rows committed, then its CSV rows returned for the streamed response.
 
-A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by numpy's C
-parser and its input digests are built column-wise; any other chunk goes through `csvdata.parse_csv`
-and `serving.table_columns` record by record, exactly as before. Both give the same values, the same
-digests and the same errors (tests/app/test_batch.py checks them against each other).
+A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by pandas' C
+parser (imported on the first such chunk: the one place pandas enters a server process; the JSON
+predict path stays without it) and its input digests are built column-wise; any other chunk goes
+through `csvdata.parse_csv` and `serving.table_columns` record by record, exactly as before. Both
+give the same values, the same digests and the same errors (tests/app/test_batch.py checks them against each other).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
 def type_chunk(
     model: ServedModel, header_line: bytes, data: bytes, line: int, first_index: int, delimiter: str, ignore_extra: bool
 ) -> Chunk:
-    """Typed columns of one chunk (its first line is file line `line`): numpy's parser when it can, else exact."""
+    """Typed columns of one chunk (its first line is file line `line`): pandas' parser when it can, else exact."""
     fast = _numeric_chunk(model, header_line, data, delimiter, first_index)
     if fast is not None:
         return fast
