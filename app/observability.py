@@ -136,15 +136,25 @@ class _JobsCollector(Collector):
         self.fetch = fetch
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        """Read job counts at scrape time."""
-        g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
+        """Read job counts at scrape time; when they cannot be read, no counts (never false zeros) and `_ok` 0."""
+        ok = GaugeMetricFamily(
+            "neurules_jobs_ok",
+            "1 when neurules_jobs was read at this scrape; 0: the database could not be read "
+            "and neurules_jobs is left out",
+        )
         try:
             counts = self.fetch()
-        except Exception:  # noqa: BLE001 -- a scrape must not fail because the database blinked
-            counts = {}
+        except Exception as e:  # noqa: BLE001 -- a scrape must not fail because the database blinked
+            logging.getLogger("neurules.metrics").warning("job counts unavailable", extra={"error": repr(e)})
+            ok.add_metric([], 0)
+            yield ok
+            return
+        g = GaugeMetricFamily("neurules_jobs", "training jobs by state (all tenants)", labels=["state"])
         for s in JobState:
             g.add_metric([s.value], counts.get(s, 0))
+        ok.add_metric([], 1)
         yield g
+        yield ok
 
     def describe(self) -> list[GaugeMetricFamily]:
         """Nothing at registration (no database query then)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import tempfile
 import time
@@ -40,7 +41,7 @@ from benchmarks.loadgen import LoadResult, run_load, wrk_available
 from benchmarks.servers import Server, running, start_floor, start_service
 from models.rulelist import Condition, Feature, RuleList
 
-HEART = ROOT.parent / "shared" / "datasets" / "heart.csv"
+HEART = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets" / "heart.csv"  # env: a worktree
 MLFLOW_ISSUE_ROW = {"c=1 req/s": 190, "c=1 p99": 9.3, "c=32 req/s": 154, "c=32 p50": 204, "c=32 p99": 365}
 ISSUE_FLOOR_C32_RPS = 11_512  # the floor's c=32 req/s in the run that measured MLflow (issue 9)
 CONFIGS = ("floor", "embedded1", "embedded2", "distributed2")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = ROOT.parent / "shared" / "datasets"
+DATASETS = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets"  # env: from a worktree
 PG_ADMIN_URL = os.environ.get("NEURULES_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/neurules_test")
 PG_HOST = PG_ADMIN_URL.rsplit("@", 1)[1].rsplit("/", 1)[0]  # host:port of the test PostgreSQL
 REDIS_URL = os.environ.get("NEURULES_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -8,8 +8,9 @@ fail with 503 and no answer is returned.
 
 Each tenant's rows form a hash chain (`app.services.audit_chain`). A batch extends the chains of
 its tenants under one lock per tenant: the tenant's row of `audit_chain_heads`, locked FOR UPDATE
-in the batch's transaction (in tenant order, so two server processes never deadlock); SQLite takes
-its database write lock with the first statement instead. Rows and heads commit together.
+in the batch's transaction (in tenant order, so server processes never deadlock; a tenant's first
+head is created and committed beforehand); SQLite takes its database write lock with the first
+statement instead. Rows and heads commit together.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import contextlib
 import functools
 import logging
 import queue
+import re
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
+from psycopg import abc as pg_abc
+from psycopg.adapt import PyFormat, Transformer
 from psycopg.types.json import Json, JsonDumper
 from sqlalchemy import Connection, Dialect, Engine, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -113,16 +118,44 @@ _LOCK_HEADS = _HEADS.with_for_update()
 
 
 def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
-    """Lock the chain heads of `tenants` (sorted) until the transaction ends, creating missing ones; their links."""
+    """Lock the chain heads of `tenants` (sorted) until the transaction ends, creating missing ones; their links.
+
+    On PostgreSQL a missing head is created first, committed in a short transaction of its own, and
+    only then are all heads locked, in one statement in tenant order: locking the existing heads
+    first and a new one after them would break the order (and two batches could deadlock).
+    """
     if conn.dialect.name == "sqlite":
         _create_heads(conn, tenants)  # a write first: the transaction now holds SQLite's one write lock
         return _read_heads(conn, tenants, lock=False)
+    known = _heads_known.setdefault(conn.engine, set())
+    unknown = [t for t in tenants if t not in known]
+    if unknown:
+        _ensure_heads(conn.engine, unknown)
+        known.update(unknown)
     heads = _read_heads(conn, tenants, lock=True)
     missing = [t for t in tenants if t not in heads]
-    if missing:  # a tenant's first decision: create its head (ON CONFLICT: another process may be doing so)
-        _create_heads(conn, missing)
+    if missing:  # deleted since this process saw them (the verifier reports it): created again, locked last
+        log.warning("audit chain heads gone", extra={"tenants": missing})
+        known.difference_update(missing)
+        _ensure_heads(conn.engine, missing)
         heads.update(_read_heads(conn, missing, lock=True))
     return heads
+
+
+# per engine, the tenants whose chain head this process has seen (heads are never deleted by the service)
+_heads_known: weakref.WeakKeyDictionary[Engine, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _ensure_heads(engine: Engine, tenants: list[str]) -> None:
+    """Create the missing heads among `tenants` in a transaction of its own, committed before any head is locked.
+
+    It locks nothing another batch waits for: it reads, and inserts only heads that do not exist
+    (ON CONFLICT: another process may be creating the same one; that short transaction is all it waits for).
+    """
+    with engine.begin() as conn:
+        missing = sorted(set(tenants) - set(_read_heads(conn, tenants, lock=False)))
+        if missing:
+            _create_heads(conn, missing)
 
 
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
@@ -199,16 +232,76 @@ COPY_MIN_ROWS = 1000  # from this many rows (a CSV batch's chunk) PostgreSQL get
 
 
 def _copy(conn: Connection, converted: dict[str, list[Any]]) -> None:
-    """COPY the rows in the connection's transaction; a JSON value is rendered once per distinct object."""
+    """COPY the rows in the connection's transaction, as text built a block at a time (see `copy_text`)."""
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     columns = [_json_as_text(values) for values in converted.values()]
     names = ", ".join(converted)  # the table's own column names
     try:
         with cursor.copy(f"COPY {AuditRecord.__tablename__} ({names}) FROM STDIN") as copy:
-            for row in zip(*columns, strict=True):
-                copy.write_row(row)
+            tx = Transformer.from_context(cursor)  # type: ignore[arg-type]  # a psycopg cursor
+            for block in copy_text(columns, tx):
+                copy.write(block)
     finally:
         cursor.close()
+
+
+COPY_BLOCK_ROWS = 8192
+
+
+def copy_text(columns: list[list[Any]], tx: pg_abc.Transformer) -> Iterator[bytes]:
+    """The rows in COPY's text format, as psycopg's `write_row` writes them, in blocks of COPY_BLOCK_ROWS rows.
+
+    Each distinct value is dumped (psycopg's own text dumpers) and escaped once; a column holding one
+    value goes into the row template as text; strings needing no escape and ints are rendered in bulk.
+    """
+    parts: list[bytes] = []
+    varying: list[list[bytes]] = []
+    for values in columns:
+        texts = _copy_column(values, tx)
+        if isinstance(texts, bytes):
+            parts.append(texts.replace(b"%", b"%%"))
+        else:
+            parts.append(b"%s")
+            varying.append(texts)
+    template = b"\t".join(parts) + b"\n"
+    n = len(columns[0]) if columns else 0
+    for start in range(0, n, COPY_BLOCK_ROWS):
+        if not varying:
+            yield template * min(COPY_BLOCK_ROWS, n - start)
+            continue
+        block = [texts[start : start + COPY_BLOCK_ROWS] for texts in varying]
+        yield b"".join(map(template.__mod__, zip(*block, strict=True)))
+
+
+_COPY_SPECIAL = "\b\t\n\v\f\r\\"  # what COPY's text format escapes (psycopg escapes these, as here)
+_COPY_ESCAPE = re.compile(b"[\b\t\n\v\f\r\\\\]")
+_COPY_ESCAPES = {bytes([c]): b"\\" + bytes([e]) for c, e in zip(b"\b\t\n\v\f\r\\", b"btnvfr\\", strict=True)}
+
+
+def _copy_column(values: list[Any], tx: pg_abc.Transformer) -> bytes | list[bytes]:
+    """One column's COPY texts: one text when all rows hold equal strings or one object, else one per row."""
+    first = values[0]
+    if type(first) is str:
+        if values.count(first) == len(values):
+            return _copy_value(first, tx)
+        with contextlib.suppress(TypeError):  # not all strings
+            joined = "".join(values)
+            if not any(c in joined for c in _COPY_SPECIAL):
+                return list(map(str.encode, values))  # psycopg's str dumper: the UTF-8 bytes
+    elif type(first) is int and set(map(type, values)) == {int}:
+        return list(map(b"%d".__mod__, values))  # psycopg's int dumper: the decimal digits
+    ids = list(map(id, values))
+    distinct = dict(zip(ids, values, strict=True))
+    if len(distinct) == 1:
+        return _copy_value(first, tx)
+    texts = {key: _copy_value(v, tx) for key, v in distinct.items()}
+    return list(map(texts.__getitem__, ids))
+
+
+def _copy_value(value: Any, tx: pg_abc.Transformer) -> bytes:
+    """One value as `write_row` writes it: psycopg's text dump, escaped for COPY; NULL as \\N."""
+    (dumped,) = tx.dump_sequence([value], [PyFormat.TEXT])
+    return rb"\N" if dumped is None else _COPY_ESCAPE.sub(lambda m: _COPY_ESCAPES[m.group(0)], bytes(dumped))
 
 
 def _json_as_text(values: list[Any]) -> list[Any]:
@@ -216,14 +309,17 @@ def _json_as_text(values: list[Any]) -> list[Any]:
     if not values or not isinstance(values[0], Json):
         return values
     dumper = JsonDumper(Json)  # psycopg's own rendering (its dumps, or the one set globally)
-    done: dict[int, str] = {}
-    out = []
-    for v in values:
-        key = id(v)
-        if key not in done:
-            done[key] = bytes(dumper.dump(v) or b"null").decode()
-        out.append(done[key])
-    return out
+    return _per_object(values, lambda v: bytes(dumper.dump(v) or b"null").decode())
+
+
+def _per_object(values: list[Any], convert: Any) -> list[Any]:
+    """`convert` of each value, called once per distinct object (rows share their time and, per rule, output)."""
+    ids = list(map(id, values))
+    distinct = dict(zip(ids, values, strict=True))
+    if len(distinct) == 1:
+        return [convert(values[0])] * len(values)
+    done = {key: convert(v) for key, v in distinct.items()}
+    return list(map(done.__getitem__, ids))
 
 
 @functools.cache
@@ -236,16 +332,7 @@ def _statement(dialect: Dialect, names: tuple[str, ...]) -> tuple[SQLCompiler, l
 
 def _converted(values: list[Any], convert: Any) -> list[Any]:
     """`convert` (a column type's bind processor) applied once per distinct object among `values`."""
-    if convert is None:
-        return values
-    done: dict[int, Any] = {}
-    out = []
-    for v in values:
-        key = id(v)
-        if key not in done:
-            done[key] = convert(v)
-        out.append(done[key])
-    return out
+    return values if convert is None or not values else _per_object(values, convert)
 
 
 Waiter = tuple[list[dict[str, Any]], asyncio.Future[None]]

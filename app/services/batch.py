@@ -7,10 +7,11 @@ Two passes over the upload (which the multipart parser has spooled to disk):
 2. `score_chunk`, chunk after chunk: rule ids column-wise (`RuleList.apply` on columns), the chunk's
    audit rows committed, then its CSV rows returned for the streamed response.
 
-A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by numpy's C
-parser and its input digests are built column-wise; any other chunk goes through `csvdata.parse_csv`
-and `serving.table_columns` record by record, exactly as before. Both give the same values, the same
-digests and the same errors (tests/app/test_batch.py checks them against each other).
+A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by pandas' C
+parser (imported on the first such chunk: the one place pandas enters a server process; the JSON
+predict path stays without it) and its input digests are built column-wise; any other chunk goes
+through `csvdata.parse_csv` and `serving.table_columns` record by record, exactly as before. Both
+give the same values, the same digests and the same errors (tests/app/test_batch.py checks them against each other).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
 def type_chunk(
     model: ServedModel, header_line: bytes, data: bytes, line: int, first_index: int, delimiter: str, ignore_extra: bool
 ) -> Chunk:
-    """Typed columns of one chunk (its first line is file line `line`): numpy's parser when it can, else exact."""
+    """Typed columns of one chunk (its first line is file line `line`): pandas' parser when it can, else exact."""
     fast = _numeric_chunk(model, header_line, data, delimiter, first_index)
     if fast is not None:
         return fast
@@ -151,21 +152,41 @@ def type_chunk(
 def _numeric_chunk(
     model: ServedModel, header_line: bytes, data: bytes, delimiter: str, first_index: int
 ) -> Chunk | None:
-    """All features numeric, every cell a plain finite number, no quotes, no blank line: numpy types it."""
+    """All features numeric, every cell a plain finite number, no quotes, no blank line: pandas' C parser types it.
+
+    It accepts a subset of what `float` accepts and gives the same doubles (pandas 3's parser rounds
+    correctly; older pandas is asked for its round-trip parser); anything it refuses (an empty cell,
+    `nan`, a ragged row, text) goes to the exact path, which finds and names what is wrong.
+    """
     if model.categorical or b'"' in data or b"\n\n" in data or b"\n\r\n" in data or data.startswith((b"\n", b"\r")):
         return None
+    import pandas as pd
+
     try:
         text = data.decode("utf-8")
         header = next(csv.reader([header_line.decode("utf-8-sig").strip("\r\n")], delimiter=delimiter))
-        table = np.loadtxt(io.StringIO(text), delimiter=delimiter, dtype=np.float64, comments=None, ndmin=2)
+        frame = pd.read_csv(
+            io.BytesIO(data), sep=delimiter, header=None, na_filter=False, dtype=np.float64, engine="c", **_EXACT
+        )
     except (UnicodeDecodeError, ValueError, StopIteration):
-        return None  # the exact path finds (and names) what is wrong, or types what numpy does not
+        return None
+    table = frame.to_numpy(dtype=np.float64)
     n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     if table.shape != (n_lines, len(header)) or not np.isfinite(table).all():
         return None
     index = {h.strip(): j for j, h in enumerate(header)}
     cols = {f.name: np.ascontiguousarray(table[:, index[f.name]]) for f in model.rule_list.features}
     return Chunk(first_index, n_lines, cols, exact=False)
+
+
+def _exact_parser_options() -> dict[str, Any]:
+    """pandas' option for correctly rounded floats: its default from pandas 3, `round_trip` before."""
+    from importlib.metadata import version
+
+    return {} if int(version("pandas").split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
+
+_EXACT = _exact_parser_options()
 
 
 def output_header(model: ServedModel) -> list[str]:
@@ -205,25 +226,36 @@ def digests(chunk: Chunk) -> list[str]:
     if chunk.exact:
         cols = [chunk.columns[n] for n in names]
         return [serving.digest(dict(zip(names, row, strict=True))) for row in zip(*cols, strict=True)]
-    template = "{" + ",".join(f"{serving.json_key(n)}:%s" for n in names) + "}"
+    keys = [serving.json_key(n).replace("%", "%%") + ":%s" for n in names]  # ASCII: json_key escapes the rest
+    template = ("{" + ",".join(keys) + "}").encode()
     texts = [_number_texts(chunk.columns[n]) for n in names]
     sha = hashlib.sha256
-    return [sha(s.encode()).hexdigest() for s in map(template.__mod__, zip(*texts, strict=True))]
+    return [sha(b).hexdigest() for b in map(template.__mod__, zip(*texts, strict=True))]
 
 
-def _number_texts(col: np.ndarray) -> list[str]:
-    """JSON of finite floats as `digest` writes them: whole numbers as ints, others as Python's repr."""
+def _number_texts(col: np.ndarray) -> list[bytes]:
+    """JSON of finite floats as `digest` writes them (whole numbers as ints, others as Python's repr), as bytes."""
     whole = col == np.floor(col)
     if whole.all() and np.abs(col).max(initial=0) < 2**53:
-        return list(map(str, col.astype(np.int64).tolist()))
+        codes = col.astype(np.int64)
+        low = int(codes.min(initial=0))
+        span = int(codes.max(initial=0)) - low + 1
+        if span <= len(codes):  # few distinct integers (codes, counts, ages): one text per value, no sort
+            offsets = codes - low
+            present = np.flatnonzero(np.bincount(offsets, minlength=span))
+            table = np.empty(span, dtype=object)
+            table[present] = [str(low + i).encode() for i in present.tolist()]
+            return list(table[offsets].tolist())
+        return list(map(str.encode, map(str, codes.tolist())))
+    distinct, inverse = np.unique(col, return_inverse=True)
+    if len(distinct) * 2 <= len(col):  # values repeat (rounded measurements): render each once
+        rendered = np.array([_number_text(v).encode() for v in distinct.tolist()], dtype=object)
+        return list(rendered[inverse].tolist())
     values = col.tolist()
-    distinct = set(values)
-    if len(distinct) * 2 < len(values):  # values repeat (codes, rounded measurements): render each once
-        return list(map({v: _number_text(v) for v in distinct}.__getitem__, values))
     texts = list(map(repr, values))
     for i in np.flatnonzero(whole).tolist():
         texts[i] = str(int(values[i]))
-    return texts
+    return list(map(str.encode, texts))
 
 
 def _number_text(v: float) -> str:
@@ -258,7 +290,7 @@ class Scorer:
             "api_key_id": [self.key_id] * n,
             "model_version_id": [self.model.version_id] * n,
             "input_digest": digests(chunk),
-            "output": [outputs[r] for r in rule_ids],
+            "output": list(map(outputs.__getitem__, rule_ids)),
             "rule_id": rule_ids,
             "missing_filled": self._missing_filled(chunk),
         }

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from benchmarks.faultlab.servers import BIN, ROOT, PgServer, Proc, RedisServer, free_port
 
-HEART = ROOT.parent / "shared" / "datasets" / "heart.csv"
+HEART = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets" / "heart.csv"  # env: a worktree
 ADMIN = [sys.executable, "-m", "worker.cli"]  # the `neurules-admin` console script's code, from this checkout
 
 

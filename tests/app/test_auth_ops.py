@@ -66,6 +66,7 @@ def test_health_ready_metrics(sqlite_api, doc) -> None:
     assert 'route="/v1/models/{ref}/predict"' in text
     assert 'neurules_predictions_total{endpoint="json"} 1.0' in text
     assert 'neurules_jobs{state="queued"} 0.0' in text
+    assert "neurules_jobs_ok 1.0" in text
 
 
 def test_readyz_reports_broker_down(sqlite_api) -> None:

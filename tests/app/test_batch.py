@@ -130,6 +130,67 @@ def test_numeric_model_with_missing_and_odd_values_takes_the_exact_path(small_ch
     assert got_rows == rows and got_digests == digests
 
 
+def test_plain_numeric_chunk_takes_the_fast_path_with_the_exact_values() -> None:
+    model = served(numeric_doc())
+    data = numeric_csv(500)
+    header, _, rest = data.partition(b"\n")
+    chunk = batch.type_chunk(model, header + b"\n", rest, 2, 0, ",", False)
+    assert not chunk.exact and chunk.n_rows == 500
+    exact = serving.table_columns(model, parse_csv(data), ignore_extra=False, line_offset=0)
+    assert {k: v.tolist() for k, v in chunk.columns.items()} == {k: list(exact[k]) for k in chunk.columns}
+
+
+ODD_CELLS = [
+    "+3",
+    ".5",
+    "5.",
+    "00012",
+    "1e+05",
+    "1E5",
+    " 7",
+    "7 ",
+    "-0",
+    "infinity",
+    "nan",
+    "",
+    "\u0661",
+    "0x10",
+    "1_000",
+    "True",
+    "9007199254740993",
+    "18446744073709551617",
+    "4.9e-324",
+    "2.675",
+    "0.1e-310",
+]
+
+
+@pytest.mark.parametrize("cell", ODD_CELLS)
+def test_odd_numeric_cells_answer_as_the_one_shot_path(cell: str) -> None:
+    """Whatever pandas' parser takes or refuses, the answer (or the error) is the one-shot path's."""
+    model = served(numeric_doc())
+    data = f"a,b\n0.5,1\n{cell},2\n3,-0.0\n".encode()
+    try:
+        expected: Any = one_shot(model, data)
+    except Invalid as e:
+        with pytest.raises(Invalid) as got:
+            chunked(model, data)
+        assert (got.value.code, str(got.value)) == (e.code, str(e))
+        return
+    header, rows, digests = expected
+    assert chunked(model, data) == (",".join(header) + "\n", rows, digests)
+
+
+def test_ragged_rows_are_refused_as_before() -> None:
+    model = served(numeric_doc())
+    for data in (b"a,b\n1,2\n3\n4,5\n", b"a,b\n1,2\n3,4,5\n"):
+        with pytest.raises(Invalid) as e:
+            one_shot(model, data)
+        with pytest.raises(Invalid) as got:
+            chunked(model, data)
+        assert (got.value.code, str(got.value)) == (e.value.code, str(e.value))
+
+
 @pytest.mark.parametrize(
     ("bad_line", "text", "code", "field"),
     [
@@ -323,3 +384,18 @@ def test_a_streamed_batch_leaves_an_intact_chain(api, doc: dict[str, Any], monke
     api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC_ROW]}, headers=api.h())
     check = api.client.get("/v1/audit/verify", headers=api.h()).json()
     assert check["intact"] and check["rows_checked"] == 2502, check
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [-3.0, 5, 5, -3, 0, -0.0],  # few integers: one text per value
+        list(np.random.default_rng(0).integers(-(10**6), 10**6, 1000).astype(float)),  # wide span
+        [2.0**53 - 1, 1, 1, 1],
+        [1e20, 1e20, 3.5],  # whole but beyond 2**53, repeated
+        list(np.random.default_rng(1).normal(size=50)),  # distinct fractions
+    ],
+)
+def test_number_texts_are_what_digest_writes(values: list[float]) -> None:
+    expected = [(str(int(v)) if float(v).is_integer() else repr(float(v))).encode() for v in values]
+    assert batch._number_texts(np.asarray(values, dtype=np.float64)) == expected

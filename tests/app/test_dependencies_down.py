@@ -214,9 +214,15 @@ def test_openapi_documents_503_on_every_endpoint_that_uses_a_dependency(sqlite_a
 
 
 def test_metrics_scrape_survives_the_database(sqlite_api: Api) -> None:
+    """Database down: the scrape answers, without job counts (never false zeros) and says so; back: counts again."""
+    up = sqlite_api.app.state.service.db.engine
     point_at(sqlite_api, refusing_engine())
     r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/metrics")
-    assert r.status_code == 200 and "neurules_jobs" in r.text
+    assert r.status_code == 200 and "neurules_jobs_ok 0.0" in r.text
+    assert "neurules_jobs{" not in r.text
+    point_at(sqlite_api, up)
+    r = sqlite_api.client.get("/metrics")
+    assert 'neurules_jobs{state="queued"} 0.0' in r.text and "neurules_jobs_ok 1.0" in r.text
 
 
 def test_readyz_names_the_database_when_it_is_down(sqlite_api: Api) -> None:
