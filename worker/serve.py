@@ -51,6 +51,10 @@ def _serve_process(index: int, host: str, port: int, settings: Settings) -> None
     if index > 0:  # one embedded worker per service, in process 0
         settings = settings.model_copy(update={"embedded_worker": False})
     app = build_service(settings)
+    # predict.csv's numeric chunks are typed by pandas: import it now (~0.4 s holding the GIL), not while
+    # the first CSV of a busy process stalls its event loop; then it is frozen with the start-up heap
+    import pandas  # noqa: F401
+
     tune_server_process()  # after the imports and the app are built: GC and GIL policy (see app.process_tuning)
     config = uvicorn.Config(
         app,

@@ -8,8 +8,8 @@ Two passes over the upload (which the multipart parser has spooled to disk):
    audit rows committed, then its CSV rows returned for the streamed response.
 
 A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by pandas' C
-parser (imported on the first such chunk: the one place pandas enters a server process; the JSON
-predict path stays without it) and its input digests are built column-wise; any other chunk goes
+parser (the one place pandas enters the request path; `neurules-admin serve` imports it at start-up,
+the JSON predict path never uses it) and its input digests are built column-wise; any other chunk goes
 through `csvdata.parse_csv` and `serving.table_columns` record by record, exactly as before. Both
 give the same values, the same digests and the same errors (tests/app/test_batch.py checks them against each other).
 """
