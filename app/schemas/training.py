@@ -134,7 +134,7 @@ class TrainingOptions(BaseModel):
     selection_folds: FoldsOrAuto | None = Field(
         None,
         description="folds of the cross-fitted choice of the seeding kind (without held-out rows); 0: none; "
-        "'auto': 4 on training sets of at most 500 rows, else none (default 'auto')",
+        "'auto': 4 on training sets of at most 500 rows, else none (default 0)",
     )
     n_threads: PositiveIntOrNone = Field(None, description="CPU threads for torch during training (default: one)")
 

@@ -85,6 +85,7 @@ def test_fit_cross_fits_small_data_and_not_with_a_held_out_split() -> None:
     assert clf.restart_ == best_within_kinds(clf.restart_kinds_, training)[clf.selected_kind_]
     held = NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, validation_fraction=0.2).fit(X, y)
     assert held.selected_kind_ is None and held.kind_choice_ is None
+    assert NeuRulesClassifier().selection_folds == 0  # off by default (benchmarks/RESULTS.md)
     plain = NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, selection_folds=0).fit(X, y)
     assert plain.selected_kind_ is None and plain.kind_scores_ is None
     assert np.mean(clf.predict(X) == y) >= 0.9
