@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from models.budget import BudgetRequest, plan_budget
+from models.crossfit import KindChoice, auto_folds
 from models.metrics import weighted_f1
 from models.params import check_params
 from models.rulelist import RuleList
@@ -45,8 +46,12 @@ class NeuRulesClassifier:
       gradient training of the consequents on the fixed routes (the end of training); then the
       consequents' exact optimum, i.e. the smoothed class frequencies the document stores;
     - select: the restart with the best weighted F1 on the held-out rows (with
-      `validation_fraction` > 0; then it is refit on all rows) or else on the training rows. The
-      networks decide exactly as their lists, so the choice is made on them;
+      `validation_fraction` > 0; then it is refit on all rows) or else on the training rows. With
+      `selection_folds` the seeding kinds are also cross-fitted: every restart is
+      trained again on each fold's other rows, and when another kind's out-of-fold F1 beats that
+      of the training-best restart's kind by more than two bootstrap standard errors, that kind's
+      training-best restart is kept (`models.crossfit`). The networks decide exactly as their
+      lists, so the choice is made on them;
     - extract: the kept network read off exactly as a `RuleList` (`models.extraction`).
     `predict_network` predicts with the network as training left it, and `network_rule_list`
     reads any crisp stage off with the network's own consequents, so the agreement of the served
@@ -73,6 +78,10 @@ class NeuRulesClassifier:
         fixed compute budget (at least 4, at most `max_restarts`).
     validation_fraction: share of the training rows held out (stratified) to choose the restart;
         0: choose on the training rows, no refit.
+    selection_folds: folds of the cross-fitted choice of the seeding kind (only without held-out
+        rows); 0 (default): none; "auto": 4 folds on at most 500 training rows, none on more (it
+        costs about three more fits). Off by default: its effect on the benchmark's small
+        datasets changed sign with the draw of the folds (benchmarks/RESULTS.md).
     device: "auto" (CUDA when available), "cpu", "cuda", ...
     n_threads: CPU threads for torch during fit; None means one (restored after fit).
     random_state: seed for the split, initialisation, shuffling and the Gumbel noise.
@@ -84,6 +93,9 @@ class NeuRulesClassifier:
     network_: SoftRuleList | None
     restart_networks_: SoftRuleList | None
     stage_networks_: dict[str, SoftRuleList]
+    kind_scores_: dict[str, float] | None
+    selected_kind_: str | None
+    kind_choice_: KindChoice | None
 
     def __init__(
         self,
@@ -109,6 +121,7 @@ class NeuRulesClassifier:
         tune_fraction: float = 0.2,
         refit_fraction: float = 0.1,
         validation_fraction: float = 0.0,
+        selection_folds: int | str = 0,
         device: str = "auto",
         n_threads: int | None = None,
         random_state: int | None = None,
@@ -136,6 +149,7 @@ class NeuRulesClassifier:
         self.tune_fraction = tune_fraction
         self.refit_fraction = refit_fraction
         self.validation_fraction = validation_fraction
+        self.selection_folds = selection_folds
         self.device = device
         self.n_threads = n_threads
         self.random_state = random_state
@@ -254,6 +268,8 @@ class NeuRulesClassifier:
         with self._torch_threads():
             net, split = self._initialise(data, enc, seed)
             trained = self._train(net, split, data, enc, seed, callback, eval_set)
+            self.kind_scores_, self.kind_choice_ = None, None
+            self.selected_kind_ = self._crossfit(data, enc, seed, trained.training) if not len(split[1]) else None
         t2 = time.perf_counter()
         chosen = self._select(trained, enc)
         self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
@@ -325,6 +341,56 @@ class NeuRulesClassifier:
         self.training_steps_ = progress.steps
         return trained
 
+    def _crossfit(self, data: TrainingData, enc: Encoded, seed: int, training: np.ndarray) -> str | None:
+        """The seeding kind chosen by cross-fitting (`models.crossfit`), or None when
+        `selection_folds` resolves to fewer than two folds for this many rows."""
+        from models.crossfit import choose_kind, out_of_fold, stratified_folds
+        from models.seeding import DATA_SEED
+        from models.selection import choose_restart
+
+        k = auto_folds(self.selection_folds, len(data.y))
+        if k < 2:
+            return None
+        rng = np.random.default_rng(DATA_SEED)  # the folds depend on the data only
+        folds = stratified_folds(data.y, k, rng)
+        oof = out_of_fold(
+            data.y, self.restart_kinds_, folds, lambda fit, held: self._train_fold(data, enc, seed, fit, held)
+        )
+        self.kind_scores_ = {kind: weighted_f1(data.y, pred) for kind, pred in oof.items()}
+        usual = self.restart_kinds_[choose_restart(training, training)]
+        self.kind_choice_ = choose_kind(data.y, oof, usual, rng)
+        return self.kind_choice_.kind
+
+    def _train_fold(
+        self, data: TrainingData, enc: Encoded, seed: int, fit: np.ndarray, held: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every restart initialised and trained on the `fit` rows as fit does (no callback):
+        their training F1 there and their classes on the `held` rows."""
+        import dataclasses
+
+        import torch
+
+        from models.stages import Encoded, Rows, initialise, train_restarts
+        from models.training import Progress
+
+        sub = Encoded(enc.encoder, [col[fit] for col in enc.raw], enc.Z[fit])
+        every = np.arange(len(fit))
+        two = sub.two_valued()[0]
+        request = dataclasses.replace(self._budget_request(), n_restarts=self.budget_.n_restarts)
+        budget = plan_budget(request, len(fit), len(fit), sub.Z.shape[1] - len(two), len(two))
+        settings = self._seed_settings(len(data.classes))
+        net, kinds = initialise(sub, data.y[fit], every, budget.n_restarts, settings, np.random.default_rng(seed))
+        device = self._device()
+        generators = (torch.Generator().manual_seed(seed), self._noise_generators(kinds, seed, device))
+        rows = Rows(sub, data.y[fit], device)
+        empty = np.zeros(0, dtype=np.int64)
+        progress = Progress(budget.total_epochs)
+        trained = train_restarts(
+            net.to(device), rows, (every, empty), budget, self._train_settings(), generators, progress
+        )
+        _, cls = trained.net.zero_temperature(torch.tensor(enc.Z[held], device=device))
+        return trained.training, cls.cpu().numpy()
+
     @staticmethod
     def _noise_generators(kinds: tuple[str, ...], seed: int, device: torch.device) -> list[torch.Generator]:
         """One Gumbel-noise generator per restart: from random_state, or fixed for the tree kinds."""
@@ -388,9 +454,12 @@ class NeuRulesClassifier:
     def _select(self, trained: Trained, enc: Encoded) -> int:
         """The select stage: keep the restart with the best held-out score (the networks decide
         as their lists do, so only the kept one is extracted)."""
+        from models.crossfit import best_within_kinds
         from models.selection import choose_restart
 
         chosen = choose_restart(trained.held_out, trained.training)
+        if self.selected_kind_ is not None:
+            chosen = best_within_kinds(self.restart_kinds_, trained.training)[self.selected_kind_]
         self.restart_ = chosen
         self.restart_scores_ = {"held_out": trained.held_out, "training": trained.training}
         self.network_ = trained.net.select(chosen)

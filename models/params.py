@@ -31,6 +31,13 @@ def _temperatures(params: Mapping[str, Any], name: str) -> None:
         raise ValueError(f"{name} must be a (start, end) pair of positive temperatures, got {t!r}")
 
 
+def _selection_folds(value: Any) -> None:
+    if value == "auto" and isinstance(value, str):
+        return
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 0 or value == 1:
+        raise ValueError(f"selection_folds must be 'auto', 0 (no cross-fitting) or an int >= 2, got {value!r}")
+
+
 def check_params(params: Mapping[str, Any]) -> None:
     """Raise ValueError naming the first invalid parameter."""
     for name in ("n_rules", "batch_size", "max_restarts", "target_steps", "min_epochs", "max_epochs", "max_conditions"):
@@ -38,6 +45,7 @@ def check_params(params: Mapping[str, Any]) -> None:
     _positive_int(params, "epochs", ("auto",))
     _positive_int(params, "n_restarts", ("auto",))
     _positive_int(params, "max_candidates", (None,))
+    _selection_folds(params["selection_folds"])
     if not params["lr"] > 0:
         raise ValueError(f"lr must be > 0, got {params['lr']!r}")
     if not 0 <= params["min_support"] <= params["max_support"] <= 1:

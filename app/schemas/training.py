@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -44,6 +45,19 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1, le=INT_MAX)]
 PositiveIntOrAuto = Annotated[PositiveInt | Literal["auto"], one_message("must be a positive integer or 'auto'")]
 PositiveIntOrNone = Annotated[PositiveInt | None, one_message("must be a positive integer or null")]
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+def _not_one(value: int | str) -> int | str:
+    """One fold cannot cross-fit: 0 switches cross-fitting off."""
+    if value == 1:
+        raise ValueError("one fold cannot cross-fit")
+    return value
+
+
+FoldsOrAuto = Annotated[
+    Annotated[int, Field(strict=True, ge=0, le=INT_MAX), AfterValidator(_not_one)] | Literal["auto"],
+    one_message("must be 'auto', 0 or an integer >= 2"),
+]
 Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
 Temperatures = Annotated[
     list[Annotated[float, Field(strict=True, gt=0.0, allow_inf_nan=False)]],
@@ -116,6 +130,11 @@ class TrainingOptions(BaseModel):
         None,
         description="share of the training rows held out to choose the restart; 0: choose on training rows "
         "(default 0.0)",
+    )
+    selection_folds: FoldsOrAuto | None = Field(
+        None,
+        description="folds of the cross-fitted choice of the seeding kind (without held-out rows); 0: none; "
+        "'auto': 4 on training sets of at most 500 rows, else none (default 0)",
     )
     n_threads: PositiveIntOrNone = Field(None, description="CPU threads for torch during training (default: one)")
 
