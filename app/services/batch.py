@@ -190,9 +190,12 @@ class _Splitter:
 
     def _scan(self, stop: int) -> None:
         """Follow the quoting state from `pos` to `stop`, noting the last record end outside quotes."""
-        buf, i = self.buf, self.pos
+        buf, i, tried = self.buf, self.pos, False
         while i < stop:
             q = buf.find(b'"', i, stop)
+            if q >= 0 and not self.quoted and not tried:
+                tried, i = True, max(i, self._scan_quotes(i, stop))
+                continue
             if self.quoted:
                 if q < 0:
                     i = stop
@@ -214,6 +217,36 @@ class _Splitter:
             self.opened = q
             i = q + 1
         self.pos = max(i, self.end)
+
+    def _scan_quotes(self, lo: int, hi: int) -> int:
+        """`_scan` of buf[lo:hi] (outside quotes at `lo`) by quote parity, column-wise: how far it went (-1: not).
+
+        Parity is csv.reader's state when every quote opening a field (an even one) starts a field or follows
+        a closing quote (a doubled quote), and line ends are \\n or \\r\\n; otherwise the quote-by-quote scan decides.
+        """
+        buf = self.buf
+        if buf.find(b"\r", lo, hi) >= 0 and buf.count(b"\r", lo, hi) != buf.count(b"\r\n", lo, hi):
+            return -1
+        while hi > lo and buf[hi - 1] == 0x22:  # a closing quote, or the first of a doubled one? left to `_scan`
+            hi -= 1
+        data = np.frombuffer(buf, dtype=np.uint8, count=hi)
+        quotes = np.flatnonzero(data[lo:] == 0x22) + lo
+        if not len(quotes):
+            return -1
+        opening = quotes[0::2]
+        before = data[np.maximum(opening - 1, 0)]
+        doubled = np.zeros(len(opening), dtype=bool)
+        doubled[1:] = opening[1:] - 1 == quotes[1::2][: len(opening) - 1]
+        starts = (opening == self.start) | (before == self.delim) | (before == 10) | (before == 13) | doubled
+        if not starts.all():
+            return -1
+        ends = np.flatnonzero(data[lo:] == 10) + lo
+        outside = ends[np.searchsorted(quotes, ends) % 2 == 0]
+        if len(outside):
+            self.end = int(outside[-1]) + 1
+        self.quoted = len(quotes) % 2 == 1
+        self.opened = int(quotes[-1])
+        return hi
 
     def _last_end(self, lo: int, hi: int) -> int:
         """Just after the last line end in buf[lo:hi] (a \\r before an unread byte is not one yet); -1 when none."""

@@ -614,3 +614,18 @@ def test_random_files_answer_as_the_one_shot_path(tiny_chunks: None, doc: dict[s
             assert streamed(model, data, max_rows) == expected, data
             outcomes.add(expected[1] if expected[0] == "error" else "ok")
     assert {"ok", "csv_malformed", "csv_too_many_rows", "csv_not_utf8", "invalid_record"} <= outcomes
+
+
+def test_quote_parity_cuts_where_the_quote_by_quote_scan_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column-wise parity scan and the quote-by-quote scan cut quote-heavy files at the same records."""
+    rng = random.Random(5)
+    cells = ['"1"', '"a,b"', '"x\ny"', '""', '"a""b"', "2", '"3"x', 'x"y', '"\r\n"', "é"]
+    for _ in range(60):
+        rows = [",".join(rng.choice(cells) for _ in range(3)) for _ in range(rng.randint(1, 300))]
+        data = ("h1,h2,h3\n" + rng.choice(["\n", "\r\n"]).join(rows)).encode()
+        size = rng.choice([16, 64, 500])
+        with_parity = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=size))
+        monkeypatch.setattr(batch._Splitter, "_scan_quotes", lambda self, lo, hi: -1)
+        quote_by_quote = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=size))
+        monkeypatch.undo()
+        assert with_parity == quote_by_quote and b"".join(with_parity) == data
