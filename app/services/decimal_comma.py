@@ -21,11 +21,11 @@ class DecimalSeparatorError(Invalid, ValueError):
     """A column whose numbers cannot be read without guessing the decimal separator."""
 
 
-def _is_number(cell: str) -> bool:
+def _is_float(cell: str) -> bool:
     try:
         float(cell)
     except ValueError:
-        return bool(DECIMAL_COMMA.match(cell) or THOUSANDS_COMMA.match(cell))
+        return False
     return True
 
 
@@ -45,19 +45,29 @@ class ColumnSeparators:
         for i, c in enumerate(cells, start=first_row):
             if c is None:
                 continue
-            self.comma = self.comma or "," in c
-            if self.text:
+            if "," not in c:  # a number only if float reads it (both patterns need a comma)
+                if not self.text and not _is_float(c):
+                    self.text = True
+                elif not self.text and self.point is None and "." in c:
+                    self.point = (i, c)
                 continue
-            if not _is_number(c):
-                self.text = True
-                continue
-            thousands = THOUSANDS_COMMA.match(c)
-            if thousands and self.thousands is None:
-                self.thousands = (i, c)
-            if self.decimal_comma is None and DECIMAL_COMMA.match(c):
-                self.decimal_comma = (i, c)
-            if self.point is None and "." in c and not thousands:
-                self.point = (i, c)
+            self.comma = True
+            if not self.text:
+                self._add_comma(i, c)
+
+    def _add_comma(self, i: int, c: str) -> None:
+        """A cell with a comma: a decimal comma, a thousands separator, or text (float reads no comma)."""
+        thousands = THOUSANDS_COMMA.match(c)
+        decimal = DECIMAL_COMMA.match(c)
+        if not thousands and not decimal:
+            self.text = True
+            return
+        if thousands and self.thousands is None:
+            self.thousands = (i, c)
+        if decimal and self.decimal_comma is None:
+            self.decimal_comma = (i, c)
+        if self.point is None and "." in c and not thousands:
+            self.point = (i, c)
 
     def rewrite(self) -> bool:
         """Whether the column's commas are decimal commas (read as points); DecimalSeparatorError when unreadable."""

@@ -629,3 +629,25 @@ def test_quote_parity_cuts_where_the_quote_by_quote_scan_cuts(monkeypatch: pytes
         quote_by_quote = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=size))
         monkeypatch.undo()
         assert with_parity == quote_by_quote and b"".join(with_parity) == data
+
+
+def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
+    from app.services.decimal_comma import ColumnSeparators
+
+    def decide(parts: list[list[str | None]]) -> Any:
+        seps, row = ColumnSeparators("c"), 0
+        for part in parts:
+            seps.add(part, row)
+            row += len(part)
+        try:
+            return seps.rewrite()
+        except Invalid as e:
+            return (e.code, str(e))
+
+    rng = random.Random(2)
+    tokens = ["1", "2.5", "3,5", ",5", "1.234,5", "x", None, "1e3", "1,5e3", "-2,25", "1,2,3", "1.234"]
+    for _ in range(2000):
+        cells = [rng.choice(tokens) for _ in range(rng.randint(0, 12))]
+        cut = sorted(rng.sample(range(len(cells) + 1), k=min(3, len(cells) + 1)))
+        parts = [cells[a:b] for a, b in zip([0, *cut], [*cut, len(cells)], strict=True)]
+        assert decide(parts) == decide([cells])
