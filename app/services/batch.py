@@ -27,7 +27,7 @@ import pickle
 import re
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
@@ -320,24 +320,11 @@ def _sniff(fh: IO[bytes]) -> tuple[str, bool]:
 
 
 @dataclass
-class _Check:
-    """The state of checking one file: rows counted, the first error of each kind (raised in the reference's order)."""
+class _Utf8:
+    """Decodes a file piece by piece, naming its first bad byte as `csvdata.decode` names it for the whole file."""
 
-    model: ServedModel
-    header: list[str]
-    delimiter: str
-    max_rows: int
-    ignore_extra: bool
-    header_lines: int
-    n_rows: int = 0
-    lines: int = 0  # physical lines before the current piece (after the header)
     offset: int = 0  # bytes before the current piece
     newlines: int = 0  # b"\n" before the current piece (as `csvdata.decode` counts lines)
-    parse_error: CSVError | None = None
-    details: dict[str, list[dict[str, Any]]] | None = None  # typing problems per feature, in row order
-    separators: dict[str, decimal_comma.ColumnSeparators] | None = None
-    rewrite: frozenset[str] = frozenset()
-    header_ok: bool = True  # the model's columns are there (else its error is raised in its turn)
     bom: int = 0  # bytes of a byte order mark (`csvdata.decode` counts the bad byte's offset after it)
     tail: bytes = b""  # the last bytes before the current piece
 
@@ -360,12 +347,32 @@ class _Check:
             ) from None
         self.offset += len(piece)
         self.newlines += newlines
-        self.tail = (self.tail + piece)[-3:]
+        self.tail = (self.tail + piece[-3:])[-3:]
         return text
+
+
+@dataclass
+class _Check:
+    """The state of checking one file: rows counted, the first error of each kind (raised in the reference's order)."""
+
+    model: ServedModel
+    header: list[str]
+    delimiter: str
+    max_rows: int
+    ignore_extra: bool
+    header_lines: int
+    n_rows: int = 0
+    lines: int = 0  # physical lines before the current piece (after the header)
+    utf8: _Utf8 = field(default_factory=_Utf8)
+    parse_error: CSVError | None = None
+    details: dict[str, list[dict[str, Any]]] | None = None  # typing problems per feature, in row order
+    separators: dict[str, decimal_comma.ColumnSeparators] | None = None
+    rewrite: frozenset[str] = frozenset()
+    header_ok: bool = True  # the model's columns are there (else its error is raised in its turn)
 
     def piece(self, piece: bytes, newlines: int, spill: IO[bytes] | None) -> int:
         """Check one piece of records with `newlines` b"\\n" (typed and spilled when `spill`); the chunks it spilled."""
-        text = self.decode(piece, newlines)
+        text = self.utf8.decode(piece, newlines)
         lines = self.lines
         self.lines += _lines(piece, newlines)
         if self.parse_error is not None:
@@ -489,7 +496,7 @@ def _header_state(
     except CSVError as e:
         return e
     state = _Check(model, header, delimiter, max_rows, ignore_extra, _lines(head, head.count(b"\n")))
-    state.decode(head, head.count(b"\n"))
+    state.utf8.decode(head, head.count(b"\n"))
     try:
         serving.check_header(model, header, ignore_extra=ignore_extra)
     except RecordError:
@@ -499,10 +506,10 @@ def _header_state(
 
 def _decode_rest(head: bytes, splitter: _Splitter) -> None:
     """csv_not_utf8 for the first bad byte of the file, if there is one."""
-    check = _Check(None, [], ",", 0, False, 0)  # type: ignore[arg-type]  # decoding only
-    check.decode(head, head.count(b"\n"))
+    utf8 = _Utf8()
+    utf8.decode(head, head.count(b"\n"))
     for piece in splitter.pieces():
-        check.decode(piece, splitter.newlines)
+        utf8.decode(piece, splitter.newlines)
 
 
 def _typed_pass(state: _Check, fh: IO[bytes], spill: IO[bytes]) -> int:
