@@ -44,7 +44,7 @@ CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
 READ_BYTES = 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 DELIMITERS = (",", ";", "\t", "|")
-_SPECIAL = re.compile(rb'["\r\n]')
+_LINE_END = re.compile(rb"[\r\n]")
 
 
 @dataclass
@@ -101,48 +101,20 @@ class _Splitter:
         self.buf += block
 
     def first(self) -> bytes:
-        """The first record (the header), with its line end."""
-        quoted, i, opened = False, -1, 0
-        while True:
-            if quoted and i - opened > _field_cap():
-                end = _char_start(self.buf, i)  # csv.reader refuses the field within these bytes
+        """The first record (the header), with its line end: scanned up to one line end after another."""
+        self.counted = (0, 0)
+        while self.end == 0:
+            if self.quoted and self.pos - self.opened > _field_cap():
+                self.end = _char_start(self.buf, self.pos)  # csv.reader refuses the field within these bytes
                 break
-            if i < 0 or i >= len(self.buf) or ((quoted or self.buf[i] == 13) and i + 1 >= len(self.buf)):
-                if self.eof:
-                    end = len(self.buf)
-                    break
-                self._read()
-                i = max(i, self.start)
-                continue
-            buf = self.buf
-            if quoted:
-                q = buf.find(b'"', i)
-                if q < 0:
-                    i = len(buf)
-                elif q + 1 >= len(buf) and not self.eof:
-                    i = q
-                    self._read()
-                elif q + 1 < len(buf) and buf[q + 1] == 0x22:
-                    i = q + 2
-                else:
-                    quoted, i = False, q + 1
-                continue
-            m = _SPECIAL.search(buf, i)
-            if m is None:
-                i = len(buf)
-                continue
-            j = m.start()
-            if buf[j] == 0x22:
-                quoted, i, opened = j == self.start or buf[j - 1] in (self.delim, 10, 13), j + 1, j
-            elif buf[j] == 10 or j + 1 < len(buf) or self.eof:
-                end = j + 2 if buf[j] == 13 and j + 1 < len(buf) and buf[j + 1] == 10 else j + 1
-                break
+            m = _LINE_END.search(self.buf, self.pos)
+            if m is not None and (m.end() < len(self.buf) or self.eof):  # the byte after it is known
+                self._scan(m.end())
+            elif self.eof:
+                self.end = len(self.buf)
             else:
-                i = j  # a \\r as the last byte read: is a \\n next?
-        head = bytes(self.buf[:end])
-        del self.buf[:end]
-        self.start = 0
-        return head
+                self._read()
+        return self._cut()
 
     def pieces(self) -> Iterator[bytes]:
         """The remaining records, in pieces of about `chunk_bytes` and at most about `chunk_rows` lines."""
@@ -168,6 +140,10 @@ class _Splitter:
                 break
             self._read()
             limit = len(self.buf)
+        return self._cut()
+
+    def _cut(self) -> bytes:
+        """The bytes up to the record end found, taken off the buffer (`newlines`: the b"\\n" among them)."""
         cut = self.end
         limit, n = self.counted
         self.newlines = n - self.buf.count(b"\n", cut, limit) if cut <= limit else n + self.buf.count(b"\n", limit, cut)
