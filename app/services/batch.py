@@ -1,17 +1,21 @@
 """CSV batch scoring in chunks: memory bounded whatever the file size, typed and evaluated column-wise.
 
 Two passes over the upload (which the multipart parser has spooled to disk):
-1. `check_file`: every chunk of whole lines is parsed and typed; any bad row fails the request with
-   the 4xx it always had (the same parser and messages, naming line and column) before anything is
-   decided or audited. The typed columns are spilled to a temporary file.
-2. `score_chunk`, chunk after chunk: rule ids column-wise (`RuleList.apply` on columns), the chunk's
+1. `check_file`: the file is cut into chunks of whole records (`_Splitter`: csv.reader's line ends and
+   quoting, followed in one forward pass), each parsed and typed; the answer is what parsing the whole
+   file with `csvdata.parse_csv` gives, errors included and in its order (`_Check` keeps the first of
+   each kind and reads on while a later kind could outrank it), before anything is decided or audited.
+   The typed columns are spilled to a temporary file. A file separated by `;`, tab or `|` that holds a
+   comma is read twice: its columns' decimal commas are decided over the whole file first.
+2. `Scorer`, chunk after chunk: rule ids column-wise (`RuleList.apply` on columns), the chunk's
    audit rows committed, then its CSV rows returned for the streamed response.
 
 A chunk of plain numeric cells (no quotes, no missing or non-finite values) is typed by pandas' C
 parser (the one place pandas enters the request path; `neurules-admin serve` imports it at start-up,
 the JSON predict path never uses it) and its input digests are built column-wise; any other chunk goes
-through `csvdata.parse_csv` and `serving.table_columns` record by record, exactly as before. Both
-give the same values, the same digests and the same errors (tests/app/test_batch.py checks them against each other).
+through `csvdata.parse_rows` and `serving.table_columns` record by record, exactly as before. Both
+give the same values, the same digests and the same errors (tests/app/test_batch.py checks them against each other
+and against the one-shot path on random files).
 """
 
 from __future__ import annotations
@@ -20,22 +24,27 @@ import csv
 import hashlib
 import io
 import pickle
+import re
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
 
-from app.services import csvdata, serving
+from app.services import csvdata, decimal_comma, serving
 from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.monitoring import records_missing_filled
-from app.services.serving import ServedModel
+from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
 from models.rulelist import DECISION_COLUMNS, json_label, label_key
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
+CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
 READ_BYTES = 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+DELIMITERS = (",", ";", "\t", "|")
+_LINE_END = re.compile(rb"[\r\n]")
 
 
 @dataclass
@@ -67,114 +76,479 @@ class CheckedFile:
         self.spill.close()
 
 
-def line_chunks(fh: IO[bytes], chunk_bytes: int | None = None) -> Iterator[bytes]:
-    """Whole lines in pieces of about `chunk_bytes` (CHUNK_BYTES), never cut inside a quoted field."""
-    chunk_bytes = chunk_bytes or CHUNK_BYTES
-    buf = b""
-    eof = False
-    while True:
-        while not eof and len(buf) < chunk_bytes:
-            block = fh.read(READ_BYTES)
-            eof = not block
-            buf += block
-        if not buf:
-            return
-        cut = _cut(buf, min(len(buf), chunk_bytes))
-        if cut < 0:
-            cut = _cut(buf, len(buf))
-        if cut < 0 and not eof:  # a long line, or a quoted field that runs on: read more
-            block = fh.read(READ_BYTES)
-            eof = not block
-            buf += block
-            continue
-        if cut < 0:
-            cut = len(buf)
-        yield buf[:cut]
-        buf = buf[cut:]
+class _Splitter:
+    """Cuts an upload into pieces of whole records as csv.reader reads them (line ends \\r\\n, \\n or a lone \\r,
+    quoted fields kept whole), in one forward pass whose quoting state is carried across reads."""
+
+    def __init__(self, fh: IO[bytes], delimiter: str, chunk_bytes: int, chunk_rows: int) -> None:
+        self.fh, self.chunk_bytes, self.chunk_rows = fh, chunk_bytes, chunk_rows
+        self.delim = ord(delimiter)
+        self.buf = bytearray()
+        self.eof = False
+        self.pos = 0  # bytes of buf scanned; `quoted`: the state there
+        self.quoted = False
+        self.end = 0  # just after the last record end found in buf (0: none)
+        self.start = -1  # where the first field starts (after a BOM): a quote there opens it
+        self.opened = 0  # where the quoted field being read opened
+        self.counted = (0, 0)  # (limit, b"\\n" before it) of the piece being cut
+        self.newlines = 0  # b"\\n" in the last piece
+
+    def _read(self) -> None:
+        block = self.fh.read(READ_BYTES)
+        self.eof = not block
+        if self.start < 0:
+            self.start = 3 if block.startswith(BOM) else 0
+        self.buf += block
+
+    def first(self) -> bytes:
+        """The first record (the header), with its line end: scanned up to one line end after another."""
+        self.counted = (0, 0)
+        while self.end == 0:
+            if self.quoted and self.pos - self.opened > _field_cap():
+                self.end = _char_start(self.buf, self.pos)  # csv.reader refuses the field within these bytes
+                break
+            m = _LINE_END.search(self.buf, self.pos)
+            if m is not None and (m.end() < len(self.buf) or self.eof):  # the byte after it is known
+                self._scan(m.end())
+            elif self.eof:
+                self.end = len(self.buf)
+            else:
+                self._read()
+        return self._cut()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The remaining records, in pieces of about `chunk_bytes` and at most about `chunk_rows` lines."""
+        while piece := self._next():
+            yield piece
+
+    def _next(self) -> bytes:
+        while not self.eof and len(self.buf) < self.chunk_bytes:
+            self._read()
+        limit = self._limit()
+        while True:
+            self._scan(limit)
+            if self.end > 0:
+                break
+            if self.quoted and self.pos - self.opened > _field_cap():
+                self.end = _char_start(self.buf, self.pos)  # csv.reader refuses the field within these bytes
+                break
+            if limit < len(self.buf):
+                limit = len(self.buf)
+                continue
+            if self.eof:
+                self.end = len(self.buf)
+                break
+            self._read()
+            limit = len(self.buf)
+        return self._cut()
+
+    def _cut(self) -> bytes:
+        """The bytes up to the record end found, taken off the buffer (`newlines`: the b"\\n" among them)."""
+        cut = self.end
+        limit, n = self.counted
+        self.newlines = n - self.buf.count(b"\n", cut, limit) if cut <= limit else n + self.buf.count(b"\n", limit, cut)
+        piece = bytes(self.buf[:cut])
+        del self.buf[:cut]
+        self.pos, self.end, self.start, self.opened = max(self.pos - cut, 0), 0, 0, max(self.opened - cut, 0)
+        return piece
+
+    def _limit(self) -> int:
+        """How far to look for the piece's last record end: `chunk_bytes`, or the line that makes `chunk_rows`."""
+        buf, limit = self.buf, min(len(self.buf), self.chunk_bytes)
+        n = buf.count(b"\n", 0, limit)
+        end = b"\n" if n else b"\r"  # a file of lone \\r line ends is capped on those
+        if (n or buf.count(end, 0, limit)) > self.chunk_rows:
+            ends = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=limit) == end[0])
+            limit = int(ends[self.chunk_rows - 1]) + 1
+            n = min(n, self.chunk_rows)
+        self.counted = (limit, n)
+        return limit
+
+    def _scan(self, stop: int) -> None:
+        """Follow the quoting state from `pos` to `stop`, noting the last record end outside quotes."""
+        buf, i, tried = self.buf, self.pos, False
+        while i < stop:
+            q = buf.find(b'"', i, stop)
+            if q >= 0 and not self.quoted and not tried:
+                tried, i = True, max(i, self._scan_quotes(i, stop))
+                continue
+            if self.quoted:
+                if q < 0:
+                    i = stop
+                elif q + 1 < len(buf) or self.eof:
+                    escaped = q + 1 < len(buf) and buf[q + 1] == 0x22
+                    self.quoted = escaped
+                    i = q + 2 if escaped else q + 1
+                    continue
+                else:
+                    i = q  # is it a doubled quote? wait for the next byte
+                break
+            end = self._last_end(i, stop if q < 0 else q)
+            if end > 0:
+                self.end = end
+            if q < 0:
+                i = stop
+                break
+            self.quoted = q == self.start or buf[q - 1] in (self.delim, 10, 13)
+            self.opened = q
+            i = q + 1
+        self.pos = max(i, self.end)
+
+    def _scan_quotes(self, lo: int, hi: int) -> int:
+        """`_scan` of buf[lo:hi] (outside quotes at `lo`) by quote parity, column-wise: how far it went (-1: not).
+
+        Parity is csv.reader's state when every quote opening a field (an even one) starts a field or follows
+        a closing quote (a doubled quote), and line ends are \\n or \\r\\n; otherwise the quote-by-quote scan decides.
+        """
+        buf = self.buf
+        if buf.find(b"\r", lo, hi) >= 0 and buf.count(b"\r", lo, hi) != buf.count(b"\r\n", lo, hi):
+            return -1
+        while hi > lo and buf[hi - 1] == 0x22:  # a closing quote, or the first of a doubled one? left to `_scan`
+            hi -= 1
+        data = np.frombuffer(buf, dtype=np.uint8, count=hi)
+        quotes = np.flatnonzero(data[lo:] == 0x22) + lo
+        if not len(quotes):
+            return -1
+        opening = quotes[0::2]
+        before = data[np.maximum(opening - 1, 0)]
+        doubled = np.zeros(len(opening), dtype=bool)
+        doubled[1:] = opening[1:] - 1 == quotes[1::2][: len(opening) - 1]
+        starts = (opening == self.start) | (before == self.delim) | (before == 10) | (before == 13) | doubled
+        if not starts.all():
+            return -1
+        ends = np.flatnonzero(data[lo:] == 10) + lo
+        outside = ends[np.searchsorted(quotes, ends) % 2 == 0]
+        if len(outside):
+            self.end = int(outside[-1]) + 1
+        self.quoted = len(quotes) % 2 == 1
+        self.opened = int(quotes[-1])
+        return hi
+
+    def _last_end(self, lo: int, hi: int) -> int:
+        """Just after the last line end in buf[lo:hi] (a \\r before an unread byte is not one yet); -1 when none."""
+        buf = self.buf
+        while True:
+            n, r = buf.rfind(b"\n", lo, hi), buf.rfind(b"\r", lo, hi)
+            if n > r:
+                return n + 1
+            if r < 0:
+                return -1
+            if r + 1 < len(buf):
+                return r + 2 if buf[r + 1] == 10 else r + 1
+            if self.eof:
+                return r + 1
+            hi = r
 
 
-def _cut(buf: bytes, limit: int) -> int:
-    """Just after the last newline before `limit` with an even number of quotes before it; -1 when none."""
-    cut = buf.rfind(b"\n", 0, limit)
-    while cut >= 0 and buf.count(b'"', 0, cut) % 2:
-        cut = buf.rfind(b"\n", 0, cut)
-    return cut + 1 if cut >= 0 else -1
+def _field_cap() -> int:
+    """Bytes of a quoted field past which csv.reader has surely refused it (a character takes at most 4)."""
+    return 4 * (csv.field_size_limit() + 1)
+
+
+def _char_start(buf: bytearray, i: int) -> int:
+    """`i`, moved back to the start of the UTF-8 character it falls in (of the last one read, at the end)."""
+    i = min(i, len(buf) - 1)
+    while i > 0 and 0x80 <= buf[i] < 0xC0:
+        i -= 1
+    return i
+
+
+def line_chunks(fh: IO[bytes], chunk_bytes: int | None = None, delimiter: str = ",") -> Iterator[bytes]:
+    """The file in pieces of whole records of about `chunk_bytes` (CHUNK_BYTES), never cut inside a quoted field."""
+    splitter = _Splitter(fh, delimiter, chunk_bytes or CHUNK_BYTES, CHUNK_ROWS)
+    yield from splitter.pieces()
+
+
+def _lines(data: bytes, newlines: int) -> int:
+    """Physical lines as csv.reader counts them (a last line without its end counts); `newlines`: its b"\\n"."""
+    n = newlines if b"\r" not in data else newlines + data.count(b"\r") - data.count(b"\r\n")
+    return n + (1 if data and not data.endswith((b"\n", b"\r")) else 0)
+
+
+def _blank(fh: IO[bytes]) -> bool:
+    """Whether the file holds only whitespace (`bytes.strip`'s) or nothing."""
+    fh.seek(0)
+    while block := fh.read(READ_BYTES):
+        if block.strip():
+            fh.seek(0)
+            return False
+    fh.seek(0)
+    return True
+
+
+def _sniff(fh: IO[bytes]) -> tuple[str, bool]:
+    """`csvdata.sniff_delimiter` of the file (its text up to the first \\n), and whether the file holds a comma."""
+    counts = dict.fromkeys(DELIMITERS, 0)
+    seen_newline, comma = False, False
+    fh.seek(0)
+    while block := fh.read(READ_BYTES):
+        if not seen_newline:
+            first = block.split(b"\n", 1)[0]
+            seen_newline = len(first) < len(block)
+            for d in DELIMITERS:
+                counts[d] += first.count(d.encode())
+        comma = comma or b"," in block
+        if seen_newline and comma:
+            break
+    fh.seek(0)
+    best = max(counts, key=lambda d: counts[d])
+    return (best if counts[best] > counts[","] else ","), comma
+
+
+@dataclass
+class _Utf8:
+    """Decodes a file piece by piece, naming its first bad byte as `csvdata.decode` names it for the whole file."""
+
+    offset: int = 0  # bytes before the current piece
+    newlines: int = 0  # b"\n" before the current piece (as `csvdata.decode` counts lines)
+    bom: int = 0  # bytes of a byte order mark (`csvdata.decode` counts the bad byte's offset after it)
+    tail: bytes = b""  # the last bytes before the current piece
+
+    def decode(self, piece: bytes, newlines: int) -> str:
+        """The piece's text; csv_not_utf8 naming the byte and line of the first bad byte as `csvdata.decode` does."""
+        if self.offset == 0:
+            self.bom = 3 if piece.startswith(BOM) else 0
+        try:
+            text = piece.decode("utf-8-sig" if self.offset == 0 else "utf-8")
+        except UnicodeDecodeError as e:
+            # csvdata.decode reports the offset after a BOM, then reads the line and byte there in the raw file
+            at = e.start if self.offset == 0 else self.offset + e.start - self.bom
+            context = self.tail + piece
+            local = at - (self.offset - len(self.tail))
+            line = self.newlines - self.tail.count(b"\n") + context[:local].count(b"\n") + 1
+            raise CSVError(
+                "csv_not_utf8",
+                f"the file is not valid UTF-8: byte {at} (line {line}) "
+                f"is {context[local : local + 1]!r}; save it as UTF-8",
+            ) from None
+        self.offset += len(piece)
+        self.newlines += newlines
+        self.tail = (self.tail + piece[-3:])[-3:]
+        return text
+
+
+@dataclass
+class _Check:
+    """The state of checking one file: rows counted, the first error of each kind (raised in the reference's order)."""
+
+    model: ServedModel
+    header: list[str]
+    delimiter: str
+    max_rows: int
+    ignore_extra: bool
+    header_lines: int
+    n_rows: int = 0
+    lines: int = 0  # physical lines before the current piece (after the header)
+    utf8: _Utf8 = field(default_factory=_Utf8)
+    parse_error: CSVError | None = None
+    details: dict[str, list[dict[str, Any]]] | None = None  # typing problems per feature, in row order
+    separators: dict[str, decimal_comma.ColumnSeparators] | None = None
+    rewrite: frozenset[str] = frozenset()
+    header_ok: bool = True  # the model's columns are there (else its error is raised in its turn)
+
+    def piece(self, piece: bytes, newlines: int, spill: IO[bytes] | None) -> int:
+        """Check one piece of records with `newlines` b"\\n" (typed and spilled when `spill`); the chunks it spilled."""
+        text = self.utf8.decode(piece, newlines)
+        lines = self.lines
+        self.lines += _lines(piece, newlines)
+        if self.parse_error is not None:
+            return 0
+        try:
+            chunk = self._chunk(piece, text, lines, newlines, typed=spill is not None)
+        except CSVError as e:
+            self.parse_error = e
+            return 0
+        if chunk is None:
+            return 0
+        self.n_rows += chunk.n_rows
+        if self.n_rows > self.max_rows:
+            self.parse_error = CSVTooManyRows("csv_too_many_rows", f"the file has more than {self.max_rows} data rows")
+            return 0
+        if spill is None or self.details is not None or not self.header_ok:
+            return 0
+        pickle.dump(chunk, spill, protocol=pickle.HIGHEST_PROTOCOL)
+        return 1
+
+    def _chunk(self, piece: bytes, text: str, lines: int, newlines: int, *, typed: bool) -> Chunk | None:
+        """The piece's chunk (typed, or with no columns), or None when it has no rows; a CSVError for a bad record."""
+        first = self.n_rows
+        if typed and self.header_ok and self.separators is None:
+            fast = _numeric_chunk(self.model, self.header, piece, self.delimiter, first, newlines)
+            if fast is not None:
+                return fast
+        table = csvdata.parse_rows(
+            text,
+            self.header,
+            self.delimiter,
+            max_rows=self.max_rows,
+            line_offset=self.header_lines + lines,
+            rows_before=first,
+        )
+        if table.n_rows == 0:
+            return None
+        if self.separators is not None:
+            for name, seps in self.separators.items():
+                seps.add(table.columns[name], first)
+        if not typed or not self.header_ok or self._settled():
+            return Chunk(first, table.n_rows, {}, exact=True)
+        columns = {n: decimal_comma.rewritten(c) if n in self.rewrite else c for n, c in table.columns.items()}
+        table = csvdata.Table(table.header, columns, table.n_rows)
+        try:
+            cols = serving.table_columns(self.model, table, ignore_extra=self.ignore_extra, line_offset=first)
+        except RecordError as e:
+            self._note(e.details)
+            return Chunk(first, table.n_rows, {}, exact=True)
+        return Chunk(first, table.n_rows, cols, exact=True)
+
+    def _note(self, details: list[dict[str, Any]]) -> None:
+        """Keep a chunk's typing problems (the reference lists them feature by feature, then row by row)."""
+        if self.details is None:
+            self.details = {f.name: [] for f in self.model.rule_list.features}
+        for d in details:
+            name = d["field"].split(".", 1)[1]
+            if len(self.details[name]) <= MAX_ERROR_DETAILS:
+                self.details[name].append(d)
+
+    def _settled(self) -> bool:
+        """Whether later rows can no longer change the problems listed (the first feature has enough already)."""
+        return self.details is not None and len(next(iter(self.details.values()), [])) > MAX_ERROR_DETAILS
+
+    def finish(self) -> None:
+        """Raise what the one-shot parser raises after reading every record, in its order."""
+        if self.parse_error is not None:
+            raise self.parse_error
+        if self.n_rows == 0:
+            raise CSVError("csv_no_rows", "the file has a header but no data rows")
+        if self.separators is not None:
+            self.rewrite = frozenset(n for n, s in self.separators.items() if s.rewrite())
+        serving.check_header(self.model, self.header, ignore_extra=self.ignore_extra)
+        if self.details is not None:
+            found = [d for ds in self.details.values() for d in ds]
+            raise RecordError(found[: MAX_ERROR_DETAILS + 1])
 
 
 def check_file(model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra: bool) -> CheckedFile:
-    """Parse and type the whole file chunk by chunk; the first bad chunk raises its 4xx error."""
-    pieces = line_chunks(fh)
-    head = next(pieces, b"")
-    header_line, _, rest = head.partition(b"\n")
-    header_line += b"\n"
-    first_line = rest.partition(b"\n")[0] if b'"' not in rest[:4096] else rest
-    sample = csvdata.parse_csv(header_line + first_line, max_rows=max_rows)  # the header's checks, as ever
-    serving.check_header(model, sample.header, ignore_extra=ignore_extra)
-    delimiter = csvdata.sniff_delimiter(header_line.decode("utf-8-sig", errors="replace"))
-    if delimiter != ",":  # decimal commas are decided per column over the whole file: read it in one piece
-        rest += b"".join(pieces)
+    """Check, parse and type the whole file chunk by chunk; the error the one-shot parser gives, if any.
+
+    One pass, or two in a file not separated by commas that holds a comma (decimal commas are decided per
+    column over the whole file first). Memory stays bounded by the chunk size.
+    """
+    if _blank(fh):
+        raise CSVError("csv_empty", "the file is empty")
+    delimiter, comma = _sniff(fh)
+    splitter = _Splitter(fh, delimiter, CHUNK_BYTES, CHUNK_ROWS)
+    head = splitter.first()
+    state = _header_state(model, head, delimiter, max_rows, ignore_extra)
+    if isinstance(state, CSVError):  # the header is bad: still the first bad byte of the file wins
+        _decode_rest(head, splitter)
+        raise state
+    if delimiter != "," and comma:
+        state.separators = {h: decimal_comma.ColumnSeparators(h) for h in state.header}
     spill = tempfile.TemporaryFile(prefix="neurules-batch-")  # noqa: SIM115 -- closed by CheckedFile.close
     checked = CheckedFile(spill, 0, 0)
-    line = 2
     try:
-        for data in _chain([rest], pieces):
-            if data.strip():
-                chunk = type_chunk(model, header_line, data, line, checked.n_rows, delimiter, ignore_extra)
-                checked.n_rows += chunk.n_rows
-                if checked.n_rows > max_rows:
-                    raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
-                pickle.dump(chunk, spill, protocol=pickle.HIGHEST_PROTOCOL)
-                checked.n_chunks += 1
-            line += data.count(b"\n")
+        for piece in splitter.pieces():
+            checked.n_chunks += state.piece(piece, splitter.newlines, None if state.separators is not None else spill)
+        state.finish()
+        if state.separators is not None:
+            checked.n_chunks = _typed_pass(state, fh, spill)
+        checked.n_rows = state.n_rows
     except BaseException:
         spill.close()
         raise
     return checked
 
 
-def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield from first
-    yield from rest
+def _header_state(
+    model: ServedModel, head: bytes, delimiter: str, max_rows: int, ignore_extra: bool
+) -> _Check | CSVError:
+    """The checking state after the header record, or the header's error."""
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return CSVError("csv_not_utf8", "")  # _decode_rest raises the message
+    try:
+        header = csvdata.read_header(text, delimiter)
+    except CSVError as e:
+        return e
+    state = _Check(model, header, delimiter, max_rows, ignore_extra, _lines(head, head.count(b"\n")))
+    state.utf8.decode(head, head.count(b"\n"))
+    try:
+        serving.check_header(model, header, ignore_extra=ignore_extra)
+    except RecordError:
+        state.header_ok = False
+    return state
+
+
+def _decode_rest(head: bytes, splitter: _Splitter) -> None:
+    """csv_not_utf8 for the first bad byte of the file, if there is one."""
+    utf8 = _Utf8()
+    utf8.decode(head, head.count(b"\n"))
+    for piece in splitter.pieces():
+        utf8.decode(piece, splitter.newlines)
+
+
+def _typed_pass(state: _Check, fh: IO[bytes], spill: IO[bytes]) -> int:
+    """Second pass, once decimal commas are decided: type and spill each piece; the chunks spilled."""
+    fh.seek(0)
+    splitter = _Splitter(fh, state.delimiter, CHUNK_BYTES, CHUNK_ROWS)
+    splitter.first()
+    state.separators, state.n_rows, state.lines = None, 0, 0
+    n = 0
+    for piece in splitter.pieces():
+        n += state.piece(piece, splitter.newlines, spill)
+    state.finish()
+    return n
 
 
 def type_chunk(
     model: ServedModel, header_line: bytes, data: bytes, line: int, first_index: int, delimiter: str, ignore_extra: bool
 ) -> Chunk:
     """Typed columns of one chunk (its first line is file line `line`): pandas' parser when it can, else exact."""
-    fast = _numeric_chunk(model, header_line, data, delimiter, first_index)
+    header = csvdata.read_header(header_line.decode("utf-8-sig"), delimiter)
+    text = csvdata.decode(data)
+    fast = _numeric_chunk(model, header, data, delimiter, first_index)
     if fast is not None:
         return fast
-    table = csvdata.parse_csv(header_line + data, line_offset=line - 2)
-    cols = serving.table_columns(model, table, ignore_extra=ignore_extra, line_offset=line - 2)
+    table = csvdata.parse_rows(text, header, delimiter, max_rows=10**9, line_offset=line - 1, rows_before=first_index)
+    cols = serving.table_columns(model, table, ignore_extra=ignore_extra, line_offset=first_index)
     return Chunk(first_index, table.n_rows, cols, exact=True)
 
 
 def _numeric_chunk(
-    model: ServedModel, header_line: bytes, data: bytes, delimiter: str, first_index: int
+    model: ServedModel, header: list[str], data: bytes, delimiter: str, first_index: int, newlines: int | None = None
 ) -> Chunk | None:
     """All features numeric, every cell a plain finite number, no quotes, no blank line: pandas' C parser types it.
 
     It accepts a subset of what `float` accepts and gives the same doubles (pandas 3's parser rounds
     correctly; older pandas is asked for its round-trip parser); anything it refuses (an empty cell,
-    `nan`, a ragged row, text) goes to the exact path, which finds and names what is wrong.
+    `nan`, a ragged row, text) goes to the exact path, which finds and names what is wrong. Line ends
+    must be \\n or \\r\\n (a lone \\r is left to the exact path).
     """
-    if model.categorical or b'"' in data or b"\n\n" in data or b"\n\r\n" in data or data.startswith((b"\n", b"\r")):
+    if (
+        model.categorical
+        or not data
+        or b'"' in data
+        or b"\n\n" in data
+        or b"\n\r\n" in data
+        or data.startswith((b"\n", b"\r"))
+    ):
+        return None
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
     import pandas as pd
 
     try:
-        text = data.decode("utf-8")
-        header = next(csv.reader([header_line.decode("utf-8-sig").strip("\r\n")], delimiter=delimiter))
         frame = pd.read_csv(
             io.BytesIO(data), sep=delimiter, header=None, na_filter=False, dtype=np.float64, engine="c", **_EXACT
         )
-    except (UnicodeDecodeError, ValueError, StopIteration):
+    except ValueError:
         return None
     table = frame.to_numpy(dtype=np.float64)
-    n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    n_lines = (data.count(b"\n") if newlines is None else newlines) + (0 if data.endswith(b"\n") else 1)
     if table.shape != (n_lines, len(header)) or not np.isfinite(table).all():
         return None
-    index = {h.strip(): j for j, h in enumerate(header)}
+    index = {h: j for j, h in enumerate(header)}
     cols = {f.name: np.ascontiguousarray(table[:, index[f.name]]) for f in model.rule_list.features}
     return Chunk(first_index, n_lines, cols, exact=False)
 

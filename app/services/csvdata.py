@@ -140,9 +140,9 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
 
 
 def _read_rows(
-    reader: Any, header: list[str], max_rows: int, has_nul: bool, line_offset: int = 0
+    reader: Any, header: list[str], max_rows: int, has_nul: bool, line_offset: int = 0, rows_before: int = 0
 ) -> tuple[list[list[str | None]], int]:
-    """Cells per column (None for missing tokens) and the number of data rows."""
+    """Cells per column (None for missing tokens) and the number of data rows (`rows_before` already read)."""
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     n = 0
@@ -158,7 +158,7 @@ def _read_rows(
                     f"line {reader.line_num + line_offset}: {len(row)} fields, but the header has {width} columns",
                 )
             n += 1
-            if n > max_rows:
+            if n + rows_before > max_rows:
                 raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
             for j, cell in enumerate(row):
                 c = cell.strip()
@@ -189,6 +189,24 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
     if delimiter != ",":
         columns = decimal_comma.normalise(columns)
     return Table(header=header, columns=columns, n_rows=n)
+
+
+def read_header(text: str, delimiter: str, *, max_columns: int = 10**6) -> list[str]:
+    """The checked header of a decoded file's first record (as `parse_csv` checks it)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    return _read_header(reader, max_columns, "\x00" in text)
+
+
+def parse_rows(
+    text: str, header: list[str], delimiter: str, *, max_rows: int, line_offset: int, rows_before: int
+) -> Table:
+    """Whole records of a larger file (decoded, after its header) as `parse_csv` reads them; decimal commas not read.
+
+    `line_offset`: physical lines of the file before `text`; `rows_before`: data rows before it (for the row limit).
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    cols, n = _read_rows(reader, header, max_rows, "\x00" in text, line_offset, rows_before)
+    return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n)
 
 
 def to_float(cell: str) -> float | None:

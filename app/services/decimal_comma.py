@@ -9,6 +9,7 @@ guessing and is refused. Comma-separated files are left alone (a quoted `"3,5"` 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from app.services.errors import Invalid
 
@@ -20,45 +21,85 @@ class DecimalSeparatorError(Invalid, ValueError):
     """A column whose numbers cannot be read without guessing the decimal separator."""
 
 
-def _is_number(cell: str) -> bool:
+def _is_float(cell: str) -> bool:
     try:
         float(cell)
     except ValueError:
-        return bool(DECIMAL_COMMA.match(cell) or THOUSANDS_COMMA.match(cell))
+        return False
     return True
 
 
-def _first(cells: list[str | None], test: re.Pattern[str] | None = None, point: bool = False) -> int | None:
-    for i, c in enumerate(cells):
-        if c is None:
-            continue
-        if (test is not None and test.match(c)) or (point and "." in c and not THOUSANDS_COMMA.match(c)):
-            return i
-    return None
+@dataclass
+class ColumnSeparators:
+    """What decides a column's decimal separator, gathered over its cells chunk by chunk (rows from 0 in the file)."""
+
+    name: str
+    comma: bool = False  # a cell holds a ','
+    text: bool = False  # a cell is not a number
+    thousands: tuple[int, str] | None = None  # the first cell with a thousands separator
+    decimal_comma: tuple[int, str] | None = None
+    point: tuple[int, str] | None = None
+
+    def add(self, cells: list[str | None], first_row: int) -> None:
+        """Take the next cells of the column; `first_row`: the file's data row index of the first."""
+        for i, c in enumerate(cells, start=first_row):
+            if c is None:
+                continue
+            if "," not in c:  # a number only if float reads it (both patterns need a comma)
+                if not self.text and not _is_float(c):
+                    self.text = True
+                elif not self.text and self.point is None and "." in c:
+                    self.point = (i, c)
+                continue
+            self.comma = True
+            if not self.text:
+                self._add_comma(i, c)
+
+    def _add_comma(self, i: int, c: str) -> None:
+        """A cell with a comma: a decimal comma, a thousands separator, or text (float reads no comma)."""
+        thousands = THOUSANDS_COMMA.match(c)
+        decimal = DECIMAL_COMMA.match(c)
+        if not thousands and not decimal:
+            self.text = True
+            return
+        if thousands and self.thousands is None:
+            self.thousands = (i, c)
+        if decimal and self.decimal_comma is None:
+            self.decimal_comma = (i, c)
+        if self.point is None and "." in c and not thousands:
+            self.point = (i, c)
+
+    def rewrite(self) -> bool:
+        """Whether the column's commas are decimal commas (read as points); DecimalSeparatorError when unreadable."""
+        if not self.comma or self.text:
+            return False
+        if self.thousands is not None:
+            row, cell = self.thousands
+            raise DecimalSeparatorError(
+                f"column {self.name!r}: data row {row + 1} has {cell!r} with a thousands separator; "
+                "remove the '.' thousands separators (decimal commas are fine)",
+                code="csv_thousands_separator",
+            )
+        if self.decimal_comma is not None and self.point is not None:
+            (comma, c_cell), (point, p_cell) = self.decimal_comma, self.point
+            raise DecimalSeparatorError(
+                f"column {self.name!r} mixes decimal commas (data row {comma + 1}: {c_cell!r}) and decimal points "
+                f"(data row {point + 1}: {p_cell!r}); write every number of a column the same way",
+                code="csv_mixed_decimal_separators",
+            )
+        return True
+
+
+def rewritten(cells: list[str | None]) -> list[str | None]:
+    """The cells with their commas read as decimal points."""
+    return [None if c is None else c.replace(",", ".") for c in cells]
 
 
 def normalise_column(name: str, cells: list[str | None]) -> list[str | None]:
     """The column with decimal commas turned into points; unchanged when it has none or holds text."""
-    if not any(c is not None and "," in c for c in cells):
-        return cells
-    if any(c is not None and not _is_number(c) for c in cells):
-        return cells  # text besides the numbers: a categorical column, kept as written
-    thousands = _first(cells, THOUSANDS_COMMA)
-    if thousands is not None:
-        raise DecimalSeparatorError(
-            f"column {name!r}: data row {thousands + 1} has {cells[thousands]!r} with a thousands separator; "
-            "remove the '.' thousands separators (decimal commas are fine)",
-            code="csv_thousands_separator",
-        )
-    comma = _first(cells, DECIMAL_COMMA)
-    point = _first(cells, point=True)
-    if comma is not None and point is not None:
-        raise DecimalSeparatorError(
-            f"column {name!r} mixes decimal commas (data row {comma + 1}: {cells[comma]!r}) and decimal points "
-            f"(data row {point + 1}: {cells[point]!r}); write every number of a column the same way",
-            code="csv_mixed_decimal_separators",
-        )
-    return [None if c is None else c.replace(",", ".") for c in cells]
+    seps = ColumnSeparators(name)
+    seps.add(cells, 0)
+    return rewritten(cells) if seps.rewrite() else cells
 
 
 def normalise(columns: dict[str, list[str | None]]) -> dict[str, list[str | None]]:

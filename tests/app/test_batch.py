@@ -399,3 +399,255 @@ def test_a_streamed_batch_leaves_an_intact_chain(api, doc: dict[str, Any], monke
 def test_number_texts_are_what_digest_writes(values: list[float]) -> None:
     expected = [(str(int(v)) if float(v).is_integer() else repr(float(v))).encode() for v in values]
     assert batch._number_texts(np.asarray(values, dtype=np.float64)) == expected
+
+
+# --- the streaming path answers what parsing the whole file answers, for every file ---------------------------------
+
+
+def reference(model: ServedModel, data: bytes, max_rows: int = 10**9) -> tuple[Any, ...]:
+    """The one-shot path's outcome: its error (code, message, details), or its answer rows and digests."""
+    try:
+        records = serving.table_records(model, parse_csv(data, max_rows=max_rows))
+    except Invalid as e:
+        return ("error", e.code, str(e), e.details)
+    _, rows, _ = serving.batch_csv_rows(model, records)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return ("ok", buf.getvalue().splitlines(), [serving.digest(r) for r in records])
+
+
+def streamed(model: ServedModel, data: bytes, max_rows: int = 10**9) -> tuple[Any, ...]:
+    """The chunked path's outcome, in the same form."""
+    try:
+        checked = batch.check_file(model, io.BytesIO(data), max_rows=max_rows, ignore_extra=False)
+    except Invalid as e:
+        return ("error", e.code, str(e), e.details)
+    checked.close()
+    _, rows, digests = chunked(model, data)
+    return ("ok", rows, digests)
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 16)
+    monkeypatch.setattr(batch, "READ_BYTES", 7)
+    monkeypatch.setattr(batch, "CHUNK_ROWS", 3, raising=False)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"a,b\r0.5,1\r3,2\r",  # classic Mac line ends: two rows, not none
+        b"a,b\r0.5,1\r3,2",
+        b"a,b\r0.5,1\n3,2\n",  # header ended by \r, rows by \n (was a 500 on the numeric path)
+        b"a,b\r\n0.5,1\r3,2\r\n",
+        b"a,b\n\n0.5,1\n3,2\n",  # a blank line after the header (was csv_no_rows)
+        b"a,b\r\n\r\n0.5,1\r\n3,2\r\n",
+        b"a,b\r\r0.5,1\r",
+        b"a,b\r",  # no rows: csv_no_rows, never a 200 with nothing
+        b"a,b\r\r\r",
+        b"\xef\xbb\xbfa,b\r0.5,1\r",
+        b'"a\nx",b\n1,2\n',  # a header record over two lines
+        b'a,b\n"1\r\n",2\r\n3,4\r\n',
+    ],
+)
+def test_line_ends_and_blank_lines_answer_as_the_one_shot_path(tiny_chunks: None, data: bytes) -> None:
+    model = served(numeric_doc())
+    assert streamed(model, data) == reference(model, data)
+
+
+def test_cr_only_file_through_http_answers_its_rows_and_audits_them(api, doc: dict[str, Any]) -> None:
+    v = api.import_model(doc)
+    for data, n in ((b"age,income,smoker\r67,5,yes\r30,50,no\r", 2), (b"age,income,smoker\r", 0)):
+        before = api.count("audit_log")
+        r = api.client.post(
+            f"/v1/models/{v['id']}/predict.csv", files={"file": ("a.csv", data, "text/csv")}, headers=api.h()
+        )
+        if n:
+            assert r.status_code == 200 and len(r.text.splitlines()) == n + 1, r.text
+        else:
+            assert r.status_code == 422 and r.json()["error"]["code"] == "csv_no_rows"
+        assert api.count("audit_log") - before == n
+
+
+def test_an_unbalanced_quote_in_a_large_file_is_refused_quickly(doc: dict[str, Any]) -> None:
+    """The cut is found in one forward pass (it was quadratic: 56 s for 1.4 MB): csv_malformed as one-shot."""
+    import time
+
+    model = served(doc)
+    data = b'age,income,smoker\n"67,5,yes\n' + b"30,50,no\n" * 240_000  # ~2.2 MB
+    t = time.perf_counter()
+    got = streamed(model, data)
+    assert time.perf_counter() - t < 5
+    assert got == reference(model, data) and got[1] == "csv_malformed"
+
+
+@pytest.mark.parametrize("head", [b'age,income,smoker\n30,50,"no\n', b'"age,income,smo\n'])
+def test_a_quoted_field_that_never_ends_is_not_held_whole(
+    monkeypatch: pytest.MonkeyPatch, doc: dict[str, Any], head: bytes
+) -> None:
+    """csv.reader refuses a field over its limit, so the look-ahead stops there (the same error, memory bounded)."""
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(batch, "READ_BYTES", 1024)
+    model = served(doc)
+    data = head + "70,5,y\u00e9s\n".encode() * 3000
+    pieces: list[int] = []
+    real = batch._Splitter._next
+
+    def spy(self: Any) -> bytes:
+        piece = real(self)
+        pieces.append(len(piece))
+        return piece
+
+    monkeypatch.setattr(batch._Splitter, "_next", spy)
+    limit = csv.field_size_limit(500)  # the look-ahead follows csv's limit, whatever it is
+    try:
+        got, expected = streamed(model, data), reference(model, data)
+    finally:
+        csv.field_size_limit(limit)
+    assert got == expected and "field larger" in got[2]
+    assert max(pieces, default=0) < 4 * 4096
+
+
+def test_error_order_is_the_one_shot_order(small_chunks: None) -> None:
+    """A parse error or the row limit anywhere beats a bad value earlier; a bad byte anywhere beats both."""
+    model = served(numeric_doc())
+    good = numeric_csv(3000).decode().splitlines()
+    bad_value = [*good[:10], "oops,1", *good[10:]]
+    cases = [
+        (bad_value, 3000),  # more rows than the limit, a bad value early: 413 csv_too_many_rows
+        ([*bad_value[:2900], "1,2,3", *bad_value[2900:]], 10**9),  # a ragged row late: csv_ragged_rows
+        ([*bad_value[:2900], "1,2\xff", *bad_value[2900:]], 10**9),  # csv_not_utf8
+        ([*good[:2900], "1,2,3", *good[2900:], "x,y"], 100),  # the row limit before the ragged row
+    ]
+    codes = []
+    for lines, max_rows in cases:
+        data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff")
+        got = streamed(model, data, max_rows)
+        assert got == reference(model, data, max_rows)
+        codes.append(got[1])
+    assert codes == ["csv_too_many_rows", "csv_ragged_rows", "csv_not_utf8", "csv_too_many_rows"]
+
+
+def test_bad_values_are_listed_as_the_one_shot_path_lists_them(small_chunks: None) -> None:
+    """Feature by feature, then row by row, over the whole file (at most MAX_ERROR_DETAILS + 1)."""
+    model = served(numeric_doc())
+    lines = numeric_csv(3000).decode().splitlines()
+    lines[2500] = "1,bad"
+    lines[10] = "bad,1"
+    lines[2990] = "bad,1"
+    data = ("\n".join(lines) + "\n").encode()
+    assert streamed(model, data) == reference(model, data)
+    many = "\n".join(["a,b", *(["x,y"] * 80), *lines[1:]]) + "\n"
+    assert streamed(model, many.encode()) == reference(model, many.encode())
+
+
+@pytest.mark.parametrize("sep", ["\t", ";", "|"])
+def test_other_separators_stream_in_chunks(small_chunks: None, sep: str) -> None:
+    model = served(numeric_doc())
+    data = numeric_csv(3000).replace(b",", sep.encode())
+    checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=False)
+    checked.close()
+    assert checked.n_chunks > 10
+    assert streamed(model, data) == reference(model, data)
+
+
+def test_narrow_rows_are_cut_by_rows_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch, "CHUNK_ROWS", 1000)
+    model = served(numeric_doc())
+    data = b"a,b\n" + b"1,2\n" * 10_500
+    checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=False)
+    sizes = [c.n_rows for c in checked.chunks()]
+    checked.close()
+    assert max(sizes) <= 1000 and sum(sizes) == 10_500
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        "3,5",  # decimal commas from the last chunk on: the whole column is read with them
+        "0.5",  # a decimal point late in a column of decimal commas: refused as one-shot
+        "1.234,5",  # a thousands separator: refused as one-shot
+        "yes",  # text: the column is kept as written (a bad value for a numeric feature)
+    ],
+)
+def test_decimal_commas_are_decided_over_the_whole_file(small_chunks: None, late: str) -> None:
+    model = served(numeric_doc())
+    rng = random.Random(4)
+    rows = [f"{rng.randint(0, 9)};{rng.randint(0, 9)},{rng.randint(0, 9)}" for _ in range(2000)]
+    rows[1990] = f"{late};1"
+    data = ("a;b\n" + "\n".join(rows) + "\n").encode()
+    assert streamed(model, data) == reference(model, data)
+
+
+TRICKY = ["1", "2.5", "3,5", "x", " ", "NA", "", '"', '""', "1.234,5", "inf", "\x00", "\udcff", "é", '"1"', '"a\nb"']
+
+
+def _cell(rng: random.Random, noise: float) -> str:
+    return rng.choice(["1", "2", "0.5", "-3", "4,25"]) if rng.random() > noise else rng.choice(TRICKY)
+
+
+def _random_file(rng: random.Random) -> bytes:
+    sep, end = rng.choice([",", ";", "\t", "|"]), rng.choice(["\n", "\r\n", "\r"])
+    header = rng.choice(
+        [["a", "b"], ["a", "b"], ["b", "a"], ["a"], ["a", "a"], ["1", "2"], ['"a"', "b"], ["a", "b", "c"]]
+    )
+    noise = rng.choice([0, 0, 0.01, 0.05, 0.2])
+    lines = [sep.join(header)]
+    for _ in range(rng.randint(0, 40)):
+        width = len(header) if rng.random() > noise else rng.randint(0, 3)
+        lines.append(sep.join(_cell(rng, noise) for _ in range(width)))
+    text = "".join(line + (rng.choice(["\n", "\r\n", "\r"]) if rng.random() < 0.05 else end) for line in lines)
+    data = text[: -rng.randint(0, 1) or None].encode("utf-8", "surrogateescape")
+    return (b"\xef\xbb\xbf" if rng.random() < 0.1 else b"") + data
+
+
+def test_random_files_answer_as_the_one_shot_path(tiny_chunks: None, doc: dict[str, Any]) -> None:
+    """Odd line ends, quotes, blank lines, bad bytes, separators, row limits: the same answer or error, always."""
+    rng = random.Random(12)
+    models = [served(numeric_doc()), served(doc)]
+    outcomes = set()
+    for _ in range(400):
+        data, max_rows = _random_file(rng), rng.choice([10**9, 5, 20])
+        for model in models:
+            expected = reference(model, data, max_rows)
+            assert streamed(model, data, max_rows) == expected, data
+            outcomes.add(expected[1] if expected[0] == "error" else "ok")
+    assert {"ok", "csv_malformed", "csv_too_many_rows", "csv_not_utf8", "invalid_record"} <= outcomes
+
+
+def test_quote_parity_cuts_where_the_quote_by_quote_scan_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column-wise parity scan and the quote-by-quote scan cut quote-heavy files at the same records."""
+    rng = random.Random(5)
+    cells = ['"1"', '"a,b"', '"x\ny"', '""', '"a""b"', "2", '"3"x', 'x"y', '"\r\n"', "é"]
+    for _ in range(60):
+        rows = [",".join(rng.choice(cells) for _ in range(3)) for _ in range(rng.randint(1, 300))]
+        data = ("h1,h2,h3\n" + rng.choice(["\n", "\r\n"]).join(rows)).encode()
+        size = rng.choice([16, 64, 500])
+        with_parity = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=size))
+        monkeypatch.setattr(batch._Splitter, "_scan_quotes", lambda self, lo, hi: -1)
+        quote_by_quote = list(batch.line_chunks(io.BytesIO(data), chunk_bytes=size))
+        monkeypatch.undo()
+        assert with_parity == quote_by_quote and b"".join(with_parity) == data
+
+
+def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
+    from app.services.decimal_comma import ColumnSeparators
+
+    def decide(parts: list[list[str | None]]) -> Any:
+        seps, row = ColumnSeparators("c"), 0
+        for part in parts:
+            seps.add(part, row)
+            row += len(part)
+        try:
+            return seps.rewrite()
+        except Invalid as e:
+            return (e.code, str(e))
+
+    rng = random.Random(2)
+    tokens = ["1", "2.5", "3,5", ",5", "1.234,5", "x", None, "1e3", "1,5e3", "-2,25", "1,2,3", "1.234"]
+    for _ in range(2000):
+        cells = [rng.choice(tokens) for _ in range(rng.randint(0, 12))]
+        cut = sorted(rng.sample(range(len(cells) + 1), k=min(3, len(cells) + 1)))
+        parts = [cells[a:b] for a, b in zip([0, *cut], [*cut, len(cells)], strict=True)]
+        assert decide(parts) == decide([cells])
