@@ -21,7 +21,9 @@ import functools
 import logging
 import queue
 import re
+import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
@@ -125,7 +127,8 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
     first and a new one after them would break the order (and two batches could deadlock).
     """
     if conn.dialect.name == "sqlite":
-        _create_heads(conn, tenants)  # a write first: the transaction now holds SQLite's one write lock
+        take_sqlite_write_lock(conn)
+        _create_heads(conn, tenants)
         return _read_heads(conn, tenants, lock=False)
     known = _heads_known.setdefault(conn.engine, set())
     unknown = [t for t in tenants if t not in known]
@@ -140,6 +143,36 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
         _ensure_heads(conn.engine, missing)
         heads.update(_read_heads(conn, missing, lock=True))
     return heads
+
+
+SQLITE_LOCK_POLL_S = 0.0002  # between tries for SQLite's write lock while another process holds it
+SQLITE_LOCK_WAIT_S = 30.0  # then "database is locked" (503), as the engine's busy timeout
+
+
+def take_sqlite_write_lock(conn: Connection) -> None:
+    """Open the transaction with SQLite's write lock (BEGIN IMMEDIATE), trying every 0.2 ms while it is held.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so with two server
+    processes committing audit batches back to back the waiting one kept missing the short gaps
+    and its requests waited hundreds of milliseconds (p99 0.4-0.9 s at c=32, embedded, 2 processes).
+    A transaction already open on this connection (a statement ran before) is left as it is.
+    """
+    raw = conn.connection.dbapi_connection
+    if raw is None or getattr(raw, "in_transaction", True):
+        return
+    deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                raw.execute("BEGIN IMMEDIATE")  # fails at once, with no transaction open, while another writer holds it
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(SQLITE_LOCK_POLL_S)
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT_S * 1000)}")
 
 
 # per engine, the tenants whose chain head this process has seen (heads are never deleted by the service)
