@@ -145,12 +145,13 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
     return heads
 
 
-SQLITE_LOCK_POLL_S = 0.0002  # between tries for SQLite's write lock while another process holds it
+SQLITE_LOCK_POLL_S = 0.0002  # first pause between tries for SQLite's write lock while another process holds it
+SQLITE_LOCK_MAX_POLL_S = 0.001  # the pauses grow to this
 SQLITE_LOCK_WAIT_S = 30.0  # then "database is locked" (503), as the engine's busy timeout
 
 
 def take_sqlite_write_lock(conn: Connection) -> None:
-    """Open the transaction with SQLite's write lock (BEGIN IMMEDIATE), trying every 0.2 ms while it is held.
+    """Open the transaction with SQLite's write lock (BEGIN IMMEDIATE), trying every 0.2-1 ms while it is held.
 
     SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so with two server
     processes committing audit batches back to back the waiting one kept missing the short gaps
@@ -161,7 +162,9 @@ def take_sqlite_write_lock(conn: Connection) -> None:
     if raw is None or getattr(raw, "in_transaction", True):
         return
     deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
+    before = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
     raw.execute("PRAGMA busy_timeout=0")
+    pause = SQLITE_LOCK_POLL_S
     try:
         while True:
             try:
@@ -170,25 +173,47 @@ def take_sqlite_write_lock(conn: Connection) -> None:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) or time.monotonic() > deadline:
                     raise
-            time.sleep(SQLITE_LOCK_POLL_S)
+            time.sleep(pause)
+            pause = min(pause * 1.5, SQLITE_LOCK_MAX_POLL_S)  # a long hold (a migration): not 5,000 tries a second
     finally:
-        raw.execute(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT_S * 1000)}")
+        raw.execute(f"PRAGMA busy_timeout={before}")
 
 
 # per engine, the tenants whose chain head this process has seen (heads are never deleted by the service)
 _heads_known: weakref.WeakKeyDictionary[Engine, set[str]] = weakref.WeakKeyDictionary()
 
 
-def _ensure_heads(engine: Engine, tenants: list[str]) -> None:
-    """Create the missing heads among `tenants` in a transaction of its own, committed before any head is locked.
+def prepare_heads(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Before the batch's transaction, on its connection: create the chain heads this process has not seen yet.
 
-    It locks nothing another batch waits for: it reads, and inserts only heads that do not exist
-    (ON CONFLICT: another process may be creating the same one; that short transaction is all it waits for).
+    So `lock_heads` finds them and needs no second pooled connection while the first holds a
+    transaction (with every pooled connection held that way, none would be left). PostgreSQL only.
     """
+    if conn.dialect.name == "sqlite" or conn.in_transaction():
+        return
+    tenants = set(rows.columns["tenant_id"]) if isinstance(rows, ColumnRows) else {r["tenant_id"] for r in rows}
+    known = _heads_known.setdefault(conn.engine, set())
+    unknown = sorted(tenants - known)
+    if unknown:
+        with conn.begin():
+            _ensure_heads_in(conn, unknown)
+        known.update(unknown)
+
+
+def _ensure_heads(engine: Engine, tenants: list[str]) -> None:
+    """Create the missing heads among `tenants` in a transaction of its own, committed before any head is locked."""
     with engine.begin() as conn:
-        missing = sorted(set(tenants) - set(_read_heads(conn, tenants, lock=False)))
-        if missing:
-            _create_heads(conn, missing)
+        _ensure_heads_in(conn, tenants)
+
+
+def _ensure_heads_in(conn: Connection, tenants: list[str]) -> None:
+    """Insert the heads that do not exist (ON CONFLICT: another process may be creating the same one).
+
+    It locks nothing another batch waits for; that short transaction is all it waits for.
+    """
+    missing = sorted(set(tenants) - set(_read_heads(conn, tenants, lock=False)))
+    if missing:
+        _create_heads(conn, missing)
 
 
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
@@ -207,8 +232,10 @@ def _create_heads(conn: Connection, tenants: list[str]) -> None:
 
 def write_rows(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
     """Chain and insert audit rows in one transaction (synchronous)."""
-    with engine.begin() as conn:
-        append_rows(conn, rows)
+    with engine.connect() as conn:
+        prepare_heads(conn, rows)
+        with conn.begin():
+            append_rows(conn, rows)
 
 
 class ColumnRows(Sequence[dict[str, Any]]):
@@ -306,7 +333,7 @@ def copy_text(columns: list[list[Any]], tx: pg_abc.Transformer) -> Iterator[byte
         yield b"".join(map(template.__mod__, zip(*block, strict=True)))
 
 
-_COPY_SPECIAL = "\b\t\n\v\f\r\\"  # what COPY's text format escapes (psycopg escapes these, as here)
+_COPY_SPECIAL = "\b\t\n\v\f\r\\\x00"  # what COPY's text format escapes, and NUL (psycopg's dumper refuses it)
 _COPY_ESCAPE = re.compile(b"[\b\t\n\v\f\r\\\\]")
 _COPY_ESCAPES = {bytes([c]): b"\\" + bytes([e]) for c, e in zip(b"\b\t\n\v\f\r\\", b"btnvfr\\", strict=True)}
 
@@ -319,7 +346,7 @@ def _copy_column(values: list[Any], tx: pg_abc.Transformer) -> bytes | list[byte
             return _copy_value(first, tx)
         with contextlib.suppress(TypeError):  # not all strings
             joined = "".join(values)
-            if not any(c in joined for c in _COPY_SPECIAL):
+            if tx.encoding in ("utf-8", "utf8") and not any(c in joined for c in _COPY_SPECIAL):
                 return list(map(str.encode, values))  # psycopg's str dumper: the UTF-8 bytes
     elif type(first) is int and set(map(type, values)) == {int}:
         return list(map(b"%d".__mod__, values))  # psycopg's int dumper: the decimal digits
@@ -443,8 +470,9 @@ class AuditWriter:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
-            trans = self._conn.begin()
             try:
+                prepare_heads(self._conn, rows)
+                trans = self._conn.begin()
                 append_rows(self._conn, rows)
             except DBAPIError as e:
                 self._drop_connection()

@@ -16,7 +16,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 log = logging.getLogger("neurules.cache")
@@ -43,12 +43,14 @@ class RefreshAheadCache(Generic[V]):
         return await self._load(key, load)
 
     def discard(self, key: Hashable) -> None:
-        """Forget one entry (its next read loads it)."""
+        """Forget one entry (its next read loads it); a load in flight for it will not store what it read."""
         self._data.pop(key, None)
+        self._loading.pop(key, None)
 
     def clear(self) -> None:
-        """Forget everything."""
+        """Forget everything, loads in flight included."""
         self._data.clear()
+        self._loading.clear()
 
     def _refresh(self, key: Hashable, load: Callable[[], V | None]) -> None:
         self._start(key, load).add_done_callback(self._refreshed)
@@ -72,6 +74,7 @@ class RefreshAheadCache(Generic[V]):
     def _start(self, key: Hashable, load: Callable[[], V | None]) -> asyncio.Task[V | None]:
         started = time.monotonic()
         task = asyncio.ensure_future(self._run(key, load, started))
+        task.add_done_callback(_retrieved)  # its waiters may all be gone: the failure is still read
         self._loading[key] = (started, task)  # also the reference that keeps the task alive
         return task
 
@@ -79,9 +82,11 @@ class RefreshAheadCache(Generic[V]):
         try:
             value = await asyncio.to_thread(load)
         finally:
-            if self._loading.get(key, (0.0, None))[1] is asyncio.current_task():
+            current = self._loading.get(key, (0.0, None))[1] is asyncio.current_task()
+            if current:
                 del self._loading[key]
-        self._store(key, started, value)
+        if current:  # not discarded meanwhile (an alias moved), nor replaced by a fresher load
+            self._store(key, started, value)
         return value
 
     def _store(self, key: Hashable, started: float, value: V | None) -> None:
@@ -95,3 +100,9 @@ class RefreshAheadCache(Generic[V]):
         self._data.move_to_end(key)
         while len(self._data) > self.maxsize:
             self._data.popitem(last=False)
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Mark a load's failure as read (its waiters re-raise it; with none left, asyncio would log it as lost)."""
+    if not task.cancelled():
+        task.exception()

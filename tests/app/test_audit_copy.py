@@ -98,3 +98,13 @@ def test_copied_rows_read_back_as_written(pg_database: str) -> None:
     assert [r.rule_id for r in got] == columns["rule_id"] and [r.seq for r in got] == columns["seq"]
     assert [r.missing_filled for r in got] == columns["missing_filled"]
     assert got[0].created_at.replace(tzinfo=UTC) == t0
+
+
+def test_copy_text_refuses_nul_as_psycopg_does() -> None:
+    import psycopg
+
+    tx = Transformer()
+    with pytest.raises(psycopg.DataError):
+        psycopg_rows([["a\x00", "b"], [1, 2]], tx)
+    with pytest.raises(psycopg.DataError):
+        b"".join(audit.copy_text([["a\x00", "b"], [1, 2]], tx))

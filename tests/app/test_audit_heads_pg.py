@@ -144,3 +144,22 @@ def test_concurrent_first_writes_keep_every_chain(engine) -> None:
     assert written == 3 + rounds * workers * 2 * 2
     with Session(engine) as s:
         assert all(audit_verify.verify_tenant(s, t).intact for t in existing)
+
+
+def test_a_new_tenant_needs_no_second_pooled_connection(pg_database: str) -> None:
+    """A tenant's first head is created on the batch's own connection, before its transaction: one pooled connection."""
+    from sqlalchemy import create_engine
+
+    eng = create_engine(pg_database, pool_size=1, max_overflow=0, pool_timeout=2)
+    try:
+        [tenant] = names("solo")
+        audit.write_rows(eng, plain_rows(3, tenant, tag=1))
+        writer = audit.AuditWriter(eng)
+        writer._write(plain_rows(2, tenant, tag=2))  # the group-commit writer's path, a known head now
+        [other] = names("other")
+        writer._write(plain_rows(2, other, tag=3))  # and a new one on the writer's kept connection
+        writer.close()
+        assert_intact(eng, [tenant], 5)
+        assert_intact(eng, [other], 2)
+    finally:
+        eng.dispose()

@@ -184,3 +184,45 @@ def test_a_cancelled_waiter_does_not_cancel_the_others() -> None:
         assert await cache.get("k", src) == "v1" and src.calls == 1  # the load finished and was stored
 
     run(go())
+
+
+def test_discard_wins_over_a_load_in_flight() -> None:
+    """An alias moved while a refresh that read the old target is in flight: the old target is not stored again."""
+
+    async def go() -> None:
+        cache: RefreshAheadCache[str] = RefreshAheadCache(10, 5.0)
+        db = {"k": "old"}
+        gate = threading.Event()
+
+        def slow() -> str:
+            value = db["k"]
+            gate.wait(5)
+            return value
+
+        pending = asyncio.ensure_future(cache.get("k", slow))
+        await asyncio.sleep(0.05)
+        db["k"] = "new"
+        cache.discard("k")  # what moving an alias does in this process
+        gate.set()
+        assert await pending == "old"  # that request started before the move
+        assert await cache.get("k", lambda: db["k"]) == "new"
+
+    run(go())
+
+
+def test_a_failed_load_with_no_waiter_left_is_not_reported_lost(caplog: pytest.LogCaptureFixture) -> None:
+    import gc
+
+    async def go() -> None:
+        cache: RefreshAheadCache[str] = RefreshAheadCache(10, 5.0)
+        src = Source(delay=0.1)
+        src.fail = True
+        waiter = asyncio.ensure_future(cache.get("k", src))
+        await asyncio.sleep(0.02)
+        waiter.cancel()  # the client went away; the load goes on and fails
+        await asyncio.sleep(0.3)
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        run(go())
+        gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
