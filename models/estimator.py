@@ -418,7 +418,6 @@ class NeuRulesClassifier:
 
         return TrainSettings(
             objective=Objective(float(self.min_support), float(self.max_support), float(self.lambda_support)),
-            batch_size=int(self.batch_size),
             lr=float(self.lr),
             t_pi=(float(self.t_pi[0]), float(self.t_pi[1])),
             t_rl=(float(self.t_rl[0]), float(self.t_rl[1])),

@@ -21,6 +21,7 @@ import torch
 
 from models.encoding import TabularEncoder
 from models.network import MAX_EPS, MIN_WEIGHT, SoftRuleList, first_match_order
+from models.relaxations import ordered_bounds
 from models.rulelist import Condition, RuleList
 from models.structure import UnitGrid, nice_between, snap_lower, snap_upper
 
@@ -124,8 +125,8 @@ def extract_rule_list(
     (an audit copy that predicts exactly as the network; the served list uses measured ones)."""
     check_crisp(net)
     with torch.no_grad():
-        a = torch.minimum(net.lower, net.upper)[0].cpu().numpy().astype(np.float64)
-        b = torch.maximum(net.lower, net.upper)[0].cpu().numpy().astype(np.float64)
+        a_t, b_t = ordered_bounds(net.lower, net.upper)
+        a, b = a_t[0].cpu().numpy().astype(np.float64), b_t[0].cpu().numpy().astype(np.float64)
         w = (torch.relu(net.weight) * net.pred_mask)[0].cpu().numpy()
         priority = net.priority[0].cpu().numpy()
         alive = net.rule_mask[0].cpu().numpy() > 0

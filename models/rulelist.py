@@ -521,17 +521,14 @@ class RuleList:
         """Input columns in training order."""
         return [f.name for f in self.features]
 
-    def _by_name(self) -> dict[str, Feature]:
-        return {f.name: f for f in self.features}
-
     def condition_text(self, condition: Condition) -> str:
         """One condition as people read it, with this list's feature metadata (`smoker = 1` for a
         two-valued numeric feature): the text `to_text` and `explain` use."""
-        return condition.text(self._by_name().get(condition.feature))
+        return condition.text(self._features_by_name.get(condition.feature))
 
     def rule_text(self, rule_id: int) -> str:
         """A rule's antecedent as `to_text` writes it (`true` for a rule without conditions)."""
-        return self.rule(rule_id).text(self._by_name())
+        return self.rule(rule_id).text(self._features_by_name)
 
     def rule(self, rule_id: int) -> Rule:
         """Rule by id (1..k; 0 is the default rule)."""
@@ -727,7 +724,7 @@ class RuleList:
         lines = []
         for j, rule in enumerate(self.rules, start=1):
             kw = "if" if j == 1 else "else if"
-            lines.append(f"{kw} {rule.text(self._by_name())} then {self._consequent_text(j)}")
+            lines.append(f"{kw} {rule.text(self._features_by_name)} then {self._consequent_text(j)}")
         lines.append(f"else {self._consequent_text(0)}")
         return "\n".join(lines)
 

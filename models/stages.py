@@ -120,7 +120,6 @@ class TrainSettings:
     """Optimisation settings of all stages."""
 
     objective: Objective
-    batch_size: int
     lr: float
     t_pi: tuple[float, float]
     t_rl: tuple[float, float]

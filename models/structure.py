@@ -24,6 +24,7 @@ import torch
 
 from models.encoding import TabularEncoder
 from models.network import DEFAULT_PRIORITY, SoftRuleList, first_match_order
+from models.relaxations import ordered_bounds
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,8 @@ def snap_upper(grid: UnitGrid, b: float) -> tuple[float, float | None]:
 def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid]) -> None:
     """Snap every weighted bound into its gap between training values; drop vacuous predicates."""
     with torch.no_grad():
-        lo = torch.minimum(net.lower, net.upper).cpu().numpy().astype(np.float64)
-        hi = torch.maximum(net.lower, net.upper).cpu().numpy().astype(np.float64)
+        lo_t, hi_t = ordered_bounds(net.lower, net.upper)
+        lo, hi = lo_t.cpu().numpy().astype(np.float64), hi_t.cpu().numpy().astype(np.float64)
         live = (torch.relu(net.weight) * net.pred_mask).cpu().numpy() > 0
         for m, j, f in zip(*np.nonzero(live), strict=True):
             lo[m, j, f] = snap_lower(grids[f], lo[m, j, f])[0]
@@ -188,8 +189,8 @@ def prune_predicates_(
 ) -> None:
     """Prune every restart's predicates (see the module docstring) and project the network."""
     with torch.no_grad():
-        lower = torch.minimum(net.lower, net.upper).cpu().numpy()
-        upper = torch.maximum(net.lower, net.upper).cpu().numpy()
+        lower_t, upper_t = ordered_bounds(net.lower, net.upper)
+        lower, upper = lower_t.cpu().numpy(), upper_t.cpu().numpy()
         weight = (torch.relu(net.weight) * net.pred_mask).cpu().numpy()
         priority = net.priority.cpu().numpy()
         alive = net.rule_mask.cpu().numpy() > 0

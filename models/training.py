@@ -51,8 +51,8 @@ class Stage:
 
     Temperatures are held at their start values until `anneal_start` (a fraction of the stage),
     then move linearly to their end values; the consequent logits get no update during the first
-    `freeze_consequents` of the stage; `project` projects the network after every step; `noise`
-    adds the selector's Gumbel noise.
+    `freeze_consequents` of the stage; `project` projects the network after every step. Every
+    step draws the selector's Gumbel noise.
     """
 
     epochs: int
@@ -63,7 +63,6 @@ class Stage:
     anneal_start: float = 0.5
     freeze_consequents: float = 0.5
     project: bool = False
-    noise: bool = True  # Gumbel noise on the active priorities
 
 
 def schedule(start: float, end: float, progress: float, anneal_start: float) -> float:
@@ -139,7 +138,7 @@ class StaticStep:
         self, net: SoftRuleList, X: torch.Tensor, y: torch.Tensor, batch: int, objective: Objective, stage: Stage
     ) -> None:
         dev = X.device
-        self.net, self.y, self.objective, self.project, self.noise = net, y, objective, stage.project, stage.noise
+        self.net, self.y, self.objective, self.project = net, y, objective, stage.project
         self.xd, self.xb = net.split_inputs(X)
         self.rows = torch.zeros(batch, dtype=torch.long, device=dev)
         self.t_pi = torch.ones((), device=dev)
@@ -155,7 +154,7 @@ class StaticStep:
 
     def _body(self) -> None:
         net = self.net
-        noise = gumbel_from_uniform(self.uniform) if self.noise else None
+        noise = gumbel_from_uniform(self.uniform)
         rows = self.rows
         loss = _loss(net, (self.xd[rows], self.xb[rows]), self.y[rows], (self.t_pi, self.t_rl), self.objective, noise)
         loss.backward()  # type: ignore[no-untyped-call]
@@ -174,9 +173,8 @@ class StaticStep:
         self.t_pi.fill_(t_pi)
         self.t_rl.fill_(t_rl)
         self.unfrozen.fill_(0.0 if frozen else 1.0)
-        if self.noise:  # each restart draws its own noise
-            for m, gen in enumerate(noise):
-                self.uniform[m].uniform_(generator=gen)
+        for m, gen in enumerate(noise):  # each restart draws its own noise
+            self.uniform[m].uniform_(generator=gen)
         if self.graph is not None:
             self.graph.replay()
         elif self.capture and self.steps >= self.WARMUP:

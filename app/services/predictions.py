@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
@@ -47,25 +46,6 @@ class CsvDecisions:
 
     text: str
     rule_ids: list[int]
-
-
-def decide_csv(
-    engine: Engine, caller: Principal, model: ServedModel, data: bytes, *, max_rows: int, ignore_extra: bool
-) -> CsvDecisions:
-    """CSV in, CSV out (index, prediction, probability, rule_id, p_<class>...), audited before it is returned.
-
-    The whole answer at once (for callers holding the file in memory); the endpoint streams with `CsvBatch`.
-    Blocking (parsing, evaluation, the audit inserts): run it off the event loop.
-    """
-    csv_batch = CsvBatch.check(engine, caller, model, io.BytesIO(data), max_rows=max_rows, ignore_extra=ignore_extra)
-    parts, rule_ids = [csv_batch.header()], []
-    try:
-        while (chunk := csv_batch.next_chunk()) is not None:
-            parts.append(chunk.text)
-            rule_ids += chunk.rule_ids
-    finally:
-        csv_batch.close()
-    return CsvDecisions("".join(parts), rule_ids)
 
 
 class CsvBatch:
