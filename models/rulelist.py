@@ -837,6 +837,11 @@ def label_key(label: Any) -> str:
     return str(label.item() if isinstance(label, np.generic) else label)
 
 
+def decision_header(rl: RuleList) -> list[str]:
+    """The columns of a decision table: `index, prediction, probability, rule_id, p_<class>...`."""
+    return [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in rl.classes)]
+
+
 def decision_table(rl: RuleList, X: Any) -> tuple[list[str], list[list[Any]]]:
     """Header `index, prediction, probability, rule_id, p_<class>...` and one row per record.
 
@@ -846,7 +851,7 @@ def decision_table(rl: RuleList, X: Any) -> tuple[list[str], list[list[Any]]]:
     n = len(rl.rules) + 1
     probs = [rl.rule(j).probabilities for j in range(n)]
     preds = [json_label(rl.prediction_of(j)) for j in range(n)]
-    header = [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in rl.classes)]
+    header = decision_header(rl)
     rows = [[i, preds[r], round(max(probs[r]), 6), r, *(round(p, 6) for p in probs[r])] for i, r in enumerate(ids)]
     return header, rows
 

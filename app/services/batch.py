@@ -37,7 +37,7 @@ from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.monitoring import records_missing_filled
 from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
-from models.rulelist import DECISION_COLUMNS, json_label, label_key
+from models.rulelist import decision_header, json_label
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
 CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
@@ -563,11 +563,6 @@ def _exact_parser_options() -> dict[str, Any]:
 _EXACT = _exact_parser_options()
 
 
-def output_header(model: ServedModel) -> list[str]:
-    """The columns of the answer (as `models.rulelist.decision_table` names them)."""
-    return [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in model.rule_list.classes)]
-
-
 def _rule_suffixes(model: ServedModel) -> list[str]:
     """Per rule id, the answer's CSV cells after the index (as `decision_table` and csv.writer render them)."""
     rl = model.rule_list
@@ -650,7 +645,7 @@ class Scorer:
 
     def header(self) -> str:
         """The answer's first line."""
-        return ",".join(output_header(self.model)) + "\n"
+        return ",".join(decision_header(self.model.rule_list)) + "\n"
 
     def decide(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, list[Any]]]:
         """Rule ids and the audit rows (column-wise) of a chunk."""
