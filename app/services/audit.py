@@ -42,7 +42,6 @@ from app.services import serving
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
-from app.services.wal_checkpoint import Checkpointer, uses_wal_file
 from app.tables import AuditChainHead, AuditRecord, utcnow
 from models.rulelist import Feature
 
@@ -462,7 +461,6 @@ class AuditWriter:
         self._lock = threading.Lock()
         self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
         self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
-        self._checkpoints = Checkpointer(engine) if uses_wal_file(engine) else None  # off the commit path
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -520,8 +518,6 @@ class AuditWriter:
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
             try:
-                if self._checkpoints is not None and "wal_autocheckpoint" not in self._conn.connection.info:
-                    self._checkpoints.adopt(self._conn)
                 prepare_heads(self._conn, rows)
                 trans = self._conn.begin()
                 append_rows(self._conn, rows)
@@ -531,15 +527,11 @@ class AuditWriter:
                     continue  # the kept connection died while idle (the database restarted); nothing was written
                 raise
             trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
-            if self._checkpoints is not None:
-                self._checkpoints.committed()
             return
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):  # already broken
-                if self._checkpoints is not None:
-                    self._checkpoints.release(self._conn)
                 self._conn.close()
             self._conn = None
 
@@ -549,8 +541,6 @@ class AuditWriter:
             self._q.put(None)
             self._thread.join(10)
         self._drop_connection()
-        if self._checkpoints is not None:
-            self._checkpoints.close()
 
 
 def _settle(futures: list[asyncio.Future[None]], err: BaseException | None) -> None:
