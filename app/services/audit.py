@@ -31,11 +31,12 @@ from typing import Any, overload
 from psycopg import abc as pg_abc
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.types.json import Json, JsonDumper
-from sqlalchemy import Connection, Dialect, Engine, bindparam, insert, select, update
+from sqlalchemy import Connection, CursorResult, Dialect, Engine, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.util.typing import TupleAny
 
 from app.services import serving
 from app.services.audit_chain import START, Link, link_columns, link_rows
@@ -91,7 +92,7 @@ def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         seq, row_hash = link_rows(tenant_rows, heads.get(tenant, START))
         moved.append({"t": tenant, "new_seq": seq, "new_hash": row_hash, "at": now})
     insert_rows(conn, chained)
-    conn.execute(_MOVE_HEAD, moved)
+    execute_fixed(conn, "move_head", moved)
 
 
 def _append_columns(conn: Connection, rows: ColumnRows) -> None:
@@ -100,8 +101,8 @@ def _append_columns(conn: Connection, rows: ColumnRows) -> None:
     head = lock_heads(conn, [tenant]).get(tenant, START)
     links = link_columns(rows.columns, len(rows), head)
     insert_columns(conn, {**rows.columns, "seq": links.seq, "prev_hash": links.prev_hash, "row_hash": links.row_hash})
-    conn.execute(
-        _MOVE_HEAD, [{"t": tenant, "new_seq": links.head.seq, "new_hash": links.head.row_hash, "at": utcnow()}]
+    execute_fixed(
+        conn, "move_head", [{"t": tenant, "new_seq": links.head.seq, "new_hash": links.head.row_hash, "at": utcnow()}]
     )
 
 
@@ -117,6 +118,31 @@ _HEADS = (
     .order_by(AuditChainHead.tenant_id)
 )
 _LOCK_HEADS = _HEADS.with_for_update()
+_HEAD = select(AuditChainHead.seq, AuditChainHead.row_hash).where(AuditChainHead.tenant_id == bindparam("t"))
+_FIXED = {"move_head": _MOVE_HEAD, "head": _HEAD}  # what `execute_fixed` runs, by name
+
+
+@functools.cache
+def _fixed(dialect: Dialect, name: str) -> tuple[str, list[str] | None, dict[str, Any]]:
+    """A `_FIXED` statement compiled for the dialect: its SQL, its parameter order (positional) and bind processors."""
+    compiled = _FIXED[name].compile(dialect=dialect)
+    processors = {k: b.type.dialect_impl(dialect).bind_processor(dialect) for k, b in compiled.binds.items()}
+    return (
+        compiled.string,
+        compiled.positiontup if compiled.positional else None,
+        {k: p for k, p in processors.items() if p is not None},
+    )
+
+
+def execute_fixed(conn: Connection, name: str, params: list[dict[str, Any]]) -> CursorResult[*TupleAny]:
+    """Run a `_FIXED` statement as precompiled driver SQL (no per-execute compile, cache key or bind setup).
+
+    The values go through the bind processors SQLAlchemy itself would use (a time to text on SQLite).
+    """
+    sql, order, processors = _fixed(conn.dialect, name)
+    converted = [{**p, **{k: f(p[k]) for k, f in processors.items()}} for p in params] if processors else params
+    driver: list[Any] = [tuple(p[k] for k in order) for p in converted] if order is not None else converted
+    return conn.exec_driver_sql(sql, driver[0] if len(driver) == 1 else driver)
 
 
 def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
@@ -128,8 +154,12 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
     """
     if conn.dialect.name == "sqlite":
         take_sqlite_write_lock(conn)
-        _create_heads(conn, tenants)
-        return _read_heads(conn, tenants, lock=False)
+        heads = _read_sqlite_heads(conn, tenants)
+        missing = [t for t in tenants if t not in heads]
+        if missing:  # with the write lock held no other process can be creating them
+            _create_heads(conn, missing)
+            heads.update(dict.fromkeys(missing, START))
+        return heads
     known = _heads_known.setdefault(conn.engine, set())
     unknown = [t for t in tenants if t not in known]
     if unknown:
@@ -162,7 +192,7 @@ def take_sqlite_write_lock(conn: Connection) -> None:
     if raw is None or getattr(raw, "in_transaction", True):
         return
     deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
-    before = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+    before = _busy_timeout(conn)
     raw.execute("PRAGMA busy_timeout=0")
     pause = SQLITE_LOCK_POLL_S
     try:
@@ -177,6 +207,15 @@ def take_sqlite_write_lock(conn: Connection) -> None:
             pause = min(pause * 1.5, SQLITE_LOCK_MAX_POLL_S)  # a long hold (a migration): not 5,000 tries a second
     finally:
         raw.execute(f"PRAGMA busy_timeout={before}")
+
+
+def _busy_timeout(conn: Connection) -> int:
+    """The connection's SQLite busy timeout (ms), read once per DBAPI connection: only the lock wait changes it."""
+    info = conn.connection.info  # lives as long as the DBAPI connection
+    if "sqlite_busy_timeout" not in info:
+        raw = conn.connection.dbapi_connection
+        info["sqlite_busy_timeout"] = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])  # type: ignore[union-attr]
+    return int(info["sqlite_busy_timeout"])
 
 
 # per engine, the tenants whose chain head this process has seen (heads are never deleted by the service)
@@ -219,6 +258,14 @@ def _ensure_heads_in(conn: Connection, tenants: list[str]) -> None:
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
     rows = conn.execute(_LOCK_HEADS if lock else _HEADS, {"tenants": tenants})
     return {t: Link(seq, h) for t, seq, h in rows}
+
+
+def _read_sqlite_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
+    """The existing heads of `tenants` (SQLite, the write lock held); one tenant's as precompiled SQL."""
+    if len(tenants) != 1:
+        return _read_heads(conn, tenants, lock=False)
+    row = execute_fixed(conn, "head", [{"t": tenants[0]}]).first()
+    return {} if row is None else {tenants[0]: Link(row[0], row[1])}
 
 
 def _create_heads(conn: Connection, tenants: list[str]) -> None:

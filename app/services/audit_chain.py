@@ -92,7 +92,7 @@ class Links:
 
 def link_columns(columns: Mapping[str, Sequence[Any]], n: int, head: Link) -> Links:
     """Link `n` rows of one tenant given column-wise (at least BODY_COLUMNS), in order, after `head`."""
-    bodies = canonical_bodies(columns, n)
+    bodies = [canonical_body({k: columns[k][0] for k in BODY_COLUMNS})] if n == 1 else canonical_bodies(columns, n)
     seqs = list(range(head.seq + 1, head.seq + n + 1))
     hashes: list[str] = []
     add = hashes.append

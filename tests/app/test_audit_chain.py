@@ -14,7 +14,19 @@ from sqlalchemy import text
 
 from app.schemas.audit import BreakKind
 from app.services import audit, audit_chain
-from app.services.audit_chain import GENESIS, START, ChainChecker, Link, link_rows, tail_break
+from app.services.audit_chain import (
+    BODY_COLUMNS,
+    GENESIS,
+    START,
+    ChainChecker,
+    Link,
+    canonical_bodies,
+    canonical_body,
+    link_columns,
+    link_rows,
+    row_hash,
+    tail_break,
+)
 from models.rulelist import RuleList
 
 REC_HIGH = {"age": 67, "income": 50, "smoker": "yes"}
@@ -358,3 +370,12 @@ def test_verify_while_writers_append(api) -> None:
         writer.join()
     assert all(r.intact for r in reports), [r.first_break for r in reports]
     assert reports[-1].rows_checked > reports[0].rows_checked >= 50  # the chain grew while it was checked
+
+
+def test_one_row_link_is_the_canonical_one() -> None:
+    row = rows(1)[0]
+    del row["seq"], row["prev_hash"], row["row_hash"]
+    links = link_columns({k: [row[k]] for k in BODY_COLUMNS}, 1, START)
+    assert canonical_bodies({k: [row[k]] for k in BODY_COLUMNS}, 1) == [canonical_body(row)]
+    assert links.row_hash == [row_hash(1, GENESIS, canonical_body(row))]
+    assert links.head == Link(1, links.row_hash[0])
