@@ -153,7 +153,9 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
     first and a new one after them would break the order (and two batches could deadlock).
     """
     if conn.dialect.name == "sqlite":
-        take_sqlite_write_lock(conn)
+        if not take_sqlite_write_lock(conn):  # a transaction was open already: its first write takes the lock
+            _create_heads(conn, tenants)
+            return _read_heads(conn, tenants, lock=False)
         heads = _read_sqlite_heads(conn, tenants)
         missing = [t for t in tenants if t not in heads]
         if missing:  # with the write lock held no other process can be creating them
@@ -180,8 +182,9 @@ SQLITE_LOCK_MAX_POLL_S = 0.001  # the pauses grow to this
 SQLITE_LOCK_WAIT_S = 30.0  # then "database is locked" (503), as the engine's busy timeout
 
 
-def take_sqlite_write_lock(conn: Connection) -> None:
-    """Open the transaction with SQLite's write lock (BEGIN IMMEDIATE), trying every 0.2-1 ms while it is held.
+def take_sqlite_write_lock(conn: Connection) -> bool:
+    """Open the transaction with SQLite's write lock (BEGIN IMMEDIATE), trying every 0.2-1 ms while it is held;
+    False when a transaction was already open (left as it is, the lock not necessarily held).
 
     SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so with two server
     processes committing audit batches back to back the waiting one kept missing the short gaps
@@ -190,7 +193,7 @@ def take_sqlite_write_lock(conn: Connection) -> None:
     """
     raw = conn.connection.dbapi_connection
     if raw is None or getattr(raw, "in_transaction", True):
-        return
+        return False
     deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
     before = _busy_timeout(conn)
     raw.execute("PRAGMA busy_timeout=0")
@@ -199,7 +202,7 @@ def take_sqlite_write_lock(conn: Connection) -> None:
         while True:
             try:
                 raw.execute("BEGIN IMMEDIATE")  # fails at once, with no transaction open, while another writer holds it
-                return
+                return True
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) or time.monotonic() > deadline:
                     raise

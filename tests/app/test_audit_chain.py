@@ -379,3 +379,16 @@ def test_one_row_link_is_the_canonical_one() -> None:
     assert canonical_bodies({k: [row[k]] for k in BODY_COLUMNS}, 1) == [canonical_body(row)]
     assert links.row_hash == [row_hash(1, GENESIS, canonical_body(row))]
     assert links.head == Link(1, links.row_hash[0])
+
+
+def test_rows_appended_in_a_transaction_already_open_on_sqlite(sqlite_api, doc) -> None:
+    """A caller whose transaction wrote first (the write lock is then SQLite's): heads created, then read."""
+    engine = sqlite_api.app.state.service.db.engine
+    tenant = sqlite_api.tenant_a
+    for i in range(2):  # the tenant's head missing, then present
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE api_keys SET tenant_id = tenant_id WHERE 1 = 0"))  # opens the transaction
+            assert conn.connection.dbapi_connection.in_transaction
+            audit.append_rows(conn, plain_rows(3, tenant, tag=i))
+    report = verify(sqlite_api)
+    assert report["intact"] and report["rows_checked"] == 6, report
