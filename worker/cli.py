@@ -152,6 +152,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def database_label(settings: Settings) -> str:
+    """Which database a command wrote to: the SQLite file's absolute path (./var depends on the working
+    directory), else the URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.resolved_database_url)
+    if settings.is_sqlite and url.database:
+        return f"the embedded database {os.path.abspath(url.database)}"
+    return f"database {url.render_as_string(hide_password=True)}"
+
+
 def run(args: argparse.Namespace, settings: Settings) -> None:
     """Carry out one parsed command."""
     url = settings.resolved_database_url
@@ -170,10 +181,14 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(verify_audit(settings, args.tenant))
     elif args.cmd == "create-tenant":
         print(admin.create_tenant(url, args.name))
+        print(f"tenant {args.name!r} created in {database_label(settings)}", file=sys.stderr)
     elif args.cmd == "create-key":
         key_id, key = admin.create_key(url, args.tenant, args.label)
         print(key)
-        print(f"key id {key_id}; store the key now, it is not shown again", file=sys.stderr)
+        print(
+            f"key id {key_id} in {database_label(settings)}; store the key now, it is not shown again",
+            file=sys.stderr,
+        )
     elif args.cmd == "revoke-key":
         admin.revoke_key(url, args.key_id)
         print(

@@ -91,6 +91,7 @@ def _new_row(tenant_id: str, mv: ModelVersion, ds: Dataset, target: str, slice_b
         slice_by=slice_by,
         progress=0.0,
         attempts=0,
+        created_at=utcnow(),  # when asked: a row scored in the request is flushed only after scoring
     )
 
 

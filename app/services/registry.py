@@ -73,7 +73,13 @@ def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
     if r.version_id is not None:
         mv = session.get(ModelVersion, r.version_id)
         if mv is None or mv.tenant_id != tenant_id:
-            raise NotFound(f"model version {ref!r} not found")
+            named = session.scalar(
+                select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == ref)
+            )
+            hint = (
+                f": {ref!r} is a model name; name one of its versions: {_ways_to_name(session, named)}" if named else ""
+            )
+            raise NotFound(f"model version {ref!r} not found{hint}")
         return mv
     rm = session.scalar(
         select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == r.name)
@@ -97,8 +103,25 @@ def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
         )
         mv = session.get(ModelVersion, vid) if vid else None
     if mv is None:
-        raise NotFound(f"model {ref!r} not found: no such version or alias")
+        raise NotFound(f"model {ref!r} not found: no such version or alias; use {_ways_to_name(session, rm)}")
     return mv
+
+
+def _ways_to_name(session: Session, rm: RegisteredModel) -> str:
+    """How to name the model's versions, for a 404: `name@latest`, its version range and its aliases."""
+    numbers = session.execute(
+        select(func.min(ModelVersion.version), func.max(ModelVersion.version)).where(
+            ModelVersion.registered_model_id == rm.id
+        )
+    ).one()
+    aliases = session.scalars(
+        select(ModelAlias.alias).where(ModelAlias.registered_model_id == rm.id).order_by(ModelAlias.alias).limit(20)
+    ).all()
+    ways = [f"{rm.name}@latest"]
+    if numbers[0] is not None:
+        ways.append(f"{rm.name}@<n> (versions {numbers[0]}..{numbers[1]})")
+    ways += [f"{rm.name}@{a}" for a in aliases]
+    return ", ".join(ways)
 
 
 def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:

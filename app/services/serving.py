@@ -226,7 +226,7 @@ def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -
     ]
     if not ignore_extra:
         details += [
-            {"field": f"header.{n}", "message": "unknown column (pass ignore_extra=true to ignore it)"}
+            {"field": f"header.{n}", "message": "unknown column (add ?ignore_extra=true to the URL to ignore it)"}
             for n in header
             if n not in model.names
         ]

@@ -39,6 +39,20 @@ def test_tenant_key_lifecycle(env, capsys) -> None:
         main(["create-key", "nobody"])
 
 
+def test_create_tenant_and_key_say_which_database(env, capsys, monkeypatch, tmp_path) -> None:
+    """Embedded mode's database is relative to the working directory (./var): the admin commands name the file they
+    wrote to, so a tenant created from another directory than the server's is not a silent 401 later."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NEURULES_DATA_DIR", "var")
+    main(["create-tenant", "acme"])
+    out = capsys.readouterr()
+    assert out.out.strip().startswith("tn_")  # stdout stays the id alone
+    assert str(tmp_path / "var" / "neurules.sqlite3") in out.err
+    main(["create-key", "acme"])
+    out = capsys.readouterr()
+    assert out.out.strip().startswith("nrk_") and str(tmp_path / "var" / "neurules.sqlite3") in out.err
+
+
 def test_migrate_config_reap(env, capsys) -> None:
     main(["migrate"])
     assert "migrated embedded database" in capsys.readouterr().out

@@ -157,3 +157,12 @@ def test_other_tenants_get_404(api, doc) -> None:
     own = api.client.get(f"/v1/models/{vb['id']}/evaluations", headers=api.h(api.key_b)).json()
     assert own["total"] == 0
     assert api.count("evaluations") == 1
+
+
+def test_an_evaluation_scored_in_the_request_is_created_before_it_finished(api, doc) -> None:
+    """`created_at` is when the request made it, not when the row was flushed after scoring."""
+    v = api.import_model(doc)
+    ds = upload(api, csv_bytes(labelled_rows(240, seed=5)))
+    ev = evaluate(api, v["id"], dataset_id=ds["id"]).json()
+    assert ev["state"] == "succeeded"
+    assert ev["created_at"] <= ev["finished_at"], (ev["created_at"], ev["finished_at"])

@@ -69,6 +69,29 @@ def test_unknown_model_or_alias_and_other_tenant(api, doc: dict[str, Any]) -> No
     assert api.client.get("/v1/registered-models/risk", headers=api.h(api.key_b)).status_code == 404
 
 
+def test_a_bare_name_or_unknown_alias_says_what_to_send(api, doc: dict[str, Any]) -> None:
+    """A registered model's bare name is not a version id: the 404 says how to name a version of it; an unknown
+    alias lists the model's aliases and versions. Another tenant learns nothing of them."""
+    api.import_model(doc)
+    api.import_model(doc)
+    assert api.client.put(
+        "/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h()
+    ).is_success
+    for path in ("/v1/models/risk", "/v1/models/risk/export"):
+        r = api.client.get(path, headers=api.h())
+        assert r.status_code == 404, path
+        msg = r.json()["error"]["message"]
+        assert "risk@latest" in msg and "risk@production" in msg, msg
+    r = api.client.post("/v1/models/risk/predict", json={"records": [{}]}, headers=api.h())
+    assert r.status_code == 404 and "risk@latest" in r.json()["error"]["message"]
+    r = api.client.get("/v1/models/risk@prod", headers=api.h())
+    assert r.status_code == 404
+    msg = r.json()["error"]["message"]
+    assert "production" in msg and "1..2" in msg, msg
+    other = api.client.get("/v1/models/risk", headers=api.h(api.key_b)).json()["error"]["message"]
+    assert "latest" not in other and "production" not in other, other
+
+
 def test_exports(api, doc: dict[str, Any]) -> None:
     v = api.import_model(doc)
     text = api.client.get(f"/v1/models/{v['id']}/export", headers=api.h()).text

@@ -196,6 +196,20 @@ def test_csv_batch_ignore_extra(sqlite_api, doc) -> None:
     assert r.status_code == 200 and r.text.splitlines()[1].startswith("0,high,")
 
 
+def test_csv_batch_extra_column_error_names_the_query_parameter(sqlite_api, doc) -> None:
+    """The 422 for an extra column tells a curl user where `ignore_extra` goes: the URL, not a form field."""
+    v = sqlite_api.import_model(doc)
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("x.csv", b"id,age,income,smoker\n7,61,3,yes\n", "text/csv")},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 422
+    assert r.json()["error"]["details"] == [
+        {"field": "header.id", "message": "unknown column (add ?ignore_extra=true to the URL to ignore it)"}
+    ]
+
+
 def test_body_over_the_limit_is_413_before_parsing(tmp_path, doc) -> None:
     from tests.conftest import make_api
 
