@@ -44,11 +44,12 @@ LEGACY = sa.table(  # audit_log as revision 0001 created it
 class BeforeChainWriter(AuditWriter):
     """The group-commit writer as it was before the chain: one plain INSERT per batch."""
 
-    def _write(self, rows: list[dict[str, Any]]) -> None:
+    def _write(self, rows: list[dict[str, Any]]) -> list[int]:
         if self._conn is None:
             self._conn = self.engine.connect()
         with self._conn.begin():
             self._conn.execute(sa.insert(LEGACY), [{k: v for k, v in r.items() if k != "missing_filled"} for r in rows])
+        return [0] * len(rows)  # no chain then: no place in it
 
 
 def upgrade_to(url: str, revision: str) -> None:

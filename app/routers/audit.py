@@ -25,6 +25,10 @@ def list_audit(
     principal: CurrentTenant,
     model_version_id: Annotated[str | None, Query()] = None,
     input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
+    seq: Annotated[
+        int | None,
+        Query(ge=1, le=2**63 - 1, description="the record at this place in the chain (a decision's `audit_seq`)"),
+    ] = None,
     before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="only records older than this id")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditList:
@@ -34,6 +38,7 @@ def list_audit(
         principal.tenant_id,
         model_version_id=model_version_id,
         input_digest=input_digest,
+        seq=seq,
         before_id=before_id,
         limit=limit,
     )

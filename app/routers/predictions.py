@@ -87,7 +87,9 @@ async def predict(
             results = await run_in_threadpool(predictions.decide_records, model, body.records, explain=mode)
         else:
             results = predictions.decide_records(model, body.records, explain=mode)
-    await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
+    seqs = await state.audit.write(predictions.audit_rows(principal, model, body.records, results))
+    for result, seq in zip(results, seqs, strict=True):
+        result["audit_seq"] = seq
     state.metrics.decided("json").inc(len(results))
     count_decisions(state, model, [r["rule_id"] for r in results])
     payload = {"model_version": model.ref(), "classes": list(model.rule_list.classes), "predictions": results}

@@ -91,6 +91,10 @@ class PredictionPublic(BaseModel):
     probability: float = Field(description="probability of the predicted class")
     probabilities: dict[str, float] = Field(description="class -> probability (sums to 1)")
     rule_id: int = Field(description="deciding rule: 1..k, 0 for the default rule")
+    audit_seq: int = Field(
+        description="the decision's audit record, committed before this answer: its place in the tenant's audit "
+        "chain (`GET /v1/audit?seq=...` returns it)"
+    )
     explanation: Explanation | None = None
     counterfactual: Counterfactual | None = Field(None, description='with `"explain": "counterfactual"` only')
 
@@ -119,6 +123,7 @@ class PredictionList(BaseModel):
                             "probability": 0.9111,
                             "probabilities": {"low": 0.0889, "high": 0.9111},
                             "rule_id": 1,
+                            "audit_seq": 318,
                             "explanation": {
                                 "rule_id": 1,
                                 "is_default": False,

@@ -76,11 +76,13 @@ def audit_rows(
     ]
 
 
-def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Chain and insert rows in the caller's transaction: one head lock per tenant, then one INSERT."""
+def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Chain and insert rows in the caller's transaction: one head lock per tenant, then one INSERT.
+
+    Returns each row's place in its tenant's chain (`seq`), in the order of `rows`.
+    """
     if isinstance(rows, ColumnRows) and len(set(rows.columns["tenant_id"])) == 1:
-        _append_columns(conn, rows)
-        return
+        return _append_columns(conn, rows)
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     chained = list(rows) if isinstance(rows, ColumnRows) else [dict(r) for r in rows]  # callers' dicts untouched
     for r in chained:
@@ -93,9 +95,10 @@ def append_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         moved.append({"t": tenant, "new_seq": seq, "new_hash": row_hash, "at": now})
     insert_rows(conn, chained)
     execute_fixed(conn, "move_head", moved)
+    return [r["seq"] for r in chained]
 
 
-def _append_columns(conn: Connection, rows: ColumnRows) -> None:
+def _append_columns(conn: Connection, rows: ColumnRows) -> list[int]:
     """`append_rows` for one tenant's rows held column-wise (a CSV chunk): linked and inserted as columns."""
     tenant = rows.columns["tenant_id"][0]
     head = lock_heads(conn, [tenant]).get(tenant, START)
@@ -104,6 +107,7 @@ def _append_columns(conn: Connection, rows: ColumnRows) -> None:
     execute_fixed(
         conn, "move_head", [{"t": tenant, "new_seq": links.head.seq, "new_hash": links.head.row_hash, "at": utcnow()}]
     )
+    return links.seq
 
 
 # built once: the statement cache then skips compiling them on every batch (~0.2 ms each on a busy VM)
@@ -280,12 +284,12 @@ def _create_heads(conn: Connection, tenants: list[str]) -> None:
     )
 
 
-def write_rows(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
-    """Chain and insert audit rows in one transaction (synchronous)."""
+def write_rows(engine: Engine, rows: Sequence[dict[str, Any]]) -> list[int]:
+    """Chain and insert audit rows in one transaction (synchronous); their chain `seq`s."""
     with engine.connect() as conn:
         prepare_heads(conn, rows)
         with conn.begin():
-            append_rows(conn, rows)
+            return append_rows(conn, rows)
 
 
 class ColumnRows(Sequence[dict[str, Any]]):
@@ -445,7 +449,7 @@ def _converted(values: list[Any], convert: Any) -> list[Any]:
     return values if convert is None or not values else _per_object(values, convert)
 
 
-Waiter = tuple[list[dict[str, Any]], asyncio.Future[None]]
+Waiter = tuple[list[dict[str, Any]], asyncio.Future[list[int]]]
 Handoff = tuple[asyncio.AbstractEventLoop, list[Waiter]]
 
 
@@ -472,17 +476,17 @@ class AuditWriter:
                     self._thread = threading.Thread(target=self._run, name="neurules-audit", daemon=True)
                     self._thread.start()
 
-    async def write(self, rows: list[dict[str, Any]]) -> None:
-        """Queue rows and wait until they are committed (Unavailable when they cannot be)."""
+    async def write(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Queue rows and wait until they are committed (Unavailable when they cannot be); their chain `seq`s."""
         self._ensure()
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[list[int]] = loop.create_future()
         pending = self._pending.get(loop)
         if pending is None:
             pending = self._pending[loop] = []
             loop.call_soon(self._hand_over, loop)
         pending.append((rows, fut))
-        await fut
+        return await fut
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         self._q.put((loop, self._pending.pop(loop)))
@@ -506,31 +510,38 @@ class AuditWriter:
                 batch.append(nxt)
                 n += sum(len(rows) for rows, _ in nxt[1])
             err: BaseException | None = None
+            seqs: list[int] = []
             try:
-                self._write([r for _, waiters in batch for rows, _ in waiters for r in rows])
+                seqs = self._write([r for _, waiters in batch for rows, _ in waiters for r in rows])
             except Exception as e:  # noqa: BLE001 -- the database is down or refused: fail the waiting requests
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
                 self._drop_connection()
+            at = 0
             for loop, waiters in batch:
+                settled = []
+                for rows, fut in waiters:
+                    settled.append((fut, seqs[at : at + len(rows)]))
+                    at += len(rows)
                 with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
-                    loop.call_soon_threadsafe(_settle, [fut for _, fut in waiters], err)
+                    loop.call_soon_threadsafe(_settle, settled, err)
 
-    def _write(self, rows: list[dict[str, Any]]) -> None:
+    def _write(self, rows: list[dict[str, Any]]) -> list[int]:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
             try:
                 prepare_heads(self._conn, rows)
                 trans = self._conn.begin()
-                append_rows(self._conn, rows)
+                seqs = append_rows(self._conn, rows)
             except DBAPIError as e:
                 self._drop_connection()
                 if attempt == 0 and e.connection_invalidated:
                     continue  # the kept connection died while idle (the database restarted); nothing was written
                 raise
             trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
-            return
+            return seqs
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -546,12 +557,12 @@ class AuditWriter:
         self._drop_connection()
 
 
-def _settle(futures: list[asyncio.Future[None]], err: BaseException | None) -> None:
-    for fut in futures:
+def _settle(settled: list[tuple[asyncio.Future[list[int]], list[int]]], err: BaseException | None) -> None:
+    for fut, seqs in settled:
         if fut.done():
             continue
         if err is None:
-            fut.set_result(None)
+            fut.set_result(seqs)
         else:
             fut.set_exception(
                 Unavailable("the audit log could not be written; the decision was not returned", dependency="audit")
@@ -575,6 +586,7 @@ def list_records(
     *,
     model_version_id: str | None = None,
     input_digest: str | None = None,
+    seq: int | None = None,
     before_id: int | None = None,
     limit: int,
 ) -> list[AuditRecord]:
@@ -584,6 +596,8 @@ def list_records(
         q = q.where(AuditRecord.model_version_id == model_version_id)
     if input_digest:
         q = q.where(AuditRecord.input_digest == input_digest)
+    if seq is not None:
+        q = q.where(AuditRecord.seq == seq)
     if before_id:
         q = q.where(AuditRecord.id < before_id)
     return list(session.scalars(q.order_by(AuditRecord.id.desc()).limit(limit)).all())

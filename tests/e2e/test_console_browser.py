@@ -158,6 +158,8 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
         r = console.api.post("/v1/models/heart@1/predict", json={"records": [as_record(row)]})
         answer = r.json()["predictions"][0]
         expect(page.locator(".decision-value")).to_have_text(str(answer["prediction"]))
+        # the console's decision was audited just before this one, as the record before it in the chain
+        expect(page.get_by_text(f"record {answer['audit_seq'] - 1} of this tenant's audit chain")).to_be_visible()
         if answer["explanation"]["not_fired"]:
             break
         page.get_by_role("button", name="Decide", exact=True).focus()

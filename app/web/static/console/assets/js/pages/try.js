@@ -123,7 +123,7 @@ function answerView(res, doc, apply) {
       "Decision",
       h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
       classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
-      h("p", { class: "muted small", text: "This decision was recorded in the audit log, like any other." }),
+      h("p", { class: "muted small", text: `This decision was recorded in the audit log, like any other: record ${p.audit_seq} of this tenant's audit chain.` }),
     ),
     section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, h("code", { text: ex.rule_text })), conditionsTable(ex.conditions)),
     section("Earlier rules that did not fire", notFiredList(ex.not_fired)),
