@@ -95,6 +95,11 @@ class PredictionPublic(BaseModel):
         description="the decision's audit record, committed before this answer: its place in the tenant's audit "
         "chain (`GET /v1/audit?seq=...` returns it)"
     )
+    unseen_categories: dict[str, Any] | None = Field(
+        None,
+        description="only when the record holds categorical values training never saw: feature -> value as sent; "
+        "such a value is decided as any value outside a condition's set (check for a typo)",
+    )
     explanation: Explanation | None = None
     counterfactual: Counterfactual | None = Field(None, description='with `"explain": "counterfactual"` only')
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.services.csvdata import MISSING_TOKENS, Table, to_float
 from app.services.errors import Invalid
-from models.rulelist import RuleList, decision_table, label_key
+from models.rulelist import CategoryKey, RuleList, category_key, decision_table, label_key
 
 MAX_ERROR_DETAILS = 50
 FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as a number
@@ -48,6 +48,7 @@ class ServedModel:
     categorical: frozenset[str]
     names: frozenset[str]
     class_keys: tuple[str, ...]
+    levels: tuple[tuple[str, frozenset[CategoryKey]], ...] = ()  # each categorical feature's training levels
 
     @classmethod
     def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
@@ -65,11 +66,27 @@ class ServedModel:
             categorical,
             numeric | categorical,
             tuple(class_key(c) for c in rl.classes),
+            tuple((f.name, frozenset(f.categories)) for f in rl.features if f.type == "categorical"),
         )
 
     def ref(self) -> dict[str, Any]:
         """The `model_version` block of a prediction answer."""
         return {"id": self.version_id, "name": self.name, "version": self.version}
+
+
+def unseen_categories(model: ServedModel, record: dict[str, Any]) -> dict[str, Any]:
+    """The record's categorical values that training never saw (missing aside): feature -> value as sent.
+
+    They are decided as any value outside a condition's set, so a typo ("United States" for
+    "United-States") decides without an error; the answer says so.
+    """
+    out = {}
+    for name, seen in model.levels:
+        value = record.get(name)
+        key = category_key(value)
+        if key is not None and key not in seen:
+            out[name] = value
+    return out
 
 
 def class_key(c: Any) -> str:
@@ -190,23 +207,31 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
                 "probabilities": dict(zip(keys, probs, strict=True)),
                 "rule_id": ex["rule_id"],
             }
+            _flag_unseen(model, rec, item)
             if explain:
                 item["explanation"] = ex
             out.append(item)
         return out
     ids = rl.apply(records)
-    for i, rid in enumerate(ids.tolist()):
+    for i, (rec, rid) in enumerate(zip(records, ids.tolist(), strict=True)):
         probs = rl.rule(rid).probabilities
-        out.append(
-            {
-                "index": i,
-                "prediction": _label(rl.prediction_of(rid)),
-                "probability": max(probs),
-                "probabilities": dict(zip(keys, probs, strict=True)),
-                "rule_id": rid,
-            }
-        )
+        item = {
+            "index": i,
+            "prediction": _label(rl.prediction_of(rid)),
+            "probability": max(probs),
+            "probabilities": dict(zip(keys, probs, strict=True)),
+            "rule_id": rid,
+        }
+        _flag_unseen(model, rec, item)
+        out.append(item)
     return out
+
+
+def _flag_unseen(model: ServedModel, record: dict[str, Any], item: dict[str, Any]) -> None:
+    if model.levels:
+        unseen = unseen_categories(model, record)
+        if unseen:
+            item["unseen_categories"] = unseen
 
 
 def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = False) -> list[dict[str, Any]]:

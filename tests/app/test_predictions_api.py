@@ -252,3 +252,17 @@ def test_audit_endpoint_is_tenant_scoped(api, doc) -> None:
     older = api.client.get("/v1/audit", params={"before_id": page["items"][0]["id"]}, headers=api.h()).json()
     assert len(older["items"]) == 1
     assert api.client.get("/v1/audit", headers=api.h(api.key_b)).json()["items"] == []
+
+
+@pytest.mark.parametrize("explain", ["true", "false"])
+def test_unseen_categories_are_named_in_the_answer(sqlite_api, doc, explain: str) -> None:
+    """A categorical value training never saw is decided (as outside every set) and named; missing is not unseen."""
+    v = sqlite_api.import_model(doc)
+    records = [{**REC_HIGH, "smoker": "Yes "}, REC_HIGH, REC_DEFAULT, {**REC_POOR, "smoker": 1}]
+    r = predict(sqlite_api, v["id"], records, explain=explain)
+    assert r.status_code == 200, r.text
+    answers = r.json()["predictions"]
+    assert [a.get("unseen_categories") for a in answers] == [{"smoker": "Yes "}, None, None, {"smoker": 1}]
+    assert answers[0]["rule_id"] != 1  # rule 1 needs smoker in {yes}: the typo does not pass it
+    many = predict(sqlite_api, v["id"], records * 20, explain="false").json()["predictions"]  # the vectorised path
+    assert [a.get("unseen_categories") for a in many] == [a.get("unseen_categories") for a in answers] * 20
