@@ -217,7 +217,11 @@ def take_sqlite_write_lock(conn: Connection) -> bool:
 
 
 def _busy_timeout(conn: Connection) -> int:
-    """The connection's SQLite busy timeout (ms), read once per DBAPI connection: only the lock wait changes it."""
+    """The connection's SQLite busy timeout (ms), read once per DBAPI connection (the pool clears `info` on reconnect).
+
+    Assumes nothing but `take_sqlite_write_lock` changes it after the connect-time PRAGMA (`app.db`): a later
+    change would be reset to the first value read after the next audit write.
+    """
     info = conn.connection.info  # lives as long as the DBAPI connection
     if "sqlite_busy_timeout" not in info:
         raw = conn.connection.dbapi_connection
