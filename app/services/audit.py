@@ -160,7 +160,7 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
         if not take_sqlite_write_lock(conn):  # a transaction was open already: its first write takes the lock
             _create_heads(conn, tenants)
             return _read_heads(conn, tenants, lock=False)
-        heads = _read_sqlite_heads(conn, tenants)
+        heads = _read_heads(conn, tenants, lock=False)
         missing = [t for t in tenants if t not in heads]
         if missing:  # with the write lock held no other process can be creating them
             _create_heads(conn, missing)
@@ -267,16 +267,11 @@ def _ensure_heads_in(conn: Connection, tenants: list[str]) -> None:
 
 
 def _read_heads(conn: Connection, tenants: list[str], *, lock: bool) -> dict[str, Link]:
+    if len(tenants) == 1 and not lock:  # the usual batch: one tenant, as precompiled SQL
+        row = execute_fixed(conn, "head", [{"t": tenants[0]}]).first()
+        return {} if row is None else {tenants[0]: Link(row[0], row[1])}
     rows = conn.execute(_LOCK_HEADS if lock else _HEADS, {"tenants": tenants})
     return {t: Link(seq, h) for t, seq, h in rows}
-
-
-def _read_sqlite_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
-    """The existing heads of `tenants` (SQLite, the write lock held); one tenant's as precompiled SQL."""
-    if len(tenants) != 1:
-        return _read_heads(conn, tenants, lock=False)
-    row = execute_fixed(conn, "head", [{"t": tenants[0]}]).first()
-    return {} if row is None else {tenants[0]: Link(row[0], row[1])}
 
 
 def _create_heads(conn: Connection, tenants: list[str]) -> None:

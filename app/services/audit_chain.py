@@ -92,7 +92,7 @@ class Links:
 
 def link_columns(columns: Mapping[str, Sequence[Any]], n: int, head: Link) -> Links:
     """Link `n` rows of one tenant given column-wise (at least BODY_COLUMNS), in order, after `head`."""
-    bodies = [canonical_body({k: columns[k][0] for k in BODY_COLUMNS})] if n == 1 else canonical_bodies(columns, n)
+    bodies = canonical_bodies(columns, n)
     seqs = list(range(head.seq + 1, head.seq + n + 1))
     hashes: list[str] = []
     add = hashes.append
@@ -112,8 +112,8 @@ def canonical_bodies(columns: Mapping[str, Sequence[Any]], n: int) -> list[str]:
     one object goes into a template as text and the others are filled in per row
     (tests/app/test_audit_chain.py and tests/app/test_batch.py check the result against `canonical_body`).
     """
-    if not n:
-        return []
+    if n <= 1:  # one row (a single-record request): encoded as it is, without the template
+        return [canonical_body({k: columns[k][0] for k in BODY_COLUMNS})] if n else []
     pieces: list[str] = []  # the template's fixed text between varying columns
     varying: list[Sequence[str]] = []
     text = "{"

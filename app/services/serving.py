@@ -48,7 +48,7 @@ class ServedModel:
     categorical: frozenset[str]
     names: frozenset[str]
     class_keys: tuple[str, ...]
-    levels: tuple[tuple[str, frozenset[CategoryKey]], ...] = ()  # each categorical feature's training levels
+    levels: tuple[tuple[str, frozenset[CategoryKey]], ...]  # each categorical feature's training levels
 
     @classmethod
     def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
