@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,8 +105,20 @@ def fit_frame(X: Any) -> pd.DataFrame:
         if len(X.columns) and not _string_names(X):
             X = X.copy()
             X.columns = [f"x{i}" for i in range(X.shape[1])]
-        return X
-    return to_frame(X)
+    else:
+        X = to_frame(X)
+    _check_names(list(X.columns))
+    return X
+
+
+def _check_names(names: list[str]) -> None:
+    """Every column needs its own non-blank name: the rule-list document refers to features by name."""
+    for i, name in enumerate(names):
+        if not str(name).strip():
+            raise ValueError(f"column {i} has a blank name {name!r}: give every feature column a name")
+    duplicated = sorted(str(n) for n, count in Counter(names).items() if count > 1)
+    if duplicated:
+        raise ValueError(f"duplicate column name(s) {duplicated}: give every feature column its own name")
 
 
 def predict_frame(X: Any, names: list[str], names_in: list[str] | None, estimator: str) -> pd.DataFrame:

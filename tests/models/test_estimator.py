@@ -194,3 +194,14 @@ def test_only_class_present_is_an_error() -> None:
     X, _ = toy_frame(50)
     with pytest.raises(ValueError, match="class"):
         NeuRulesClassifier(**FAST).fit(X, np.zeros(50))
+
+
+@pytest.mark.parametrize(
+    ("columns", "match"),
+    [(["a", "a", "b"], "duplicate column name.*'a'"), (["a", " ", "b"], "column 1 has a blank name")],
+)
+def test_column_names_the_document_cannot_hold_are_an_error(columns: list[str], match: str) -> None:
+    rng = np.random.default_rng(5)
+    X = pd.DataFrame(rng.normal(size=(40, 3)), columns=columns)
+    with pytest.raises(ValueError, match=match):
+        NeuRulesClassifier(epochs=2, n_restarts=1).fit(X, (X.iloc[:, 0] > 0).astype(int))
