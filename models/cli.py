@@ -14,6 +14,18 @@ import pandas as pd
 from models.rulelist import RuleList, decision_table
 
 
+def _labels(data: str, parsed: pd.Series) -> np.ndarray:
+    """The target as pandas parses it, unless parsing merges labels (`007` and `7`, `1` and `1.0`)
+    or reads them as fractional numbers (`1.5`): then the labels as written, as strings."""
+    if parsed.dtype.kind not in "fiu":
+        return np.asarray(parsed.to_numpy())
+    text = pd.read_csv(data, usecols=[parsed.name], dtype=str)[parsed.name]
+    known = parsed.dropna()
+    if text.nunique() != known.nunique() or not bool((known == known.round()).all()):
+        return np.asarray(text.to_numpy(dtype=object))
+    return np.asarray(parsed.to_numpy())
+
+
 def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
@@ -25,7 +37,7 @@ def _fit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    y = df[args.target].to_numpy()
+    y = _labels(args.data, df[args.target])
     X = df.drop(columns=[args.target])
     params: dict[str, Any] = {
         "n_rules": args.rules,

@@ -84,3 +84,18 @@ def test_bad_target_is_a_clean_error(tmp_path: Path) -> None:
     pd.DataFrame({"a": [1, 2], "b": [0, 1]}).to_csv(data, index=False)
     res = _run("fit", str(data), "--target", "nope", "--out", str(tmp_path / "m.json"))
     assert res.returncode == 2 and "nope" in res.stderr
+
+
+def test_labels_that_read_as_the_same_number_stay_apart(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=60)
+    data = tmp_path / "codes.csv"
+    pd.DataFrame({"a": a, "code": np.where(a > 0, "007", "7")}).to_csv(data, index=False)
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "code", "--epochs", "3", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(model.read_text())["classes"] == ["007", "7"]
+    data.write_text("a,grade\n" + "".join(f"{v},{1.5 if v > 0 else 2.5}\n" for v in a))
+    res = _run("fit", str(data), "--target", "grade", "--epochs", "3", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(model.read_text())["classes"] == ["1.5", "2.5"]
