@@ -50,9 +50,15 @@ def _is_missing_number(value: Any) -> bool:
 
 
 def format_number(x: float) -> str:
-    """Render a threshold compactly for people (SQL/Python exports use the exact value)."""
+    """Render a threshold compactly for people (SQL/Python exports use the exact value): 6
+    significant digits, or as many as a short decimal needs (snapped thresholds are short; a
+    threshold between 1700000000 and 1700000001 reads 1700000000.5, not 1.7e+09)."""
     if float(x).is_integer() and abs(x) < 1e15:
         return str(int(x))
+    for digits in range(6, 16):
+        text = f"{x:.{digits}g}"
+        if float(text) == x:
+            return text
     return f"{x:.6g}"
 
 

@@ -268,3 +268,12 @@ def test_two_valued_numeric_features_read_as_equalities() -> None:
     bad["features"][-1]["values"] = [1.0, 0.0]
     with pytest.raises(ValueError, match=r"features\[4\].values"):
         RuleList.from_dict(bad)
+
+
+def test_short_thresholds_render_every_digit_they_have() -> None:
+    from models.rulelist import Condition
+
+    stamp = Condition(feature="ts", op="between", low=1700000000.5, high=1700000002.5)
+    assert stamp.text() == "1700000000.5 <= ts <= 1700000002.5"  # was 1.7e+09 <= ts <= 1.7e+09
+    assert Condition(feature="t", op="between", high=1.0000000003).text() == "t <= 1.0000000003"
+    assert Condition(feature="t", op="between", low=0.1 + 0.2).text() == "t >= 0.3"  # not short: 6 digits
