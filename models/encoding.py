@@ -104,6 +104,11 @@ def is_numeric_column(col: pd.Series) -> bool:
     """True for numeric dtypes and object columns holding only numbers / missing values."""
     if pd.api.types.is_bool_dtype(col.dtype):
         return False
+    if pd.api.types.is_datetime64_any_dtype(col.dtype) or pd.api.types.is_timedelta64_dtype(col.dtype):
+        raise ValueError(
+            f"feature {col.name!r} holds dates or durations ({col.dtype}): convert it to numbers "
+            "(e.g. days since a reference date) or to text categories"
+        )
     if isinstance(col.dtype, pd.CategoricalDtype):
         return False
     if pd.api.types.is_numeric_dtype(col.dtype):

@@ -88,6 +88,22 @@ def test_bool_column_is_categorical_and_infinity_is_rejected() -> None:
         TabularEncoder().fit(bad)
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        pd.date_range("2024-01-01", periods=5, freq="h"),
+        pd.date_range("2024-01-01", periods=5, freq="h", tz="UTC"),
+        pd.to_timedelta(np.arange(5), unit="s"),
+    ],
+)
+def test_date_and_duration_columns_are_rejected_with_their_name(values: object) -> None:
+    # they were categories keyed as Timestamp text in training but as numpy datetime64 text by
+    # the rule list, so the served list disagreed with the network on training rows
+    df = _frame().assign(when=values)
+    with pytest.raises(ValueError, match="feature 'when' holds dates or durations"):
+        TabularEncoder().fit(df)
+
+
 def test_numeric_object_column_and_arrays() -> None:
     df = pd.DataFrame({"a": np.array([1, 2.5, None, 4], dtype=object), "b": ["x", "y", "x", "y"]})
     enc = TabularEncoder().fit(df)
