@@ -63,6 +63,8 @@ def check_targets(y: Any) -> np.ndarray:
             raise ValueError("Unknown label type: continuous. Only classification targets are supported.")
     if arr.dtype.kind == "O" and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in arr):
         raise ValueError("Input y contains NaN or None.")
+    if arr.dtype.kind == "O" and len({isinstance(v, str) for v in arr}) > 1:
+        raise ValueError("Mix of label input types (string and number): give y labels of one type.")
     return arr
 
 

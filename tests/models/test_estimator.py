@@ -205,3 +205,10 @@ def test_column_names_the_document_cannot_hold_are_an_error(columns: list[str], 
     X = pd.DataFrame(rng.normal(size=(40, 3)), columns=columns)
     with pytest.raises(ValueError, match=match):
         NeuRulesClassifier(epochs=2, n_restarts=1).fit(X, (X.iloc[:, 0] > 0).astype(int))
+
+
+def test_labels_mixing_strings_and_numbers_are_a_value_error() -> None:
+    X, _ = toy_frame(20)
+    y = np.array([1, "b"] * 10, dtype=object)  # np.unique raised TypeError: '<' not supported
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        NeuRulesClassifier(**FAST).fit(X, y)
