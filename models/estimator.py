@@ -19,7 +19,7 @@ from models.crossfit import KindChoice, auto_folds
 from models.metrics import weighted_f1
 from models.params import check_params
 from models.rulelist import RuleList
-from models.validation import TrainingData, document_labels, fit_frame, predict_frame, training_data
+from models.validation import TrainingData, check_targets, document_labels, fit_frame, predict_frame, training_data
 
 if TYPE_CHECKING:
     import torch
@@ -437,7 +437,9 @@ class NeuRulesClassifier:
 
         Zv = torch.tensor(enc.encoder.transform(to_frame(eval_set[0], self._feature_names)), dtype=torch.float32)
         Zv = Zv.to(device)
-        yv = np.asarray(eval_set[1])
+        yv = check_targets(eval_set[1])
+        if len(yv) != len(Zv):  # checked before training, not at the first scoring epoch
+            raise ValueError(f"eval_set: X has {len(Zv)} rows but y has {len(yv)} labels")
         classes = data.classes
 
         def score(net: SoftRuleList) -> float:

@@ -116,6 +116,14 @@ def test_callback_progress_and_eval_set() -> None:
     assert all(p["val_score"] is None for p in without)
 
 
+def test_eval_set_of_another_length_is_an_error_before_training() -> None:
+    X, y = toy_frame(60)
+    seen: list[dict] = []
+    with pytest.raises(ValueError, match="eval_set: X has 60 rows but y has 10 labels"):
+        NeuRulesClassifier(epochs=10, n_restarts=1).fit(X, y, callback=seen.append, eval_set=(X, y[:10]))
+    assert seen == []  # it was a numpy broadcast error at the first scoring epoch
+
+
 def test_callback_can_cancel() -> None:
     X, y = toy_frame()
     clf = NeuRulesClassifier(epochs=50, n_restarts=1, random_state=0)
