@@ -565,13 +565,23 @@ class NeuRulesClassifier:
             raise ValueError(f"stage must be one of {STAGES[1:]} of a fitted network, got {stage!r}")
         enc = encode_with(self.encoder_, frame)
         labels = document_labels(self.classes_)
-        index = {c: i for i, c in enumerate(self.classes_)}
-        per_row = np.asarray([labels[index[v]] for v in np.asarray(y)], dtype=object)
+        per_row = np.asarray([labels[i] for i in self._class_indices(y, len(frame))], dtype=object)
         grids = enc.grids(np.arange(len(frame)))
         net = self.stage_networks_[stage]
         return extract_rule_list(
             net, self.encoder_, grids, frame, per_row, labels, float(self.smoothing), {}, network_consequents=True
         )
+
+    def _class_indices(self, y: Any, n_rows: int) -> list[int]:
+        """Each label's index in `classes_`; ValueError for another length or an unknown label."""
+        y_arr = check_targets(y)
+        if len(y_arr) != n_rows:
+            raise ValueError(f"X has {n_rows} rows but y has {len(y_arr)} labels")
+        index = {c: i for i, c in enumerate(self.classes_)}
+        unknown = sorted({repr(v.item() if isinstance(v, np.generic) else v) for v in y_arr if v not in index})
+        if unknown:
+            raise ValueError(f"y holds labels the model was not fitted on: {', '.join(unknown[:5])}")
+        return [index[v] for v in y_arr]
 
     def predict_network(self, X: Any, stage: str = "trained") -> np.ndarray:
         """Classes of the kept restart's network at zero temperature, as gradient training left it

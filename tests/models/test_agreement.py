@@ -48,3 +48,14 @@ def test_the_network_read_off_as_a_list_predicts_as_the_network() -> None:
         assert np.array_equal(audit.predict(X[300:]), clf.predict_network(X[300:], stage=stage)), stage
     with pytest.raises(ValueError, match="stage"):
         clf.network_rule_list(X[:300], y[:300], stage="annealed")
+
+
+def test_the_audit_copy_names_labels_it_cannot_count() -> None:
+    from tests.models.conftest import toy_frame
+
+    X, y = toy_frame(60)
+    clf = NeuRulesClassifier(random_state=0, epochs=3, n_restarts=1).fit(X, y)
+    with pytest.raises(ValueError, match="not fitted on: '0', '1'"):  # was KeyError: np.int64(0)
+        clf.network_rule_list(X, y.astype(str))
+    with pytest.raises(ValueError, match="X has 60 rows but y has 59 labels"):
+        clf.network_rule_list(X, y[:59])
