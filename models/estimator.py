@@ -297,7 +297,13 @@ class NeuRulesClassifier:
 
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}") from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r}: CUDA is not available here (device='auto' uses the CPU)")
+        return device
 
     def _initialise(
         self, data: TrainingData, enc: Encoded, seed: int

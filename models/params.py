@@ -46,6 +46,10 @@ def check_params(params: Mapping[str, Any]) -> None:
     _positive_int(params, "n_restarts", ("auto",))
     _positive_int(params, "max_candidates", (None,))
     _selection_folds(params["selection_folds"])
+    for name, low in (("random_state", 0), ("n_threads", 0)):
+        value = params[name]
+        if value is not None and (not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low):
+            raise ValueError(f"{name} must be None or an int >= {low}, got {value!r}")
     if not params["lr"] > 0:
         raise ValueError(f"lr must be > 0, got {params['lr']!r}")
     if not 0 <= params["min_support"] <= params["max_support"] <= 1:

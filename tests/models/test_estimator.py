@@ -166,6 +166,12 @@ def test_parameters_are_checked_with_their_name() -> None:
     for bad, name in (({"max_conditions": 0}, "max_conditions"), ({"eps": 0.1}, "eps"), ({"epochs": "x"}, "epochs")):
         with pytest.raises(ValueError, match=name):
             NeuRulesClassifier(**bad).fit(X, y)
+    # these were torch's RuntimeError / ValueError('expected non-negative integer') without the name
+    for bad, name in (({"random_state": -1}, "random_state"), ({"n_threads": -1}, "n_threads")):
+        with pytest.raises(ValueError, match=name):
+            NeuRulesClassifier(epochs=2, n_restarts=1, **bad).fit(X, y)
+    with pytest.raises(ValueError, match="device must be"):
+        NeuRulesClassifier(epochs=2, n_restarts=1, device="gpu").fit(X, y)
 
 
 def test_max_conditions_bounds_every_rule() -> None:
