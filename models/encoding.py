@@ -71,13 +71,22 @@ def default_feature_names(n: int) -> list[str]:
     return [f"x{i}" for i in range(n)]
 
 
+def as_array(X: Any) -> np.ndarray:
+    """X as a numpy array; rows given as lists that mix numbers and text keep each value's type
+    (numpy would turn every value into text, and the numeric columns into categories)."""
+    arr = np.asarray(X)
+    if arr.dtype.kind in "US" and not isinstance(X, np.ndarray):
+        arr = np.asarray(X, dtype=object)
+    return arr
+
+
 def to_frame(X: Any, feature_names: list[str] | None = None) -> pd.DataFrame:
     """Turn a DataFrame, 2-D array, dict of columns or list of records into a DataFrame."""
     if isinstance(X, pd.DataFrame):
         return X
     if isinstance(X, dict) or (isinstance(X, list) and X and isinstance(X[0], dict)):
         return pd.DataFrame(X)
-    arr = np.asarray(X)
+    arr = as_array(X)
     if arr.ndim == 1:
         raise ValueError(
             "Expected 2D array, got 1D array instead. Reshape your data either using "

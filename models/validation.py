@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.encoding import to_frame
+from models.encoding import as_array, to_frame
 from models.rulelist import ClassLabel, json_label
 
 
@@ -143,7 +143,7 @@ def predict_frame(X: Any, names: list[str], names_in: list[str] | None, estimato
         return X
     if isinstance(X, (dict, list)) and X and (isinstance(X, dict) or isinstance(X[0], dict)):
         return to_frame(X)
-    arr = np.asarray(X)
+    arr = as_array(X)
     if arr.ndim != 2:
         to_frame(arr)  # raises the informative error
     if names_in is not None:

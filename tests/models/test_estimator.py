@@ -226,3 +226,11 @@ def test_labels_mixing_strings_and_numbers_are_a_value_error() -> None:
     y = np.array([1, "b"] * 10, dtype=object)  # np.unique raised TypeError: '<' not supported
     with pytest.raises(ValueError, match="Mix of label input types"):
         NeuRulesClassifier(**FAST).fit(X, y)
+
+
+def test_rows_as_lists_mixing_numbers_and_text_keep_numeric_columns() -> None:
+    X, y = toy_frame(80)
+    rows = X[["age", "city"]].to_numpy().tolist()  # [[63.0, 'paris'], ...]: numpy made every value text
+    clf = NeuRulesClassifier(epochs=3, n_restarts=1, random_state=0).fit(rows, y)
+    assert [f.type for f in clf.rule_list_.features] == ["numeric", "categorical"]
+    assert np.array_equal(clf.predict(rows), clf.rule_list_.predict(X[["age", "city"]].set_axis(["x0", "x1"], axis=1)))
