@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 STAGES = ("annealed", "pruned", "tuned", "trained", "final")
 
 
+def _json_param(value: Any) -> Any:
+    """A parameter as JSON for the document's metadata: numpy scalars (a grid search's
+    np.arange values) as Python numbers, tuples as lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple | list):
+        return [_json_param(v) for v in value]
+    return value
+
+
 class NeuRulesClassifier:
     """NeuRules: learns a crisp rule list by gradient descent on its continuous relaxation.
 
@@ -455,7 +465,7 @@ class NeuRulesClassifier:
         return score
 
     def _metadata(self, seed: int, n_train: int, extra: Mapping[str, Any]) -> dict[str, Any]:
-        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
+        params = {k: _json_param(v) for k, v in self.get_params().items()}
         return {"learner": "NeuRules", "params": params, "seed": seed, "n_train": n_train, **extra}
 
     def _select(self, trained: Trained, enc: Encoded) -> int:

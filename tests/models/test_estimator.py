@@ -161,6 +161,20 @@ def test_rule_list_document_round_trip_and_exports() -> None:
     assert clf.rule_list_.explain(rec)["rule_id"] == int(clf.apply(X.iloc[[0]])[0])
 
 
+def test_numpy_parameters_give_a_json_document() -> None:
+    X, y = toy_frame(60)  # as a grid search over np.arange(...) / np.float32 values sets them
+    params = {
+        "n_rules": np.int64(3),
+        "lr": np.float32(0.05),
+        "random_state": np.int64(1),
+        "t_pi": (np.float32(0.2), 0.04),
+    }
+    clf = NeuRulesClassifier(epochs=2, n_restarts=1, **params).fit(X, y)
+    doc = json.loads(json.dumps(clf.rule_list_.to_dict()))  # was TypeError: int64 is not JSON serializable
+    assert doc["metadata"]["params"]["n_rules"] == 3 and doc["metadata"]["params"]["t_pi"] == pytest.approx([0.2, 0.04])
+    assert np.array_equal(RuleList.from_dict(doc).predict(X), clf.predict(X))
+
+
 def test_parameters_are_checked_with_their_name() -> None:
     X, y = toy_frame(50)
     for bad, name in (({"max_conditions": 0}, "max_conditions"), ({"eps": 0.1}, "eps"), ({"epochs": "x"}, "epochs")):
