@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:  # OSError: missing file, a directory, no permission
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

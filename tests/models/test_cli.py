@@ -99,3 +99,10 @@ def test_labels_that_read_as_the_same_number_stay_apart(tmp_path: Path) -> None:
     res = _run("fit", str(data), "--target", "grade", "--epochs", "3", "--quiet", "--out", str(model))
     assert res.returncode == 0, res.stderr
     assert json.loads(model.read_text())["classes"] == ["1.5", "2.5"]
+
+
+def test_unreadable_paths_are_a_clean_error(tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": [1, 2], "b": [0, 1]}).to_csv(data, index=False)
+    res = _run("predict", str(tmp_path), str(data))  # a directory as the model: was a traceback
+    assert res.returncode == 2 and res.stderr.startswith("error:") and "Traceback" not in res.stderr
