@@ -240,6 +240,9 @@ def test_labels_mixing_strings_and_numbers_are_a_value_error() -> None:
     y = np.array([1, "b"] * 10, dtype=object)  # np.unique raised TypeError: '<' not supported
     with pytest.raises(ValueError, match="Mix of label input types"):
         NeuRulesClassifier(**FAST).fit(X, y)
+    text = pd.Series(["a", "b"] * 10, dtype="string").where(np.arange(20) != 3)  # pd.NA: was a TypeError too
+    with pytest.raises(ValueError, match="NaN or None"):
+        NeuRulesClassifier(**FAST).fit(X, text)
 
 
 def test_rows_as_lists_mixing_numbers_and_text_keep_numeric_columns() -> None:
