@@ -27,6 +27,22 @@ def test_invalid_document_is_422_naming_the_path(api, doc: dict[str, Any]) -> No
     assert api.count("model_versions") == 0 and api.count("registered_models") == 0
 
 
+def test_classes_with_the_same_text_are_refused(api, doc: dict[str, Any]) -> None:
+    """`1` and `"1"` (or `true` and `"true"`) are distinct JSON values but one key of `probabilities` and one
+    `p_<class>` column: such a document was stored, then answers lost a class's probability and evaluations
+    answered 500. It is refused at import, naming `rule_list.classes`, and nothing is written."""
+    for classes in ([1, "1"], [True, "true"]):
+        doc["classes"] = classes
+        r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
+        assert r.status_code == 422, (classes, r.status_code, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_rule_list" and err["details"][0]["field"] == "rule_list.classes", err
+        assert repr(classes[1]) in err["message"], err
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+    doc["classes"] = [1, "one"]  # distinct as text: fine
+    assert api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h()).status_code == 201
+
+
 def test_aliases_move(api, doc: dict[str, Any]) -> None:
     v1, v2 = api.import_model(doc), api.import_model(doc)
     r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
