@@ -17,8 +17,9 @@ from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
 from models.rulelist import RuleList, label_key
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+# \Z, not $: `$` also matches before a final newline, which let "risk\n" through as a name
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
 LATEST = "latest"
 
 
@@ -39,7 +40,7 @@ def parse_ref(ref: str) -> Ref:
     name, _, tail = ref.partition("@")
     if not NAME_RE.match(name) or not tail:
         raise NotFound(f"model {ref!r} not found: use a version id or name@alias")
-    if tail.isdigit():
+    if tail.isascii() and tail.isdigit():  # str.isdigit() alone is true of '²', which int() refuses
         if len(tail) > 10 or int(tail) > 2**31 - 1:  # beyond the version column: no such version
             raise NotFound(f"model {ref!r} not found: no such version")
         return Ref(name=name, number=int(tail))

@@ -75,6 +75,32 @@ def test_alias_errors(api, doc: dict[str, Any]) -> None:
     )
 
 
+def test_names_aliases_and_refs_are_checked_whole(api, doc: dict[str, Any]) -> None:
+    """A final newline is not part of a valid name or alias (the check used `$`, which matches before one), and
+    a version number is ASCII digits: `risk@²` answered 500 (str.isdigit() holds, int() refuses)."""
+    h = api.h()
+    r = api.client.post("/v1/models", json={"name": "risk\n", "rule_list": doc}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "name", r.text
+    assert api.count("registered_models") == 0
+    api.import_model(doc)
+    r = api.client.put("/v1/registered-models/risk/aliases/prod%0A", json={"version": 1}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "alias", r.text
+    assert api.client.get("/v1/registered-models/risk", headers=h).json()["aliases"] == {}
+    for ref in ("risk@%C2%B2", "risk@%D9%A1"):  # superscript two; Arabic-Indic digit one
+        for method, path, kw in (
+            ("GET", f"/v1/models/{ref}", {}),
+            ("POST", f"/v1/models/{ref}/predict", {"json": {"records": [{"age": 1, "income": 1, "smoker": "no"}]}}),
+            ("GET", f"/v1/models/{ref}/monitoring", {}),
+            (
+                "GET",
+                "/v1/models/risk@1/compare",
+                {"params": {"other": ref.replace("%C2%B2", "²").replace("%D9%A1", "١")}},
+            ),
+        ):
+            r = api.client.request(method, path, headers=h, **kw)
+            assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", (method, path, r.text)
+
+
 def test_unknown_model_or_alias_and_other_tenant(api, doc: dict[str, Any]) -> None:
     v = api.import_model(doc)
     for ref in ("mv_nope", "nope@production", "risk@production", "risk@7"):
