@@ -98,10 +98,11 @@ def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
     """Validate a job request against the dataset profile and limits; returns the model name."""
     _check_target(body, ds, limits)
     _check_parameters(body, ds, limits)
-    name = body.model_name or re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model"
-    if not NAME_RE.match(name[:100]):
+    # the name sent is checked as sent (never shortened); the one made from the dataset's name is cut to fit
+    name = body.model_name or (re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model")[:100]
+    if not NAME_RE.match(name):
         raise _bad("model_name", "letters, digits, '_', '.', '-' only; at most 100; must not start with '-' or '.'")
-    return name[:100]
+    return name
 
 
 def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreate, limits: JobLimits) -> Job:
