@@ -255,10 +255,8 @@ def set_alias(
     """Point `name@alias` at a version of the same model (create or move), with its `alias_set` event."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
-        raise Invalid(
-            f"version {version.id!r} belongs to another model",
-            details=[{"field": "version", "message": "version of another model"}],
-        )
+        # only a version_id can name another model's version (a number is looked up in this one)
+        raise Invalid.field("version_id", f"{version.id!r} is a version of another model, not of {rm.name!r}")
     row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
     if row is None:
         try:

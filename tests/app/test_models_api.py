@@ -101,6 +101,17 @@ def test_names_aliases_and_refs_are_checked_whole(api, doc: dict[str, Any]) -> N
             assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", (method, path, r.text)
 
 
+def test_alias_to_another_models_version_names_version_id(api, doc: dict[str, Any]) -> None:
+    """The 422 named the field `version` (and no field in its message) when the request sent `version_id`."""
+    api.import_model(doc)
+    other = api.import_model(doc, name="other")
+    r = api.client.put("/v1/registered-models/risk/aliases/prod", json={"version_id": other["id"]}, headers=api.h())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "version_id" and err["message"].startswith("version_id: "), err
+    assert other["id"] in err["message"] and "'risk'" in err["message"], err
+
+
 def test_unknown_model_or_alias_and_other_tenant(api, doc: dict[str, Any]) -> None:
     v = api.import_model(doc)
     for ref in ("mv_nope", "nope@production", "risk@production", "risk@7"):
