@@ -139,7 +139,7 @@ async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
 
 async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if is_unreadable_body(exc.status_code, exc.detail):
-        message = unreadable_body_message(exc.__cause__)
+        message = unreadable_body_message(exc.__cause__, request.headers.get("content-encoding"))
         return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
     headers = dict(getattr(exc, "headers", None) or {})

@@ -31,8 +31,15 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as e:
-        msgs = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        msgs = "; ".join(_config_problem(err) for err in e.errors())
         sys.exit(f"neurules-admin: invalid configuration: {msgs}")
+
+
+def _config_problem(err: Any) -> str:
+    """One settings error in words, naming the environment variable when it is about one setting."""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    loc = err.get("loc") or ()
+    return f"NEURULES_{str(loc[0]).upper()}: {msg}" if loc else msg
 
 
 def run_worker(settings: Settings, extra: Sequence[str]) -> None:

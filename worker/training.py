@@ -47,6 +47,9 @@ class TrainOutcome:
     seconds: float
 
 
+EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly
+
+
 def _label(cell: str, numeric_integral: bool) -> int | str:
     return int(float(cell)) if numeric_integral else cell
 
@@ -64,8 +67,12 @@ def prepare(data: bytes, target: str, features: list[str] | None) -> PreparedDat
     tcells = table.columns[target]
     keep = np.array([c is not None for c in tcells], dtype=bool)
     tp = profiles[target]
+    # integer labels only where every one is exact as a float (|v| < 2**53): beyond, int(float(cell)) merged
+    # distinct labels (9007199254740992 and ...993 became one class) or overflowed int64; those stay text
     integral = tp.type == "numeric" and all(
-        (v := to_float(c)) is not None and float(v).is_integer() for c in tcells if c is not None
+        (v := to_float(c)) is not None and float(v).is_integer() and abs(v) < EXACT_INTEGER_LIMIT
+        for c in tcells
+        if c is not None
     )
     y = np.array([_label(c, integral) for c in tcells if c is not None], dtype=np.int64 if integral else object)
     cols: dict[str, np.ndarray] = {}

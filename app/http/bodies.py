@@ -20,8 +20,12 @@ def is_unreadable_body(status_code: int, detail: object) -> bool:
     return status_code == 400 and detail == FASTAPI_BODY_ERROR
 
 
-def unreadable_body_message(cause: BaseException | None) -> str:
-    """`body: <reason>` for the exception that stopped the JSON parser."""
+def unreadable_body_message(cause: BaseException | None, content_encoding: str | None = None) -> str:
+    """`body: <reason>` for the exception that stopped the JSON parser (JSON bodies are read as sent: a
+    compressed one is named as such rather than as bytes that are not UTF-8)."""
+    encoding = (content_encoding or "").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"body: Content-Encoding {encoding!r} is not read on JSON bodies; send the JSON uncompressed"
     if isinstance(cause, RecursionError):
         return "body: the JSON is nested too deeply to be read; flatten it (a few hundred levels at most)"
     if isinstance(cause, UnicodeDecodeError):

@@ -37,7 +37,11 @@ def multipart_body(file_description: str, *, with_name: bool = False) -> dict[st
     """The OpenAPI `requestBody` of an endpoint that takes a CSV in the multipart field `file`."""
     properties: dict[str, Any] = {"file": {"type": "string", "format": "binary", "description": file_description}}
     if with_name:
-        properties["name"] = {"type": "string", "description": "dataset name (default: file name stem)"}
+        properties["name"] = {
+            "type": "string",
+            "maxLength": 200,
+            "description": "dataset name, at most 200 characters (default: file name stem)",
+        }
     schema = {"type": "object", "required": ["file"], "properties": properties}
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 

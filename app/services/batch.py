@@ -644,8 +644,8 @@ class Scorer:
         self.outputs = _outputs(self.model)
 
     def header(self) -> str:
-        """The answer's first line."""
-        return ",".join(decision_header(self.model.rule_list)) + "\n"
+        """The answer's first line, quoted as csv.writer quotes the rows (a class label may hold , " or a newline)."""
+        return csvdata.write_csv(decision_header(self.model.rule_list), [])
 
     def decide(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, list[Any]]]:
         """Rule ids and the audit rows (column-wise) of a chunk."""

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.db import Database
 from app.services import csvdata
-from app.services.errors import Conflict, NotFound
+from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import ACTIVE_JOB_STATES
 from app.services.paging import Page, page_of_scalars
 from app.storage import DatabaseBlobStore
@@ -48,15 +48,29 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
     return ds
 
 
+MAX_NAME_CHARS = 200  # the dataset row's name column
+
+
+def _check_name(name: str | None) -> None:
+    """The name the user gave is kept as given or refused (the one made from the file name is cut to fit)."""
+    if name is None:
+        return
+    if len(name) > MAX_NAME_CHARS:
+        raise Invalid.field("name", f"at most {MAX_NAME_CHARS} characters ({len(name)} given)")
+    if "\x00" in name:
+        raise Invalid.field("name", "must not contain a NUL character")
+
+
 def create_dataset(db: Database, tenant_id: str, upload: Upload, limits: TableLimits) -> Dataset:
     """Parse, profile and store a CSV with its bytes in one transaction (blocking: run it off the event loop)."""
+    _check_name(upload.name)
     table = csvdata.parse_csv(upload.data, max_rows=limits.max_rows, max_columns=limits.max_columns)
     profile = csvdata.profile(table)
     with db.session() as session:
         ds = Dataset(
             id=new_id("ds"),
             tenant_id=tenant_id,
-            name=(upload.name or _stem(upload.filename) or "dataset")[:200],
+            name=(upload.name or _stem(upload.filename) or "dataset")[:MAX_NAME_CHARS],
             filename=upload.filename[:300],
             sha256=csvdata.sha256(upload.data),
             size_bytes=len(upload.data),

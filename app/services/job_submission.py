@@ -14,7 +14,7 @@ from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
 from app.services.registry import NAME_RE
-from app.services.training_params import check_options
+from app.services.training_params import check_options, most_auto_epochs
 from app.tables import Dataset, Job, new_id, utcnow
 
 MIN_TRAINING_ROWS = 10
@@ -89,19 +89,28 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
             raise _bad("parameters.features", "duplicate column names")
     elif len(cols) < 2:
         raise _bad("target", "the dataset has no column besides the target")
-    problem = check_options(p.n_rules, p.epochs, p.random_state, p.model_dump()["options"])
+    options = p.model_dump()["options"]
+    problem = check_options(p.n_rules, p.epochs, p.random_state, options)
     if problem:
         raise _bad("parameters.options", problem)
+    most = most_auto_epochs(options) if p.epochs == "auto" else None
+    if most is not None and most > limits.max_epochs:
+        raise _bad(
+            "parameters.options",
+            f"with epochs 'auto' these options can plan up to {most} epochs (max_epochs + target_steps * "
+            f"(tune_fraction + refit_fraction)); at most {limits.max_epochs}: lower them or give epochs as a number",
+        )
 
 
 def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
     """Validate a job request against the dataset profile and limits; returns the model name."""
     _check_target(body, ds, limits)
     _check_parameters(body, ds, limits)
-    name = body.model_name or re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model"
-    if not NAME_RE.match(name[:100]):
+    # the name sent is checked as sent (never shortened); the one made from the dataset's name is cut to fit
+    name = body.model_name or (re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model")[:100]
+    if not NAME_RE.match(name):
         raise _bad("model_name", "letters, digits, '_', '.', '-' only; at most 100; must not start with '-' or '.'")
-    return name[:100]
+    return name
 
 
 def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreate, limits: JobLimits) -> Job:

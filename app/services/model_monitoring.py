@@ -30,14 +30,25 @@ class Window:
     buckets: int
 
 
-def _utc(at: datetime) -> datetime:
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+def _utc(at: datetime, field: str) -> datetime:
+    try:
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise Invalid.field(field, "out of range: in UTC it falls outside the years 1 to 9999") from None
 
 
 def window(since: datetime | None, until: datetime | None, buckets: int, now: datetime | None = None) -> Window:
-    """The window asked for (naive times are UTC; default: the 7 days up to now); Invalid when empty."""
-    end = _utc(until) if until is not None else (now or utcnow())
-    start = _utc(since) if since is not None else end - DEFAULT_WINDOW
+    """The window asked for (naive times are UTC; default: the 7 days up to now); Invalid when empty or
+    outside the years 1 to 9999."""
+    end = _utc(until, "until") if until is not None else (now or utcnow())
+    if since is not None:
+        start = _utc(since, "since")
+    elif end - datetime.min.replace(tzinfo=UTC) < DEFAULT_WINDOW:
+        raise Invalid.field(
+            "until", "out of range: the default window (the 7 days before until) starts before year 1; give since"
+        )
+    else:
+        start = end - DEFAULT_WINDOW
     if end <= start:
         raise Invalid.field("until", f"must be after since ({start.isoformat()})")
     return Window(start, end, buckets)

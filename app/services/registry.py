@@ -15,10 +15,11 @@ from app.services import registry_events
 from app.services.errors import Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
-from models.rulelist import RuleList
+from models.rulelist import RuleList, label_key
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+# \Z, not $: `$` also matches before a final newline, which let "risk\n" through as a name
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
 LATEST = "latest"
 
 
@@ -39,7 +40,7 @@ def parse_ref(ref: str) -> Ref:
     name, _, tail = ref.partition("@")
     if not NAME_RE.match(name) or not tail:
         raise NotFound(f"model {ref!r} not found: use a version id or name@alias")
-    if tail.isdigit():
+    if tail.isascii() and tail.isdigit():  # str.isdigit() alone is true of '²', which int() refuses
         if len(tail) > 10 or int(tail) > 2**31 - 1:  # beyond the version column: no such version
             raise NotFound(f"model {ref!r} not found: no such version")
         return Ref(name=name, number=int(tail))
@@ -171,6 +172,23 @@ def input_schema(rl: RuleList) -> list[dict[str, Any]]:
     return [f.to_dict() for f in rl.features]
 
 
+def _check_class_keys(rl: RuleList) -> None:
+    """422 when two classes have the same text (`1` and `"1"`, `true` and `"true"`): answers key the
+    probabilities by it (`probabilities: {class: p}`, the `p_<class>` columns) and evaluations match targets on it."""
+    seen: dict[str, Any] = {}
+    for c in rl.classes:
+        key = label_key(c)
+        if key in seen:
+            msg = (
+                f"invalid rule list document: classes: {seen[key]!r} and {c!r} are the same class as text "
+                f"({key!r}), which answers key probabilities by; rename one"
+            )
+            raise Invalid(
+                f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list.classes", "message": msg}]
+            )
+        seen[key] = c
+
+
 def _check_numbers(document: Any, metrics: Any, provenance: Any) -> None:
     """422 naming the path of a number that cannot be stored or evaluated."""
     for field, value in (("rule_list", document), ("metrics", metrics), ("provenance", provenance)):
@@ -204,6 +222,7 @@ def add_version(
         raise Invalid(
             f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list", "message": msg}]
         ) from None
+    _check_class_keys(rl)
     rm = get_or_create_model(session, tenant_id, name)
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(
@@ -236,10 +255,8 @@ def set_alias(
     """Point `name@alias` at a version of the same model (create or move), with its `alias_set` event."""
     check_alias(alias)
     if version.registered_model_id != rm.id:
-        raise Invalid(
-            f"version {version.id!r} belongs to another model",
-            details=[{"field": "version", "message": "version of another model"}],
-        )
+        # only a version_id can name another model's version (a number is looked up in this one)
+        raise Invalid.field("version_id", f"{version.id!r} is a version of another model, not of {rm.name!r}")
     row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
     if row is None:
         try:

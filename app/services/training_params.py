@@ -6,7 +6,11 @@ is left are rules across options (`min_support <= max_support`, ...) that only t
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+# the options that decide how many epochs `epochs="auto"` plans (models.budget.plan_budget)
+EPOCH_PLANNING = frozenset({"max_epochs", "target_steps", "tune_fraction", "refit_fraction"})
 
 
 def check_options(n_rules: int, epochs: int | str, random_state: int, options: dict[str, Any]) -> str | None:
@@ -27,3 +31,18 @@ def check_options(n_rules: int, epochs: int | str, random_state: int, options: d
     except (ValueError, TypeError) as e:
         return str(e)
     return None
+
+
+def most_auto_epochs(options: dict[str, Any]) -> int | None:
+    """The most epochs `epochs="auto"` can plan with these options, when they change that plan (else None).
+
+    The annealed stage runs at most `max_epochs`; fine-tuning and refit run `target_steps * fraction` steps,
+    which is as many epochs when the training rows fit one batch (`models.budget.plan_budget`).
+    """
+    if not EPOCH_PLANNING & set(options):
+        return None
+    from models.estimator import NeuRulesClassifier
+
+    clf = NeuRulesClassifier(**options)  # the learner's defaults for the options not sent
+    steps = clf.target_steps
+    return int(clf.max_epochs + math.ceil(steps * clf.tune_fraction) + math.ceil(steps * clf.refit_fraction))

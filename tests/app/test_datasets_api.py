@@ -111,3 +111,17 @@ def test_semicolon_and_bom(sqlite_api) -> None:
     r = upload(sqlite_api, "\ufeffa;b;t\n1;x;0\n2;y;1\n".encode())
     assert r.status_code == 201, r.text
     assert [c["name"] for c in r.json()["columns"]] == ["a", "b", "t"]
+
+
+@pytest.mark.parametrize(("name", "words"), [("n" * 201, "at most 200 characters"), ("a\x00b", "NUL")])
+def test_a_dataset_name_that_cannot_be_kept_is_a_422_naming_it(api, name: str, words: str) -> None:
+    """A `name` over 200 characters was stored cut to 200 (201 with another name than sent); one with a NUL
+    character was stored on SQLite and answered PostgreSQL's generic 'cannot be stored' 422 naming no field.
+    Both are refused naming `name`, nothing stored; 200 characters are kept whole."""
+    r = upload(api, GOOD, name=name)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "name" and words in err["message"], err
+    assert api.count("datasets") == 0 and api.count("blobs") == 0
+    r = upload(api, GOOD, name="n" * 200)
+    assert r.status_code == 201 and r.json()["name"] == "n" * 200, r.text

@@ -6,6 +6,7 @@ SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import gzip
 import json
 
 from fastapi.testclient import TestClient
@@ -275,3 +276,28 @@ def test_malformed_json_names_the_body_and_the_position(sqlite_api) -> None:
     assert r.status_code == 422
     err = r.json()["error"]
     assert err["details"][0]["field"] == "body" and "invalid JSON at character 21" in err["message"], err
+
+
+def test_compressed_json_body_is_named_as_such(sqlite_api, doc) -> None:
+    """A gzip JSON body answered 'body: not valid UTF-8 (byte 1); send JSON encoded as UTF-8', which sends a
+    client looking for an encoding bug; the answer names the Content-Encoding instead (JSON bodies are read
+    as sent; only CSV uploads are decompressed). Nothing is decided or audited."""
+    v = sqlite_api.import_model(doc)
+    body = gzip.compress(json.dumps({"records": [{"age": 1, "income": 2, "smoker": "no"}]}).encode())
+    for encoding in ("gzip", "br"):
+        r = sqlite_api.client.post(
+            f"/v1/models/{v['id']}/predict",
+            content=body,
+            headers={**sqlite_api.h(), "content-type": "application/json", "content-encoding": encoding},
+        )
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_input" and err["details"][0]["field"] == "body", err
+        assert f"Content-Encoding '{encoding}'" in err["message"] and "UTF-8" not in err["message"], err
+    r = sqlite_api.client.post(
+        "/v1/jobs",
+        content=body,
+        headers={**sqlite_api.h(), "content-type": "application/json", "content-encoding": "gzip"},
+    )
+    assert r.status_code == 422 and "Content-Encoding 'gzip'" in r.json()["error"]["message"], r.text
+    assert sqlite_api.count("audit_log") == 0 and sqlite_api.count("jobs") == 0

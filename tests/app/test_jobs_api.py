@@ -46,10 +46,19 @@ def _job(api, body: dict, key: str | None = None):
         (CSV, {"target": "target", "parameters": {"features": ["target"]}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"bogus": 1}}, 422, "invalid_input"),
         (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": "a" * 101}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": "risk\n"}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"no_such": 1}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"lr": -1.0}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"lr": "fast"}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"device": "cuda"}}}, 422, "invalid_input"),
+        (
+            CSV,
+            {"target": "target", "parameters": {"options": {"min_epochs": 10**5, "max_epochs": 10**5}}},
+            422,
+            "invalid_input",
+        ),
+        (CSV, {"target": "target", "parameters": {"options": {"target_steps": 2**31 - 1}}}, 422, "invalid_input"),
     ],
     ids=[
         "target absent",
@@ -61,10 +70,14 @@ def _job(api, body: dict, key: str | None = None):
         "target as feature",
         "unknown parameter",
         "bad model name",
+        "model name over 100 (was cut to 100)",
+        "model name with a final newline",
         "unknown option",
         "bad option value",
         "mistyped option",
         "reserved option",
+        "auto epochs over max by max_epochs",
+        "auto epochs over max by target_steps",
     ],
 )
 def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
@@ -73,6 +86,24 @@ def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
     assert api.count("jobs") == 0 and api.queue.sent == []
+
+
+def test_auto_epochs_are_held_to_the_epoch_ceiling(api) -> None:
+    """`epochs: 6000` was refused (NEURULES_MAX_EPOCHS, 5000) but `epochs: "auto"` with options
+    {"min_epochs": 100000, "max_epochs": 100000} ran a job of 100060 epochs, {"target_steps": 2**31 - 1} one
+    of 429497030. The options are held to the ceiling when they raise the plan; a number of epochs is exact,
+    so the same options with `epochs: 50` are fine, and so are options that keep the plan under it."""
+    ds = dataset(api)
+    r = _job(api, {"dataset_id": ds, "target": "target", "parameters": {"options": {"target_steps": 2**31 - 1}}})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "parameters.options" and "at most 5000" in err["message"], err
+    for parameters in (
+        {"epochs": 50, "options": {"target_steps": 2**31 - 1, "max_epochs": 10**5}},
+        {"options": {"target_steps": 1000, "max_epochs": 2000}},
+    ):
+        r = _job(api, {"dataset_id": ds, "target": "target", "parameters": parameters})
+        assert r.status_code == 202, (parameters, r.text)
 
 
 def test_too_many_classes_message_names_the_column(sqlite_api) -> None:

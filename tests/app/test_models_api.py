@@ -27,6 +27,22 @@ def test_invalid_document_is_422_naming_the_path(api, doc: dict[str, Any]) -> No
     assert api.count("model_versions") == 0 and api.count("registered_models") == 0
 
 
+def test_classes_with_the_same_text_are_refused(api, doc: dict[str, Any]) -> None:
+    """`1` and `"1"` (or `true` and `"true"`) are distinct JSON values but one key of `probabilities` and one
+    `p_<class>` column: such a document was stored, then answers lost a class's probability and evaluations
+    answered 500. It is refused at import, naming `rule_list.classes`, and nothing is written."""
+    for classes in ([1, "1"], [True, "true"]):
+        doc["classes"] = classes
+        r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
+        assert r.status_code == 422, (classes, r.status_code, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_rule_list" and err["details"][0]["field"] == "rule_list.classes", err
+        assert repr(classes[1]) in err["message"], err
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+    doc["classes"] = [1, "one"]  # distinct as text: fine
+    assert api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h()).status_code == 201
+
+
 def test_aliases_move(api, doc: dict[str, Any]) -> None:
     v1, v2 = api.import_model(doc), api.import_model(doc)
     r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
@@ -57,6 +73,43 @@ def test_alias_errors(api, doc: dict[str, Any]) -> None:
         ).status_code
         == 422
     )
+
+
+def test_names_aliases_and_refs_are_checked_whole(api, doc: dict[str, Any]) -> None:
+    """A final newline is not part of a valid name or alias (the check used `$`, which matches before one), and
+    a version number is ASCII digits: `risk@²` answered 500 (str.isdigit() holds, int() refuses)."""
+    h = api.h()
+    r = api.client.post("/v1/models", json={"name": "risk\n", "rule_list": doc}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "name", r.text
+    assert api.count("registered_models") == 0
+    api.import_model(doc)
+    r = api.client.put("/v1/registered-models/risk/aliases/prod%0A", json={"version": 1}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "alias", r.text
+    assert api.client.get("/v1/registered-models/risk", headers=h).json()["aliases"] == {}
+    for ref in ("risk@%C2%B2", "risk@%D9%A1"):  # superscript two; Arabic-Indic digit one
+        for method, path, kw in (
+            ("GET", f"/v1/models/{ref}", {}),
+            ("POST", f"/v1/models/{ref}/predict", {"json": {"records": [{"age": 1, "income": 1, "smoker": "no"}]}}),
+            ("GET", f"/v1/models/{ref}/monitoring", {}),
+            (
+                "GET",
+                "/v1/models/risk@1/compare",
+                {"params": {"other": ref.replace("%C2%B2", "²").replace("%D9%A1", "١")}},
+            ),
+        ):
+            r = api.client.request(method, path, headers=h, **kw)
+            assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", (method, path, r.text)
+
+
+def test_alias_to_another_models_version_names_version_id(api, doc: dict[str, Any]) -> None:
+    """The 422 named the field `version` (and no field in its message) when the request sent `version_id`."""
+    api.import_model(doc)
+    other = api.import_model(doc, name="other")
+    r = api.client.put("/v1/registered-models/risk/aliases/prod", json={"version_id": other["id"]}, headers=api.h())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "version_id" and err["message"].startswith("version_id: "), err
+    assert other["id"] in err["message"] and "'risk'" in err["message"], err
 
 
 def test_unknown_model_or_alias_and_other_tenant(api, doc: dict[str, Any]) -> None:

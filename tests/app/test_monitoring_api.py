@@ -124,3 +124,20 @@ def test_bad_windows_and_other_tenants(api, doc) -> None:
     assert _monitoring(api, "risk@latest", key=api.key_b).status_code == 404
     vb = api.import_model(doc, key=api.key_b)  # the same name in tenant b: its own, empty trail
     assert _monitoring(api, vb["id"], key=api.key_b).json()["total"] == 0
+
+
+def test_windows_at_the_ends_of_the_calendar_are_refused_not_500(api, doc) -> None:
+    """A window edge that cannot be a UTC time (year 1 with an eastern offset, year 9999 with a western one,
+    or the default 7 days before a `until` in the first week of year 1) is a 422 naming the field."""
+    v = api.import_model(doc)
+    for params, field in (
+        ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
+        ({"until": "9999-12-31T23:59:59-01:00"}, "until"),
+        ({"until": "0001-01-02T00:00:00Z"}, "until"),
+    ):
+        r = _monitoring(api, v["id"], **params)
+        assert r.status_code == 422, (params, r.status_code, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_input" and err["details"][0]["field"] == field, (params, err)
+    edges = _monitoring(api, v["id"], since="0001-01-01T00:00:00Z", until="9999-12-31T23:59:59Z")
+    assert edges.status_code == 200 and edges.json()["total"] == 0

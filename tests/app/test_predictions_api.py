@@ -165,6 +165,30 @@ def test_csv_batch(api, doc) -> None:
     assert api.count("audit_log") == 3
 
 
+def test_csv_batch_header_is_quoted_like_its_rows(sqlite_api, doc) -> None:
+    """Class labels holding `,` `"` or a line end: the rows were quoted by csv.writer but the header was joined
+    with commas, so `p_a,b` read as two columns and `p_e\nf` cut the header in two. It is quoted like the rows,
+    and reads back as `decision_table` (what `neurules predict` writes) names the columns."""
+    from models.rulelist import RuleList, decision_header
+
+    doc["classes"] = ["a,b", 'c"d', "e\nf"]
+    for rule in [*doc["rules"], doc["default"]]:
+        rule["class_counts"] = [*rule["class_counts"], 0]
+        n = sum(rule["class_counts"]) + 3
+        rule["probabilities"] = [(c + 1) / n for c in rule["class_counts"]]
+    v = sqlite_api.import_model(doc)
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("x.csv", _csv([REC_HIGH, REC_POOR, REC_DEFAULT]), "text/csv")},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 200, r.text
+    rows = list(csv.reader(io.StringIO(r.text)))
+    assert rows[0] == decision_header(RuleList.from_dict(doc)), rows[0]
+    assert rows[0][4:] == ["p_a,b", 'p_c"d', "p_e\nf"] and len(rows) == 4
+    assert all(len(row) == len(rows[0]) for row in rows[1:]), rows
+
+
 @pytest.mark.parametrize(
     ("data", "status", "text"),
     [

@@ -54,6 +54,20 @@ def test_cli_reports_bad_config(monkeypatch, capsys) -> None:
         main(["config"])
 
 
+def test_cli_names_the_variable_of_a_bad_setting(monkeypatch) -> None:
+    """NEURULES_MAX_EPOCHS=abc answered 'invalid configuration: Input should be a valid integer, unable to
+    parse string as an integer', naming no variable; the message now says which one."""
+    from worker.cli import main
+
+    monkeypatch.setenv("NEURULES_MAX_EPOCHS", "abc")
+    monkeypatch.setenv("NEURULES_MAX_CLASSES", "1")
+    with pytest.raises(SystemExit) as e:
+        main(["config"])
+    text = str(e.value)
+    assert "NEURULES_MAX_EPOCHS: Input should be a valid integer" in text, text
+    assert "NEURULES_MAX_CLASSES: Input should be greater than or equal to 2" in text, text
+
+
 def test_train_threads() -> None:
     assert Settings(embedded_worker=False).resolved_train_threads is None
     assert Settings().resolved_train_threads >= 1

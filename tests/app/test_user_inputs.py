@@ -162,6 +162,47 @@ def test_text_columns_with_commas_stay_text(sqlite_api) -> None:
     assert r.status_code == 201 and _profile(r.json())["size"][0] == "categorical"
 
 
+# --- integer class labels beyond float precision ----------------------------------------------------------
+
+
+def test_integer_labels_beyond_float_precision_stay_distinct(sqlite_api) -> None:
+    """Labels were read as int(float(cell)): 9007199254740992 and 9007199254740993 became one class (the job
+    failed 'single class' although the profile counted 2), and 10**20 failed the job with an OverflowError.
+    Such labels are kept as their text; smaller integers stay integers. An evaluation scores them exactly."""
+    big = [9007199254740992 + i % 2 for i in range(40)]
+    data = b"x,target\n" + b"".join(f"{i},{t}\n".encode() for i, t in enumerate(big))
+    prep = prepare(data, "target", None)
+    assert prep.y.tolist() == [str(t) for t in big]
+    huge = b"x,target\n" + b"".join(f"{i},{10**20 + i % 3}\n".encode() for i in range(30))
+    assert sorted(set(prepare(huge, "target", None).y.tolist())) == [str(10**20 + k) for k in range(3)]
+    small = b"x,target\n" + b"".join(f"{i},{i % 2 * 9007199254740991}\n".encode() for i in range(20))
+    assert prepare(small, "target", None).y.tolist() == [i % 2 * 9007199254740991 for i in range(20)]
+
+    doc = {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "target",
+        "classes": ["9007199254740992", "9007199254740993"],
+        "features": [{"name": "x", "type": "numeric", "fill_value": 0.0, "min": 0.0, "max": 39.0}],
+        "rules": [
+            {
+                "conditions": [{"feature": "x", "op": "between", "low": 20.0, "high": None}],
+                "class_counts": [0, 20],
+                "probabilities": [1 / 22, 21 / 22],
+            }
+        ],
+        "default": {"class_counts": [20, 0], "probabilities": [21 / 22, 1 / 22]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+    v = sqlite_api.import_model(doc, name="big")
+    labels = b"x,target\n" + b"".join(f"{i},{9007199254740992 + int(i >= 20)}\n".encode() for i in range(40))
+    ds = _upload(sqlite_api, "big.csv", labels).json()["id"]
+    r = sqlite_api.client.post(f"/v1/models/{v['id']}/evaluations", json={"dataset_id": ds}, headers=sqlite_api.h())
+    assert r.status_code == 201, r.text
+    assert r.json()["metrics"]["accuracy"] == 1.0 and r.json()["excluded"]["unseen_class"] == 0, r.json()
+
+
 # --- NUL bytes -----------------------------------------------------------------------------------------
 
 
