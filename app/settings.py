@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     visibility_timeout_s: int = Field(4200, ge=30)
     max_epochs: int = Field(5000, ge=1)
     max_rules: int = Field(200, ge=1)
+    max_restarts: int = Field(64, ge=1)  # rule lists trained side by side: memory and time grow with them
     progress_every_epochs: int = Field(5, ge=1)
     heartbeat_interval_s: float = Field(5.0, gt=0)
     stale_after_s: float = Field(120.0, gt=0)

@@ -26,7 +26,9 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, state: AppState) -> JobPublic:
     """Queue a training job on one of the tenant's datasets."""
     s = state.settings
-    limits = JobLimits(max_classes=s.max_classes, max_rules=s.max_rules, max_epochs=s.max_epochs)
+    limits = JobLimits(
+        max_classes=s.max_classes, max_rules=s.max_rules, max_epochs=s.max_epochs, max_restarts=s.max_restarts
+    )
     return JobPublic.from_row(submit_job(session, state.queue, principal.tenant_id, body, limits))
 
 

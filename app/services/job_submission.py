@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -28,6 +29,7 @@ class JobLimits:
     max_classes: int
     max_rules: int
     max_epochs: int
+    max_restarts: int = 64
 
 
 def _bad(field: str, message: str, code: str = "invalid_input") -> Invalid:
@@ -93,6 +95,7 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
     problem = check_options(p.n_rules, p.epochs, p.random_state, options)
     if problem:
         raise _bad("parameters.options", problem)
+    _check_restarts(options, limits)
     most = most_auto_epochs(options) if p.epochs == "auto" else None
     if most is not None and most > limits.max_epochs:
         raise _bad(
@@ -100,6 +103,14 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
             f"with epochs 'auto' these options can plan up to {most} epochs (max_epochs + target_steps * "
             f"(tune_fraction + refit_fraction)); at most {limits.max_epochs}: lower them or give epochs as a number",
         )
+
+
+def _check_restarts(options: dict[str, Any], limits: JobLimits) -> None:
+    """Restarts train side by side (memory and time grow with them): `n_restarts` and `max_restarts` are bounded."""
+    for name in ("n_restarts", "max_restarts"):
+        value = options.get(name)
+        if isinstance(value, int) and value > limits.max_restarts:
+            raise _bad(f"parameters.options.{name}", f"at most {limits.max_restarts} (NEURULES_MAX_RESTARTS)")
 
 
 def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:

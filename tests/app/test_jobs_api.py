@@ -59,6 +59,8 @@ def _job(api, body: dict, key: str | None = None):
             "invalid_input",
         ),
         (CSV, {"target": "target", "parameters": {"options": {"target_steps": 2**31 - 1}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"n_restarts": 2**31 - 1}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"max_restarts": 65}}}, 422, "invalid_input"),
     ],
     ids=[
         "target absent",
@@ -78,6 +80,8 @@ def _job(api, body: dict, key: str | None = None):
         "reserved option",
         "auto epochs over max by max_epochs",
         "auto epochs over max by target_steps",
+        "restarts over max (were unbounded)",
+        "max_restarts over max",
     ],
 )
 def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
