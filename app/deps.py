@@ -55,8 +55,17 @@ def _bearer(request: Request) -> str | None:
 
 
 def presented_key(api_key: str | None, request: Request) -> str | None:
-    """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any)."""
-    return (api_key or "").strip() or _bearer(request)
+    """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any).
+
+    Two different keys (X-API-Key and Bearer) are refused rather than one of them silently chosen.
+    """
+    header, bearer = (api_key or "").strip() or None, _bearer(request)
+    if header and bearer and header != bearer:
+        raise Unauthenticated(
+            "two different API keys were sent (X-API-Key and Authorization: Bearer); send one",
+            code="conflicting_api_keys",
+        )
+    return header or bearer
 
 
 async def authenticate(request: Request) -> Principal:

@@ -30,6 +30,15 @@ def test_bearer_and_wrong_secret(sqlite_api) -> None:
     assert sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": forged}).status_code == 401
 
 
+def test_two_different_keys_are_refused(sqlite_api) -> None:
+    """X-API-Key used to win silently over a different Bearer key: the caller could not tell which tenant acted."""
+    a, b = sqlite_api.key_a, sqlite_api.key_b
+    r = sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": a, "Authorization": f"Bearer {b}"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "conflicting_api_keys", r.text
+    same = sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": a, "Authorization": f"Bearer {a}"})
+    assert same.status_code == 200
+
+
 def test_revoked_key(sqlite_api) -> None:
     from app.admin import create_key, list_tenants, revoke_key
 
