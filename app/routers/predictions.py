@@ -121,7 +121,9 @@ async def predict_csv(
     request: Request,
     principal: CurrentTenant,
     state: AppState,
-    ignore_extra: Annotated[bool, Query(description="ignore columns the model does not use")] = False,
+    ignore_extra: Annotated[
+        bool, Query(description="ignore columns the model does not use (and unnamed ones, as a trailing comma makes)")
+    ] = False,
 ) -> Response:
     """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
     model = await load_model(state, principal.tenant_id, ref)

@@ -468,7 +468,7 @@ def _header_state(
     except UnicodeDecodeError:
         return CSVError("csv_not_utf8", "")  # _decode_rest raises the message
     try:
-        header = csvdata.read_header(text, delimiter)
+        header = csvdata.read_header(text, delimiter, unnamed_ok=ignore_extra)  # unnamed columns are extra ones
     except CSVError as e:
         return e
     state = _Check(model, header, delimiter, max_rows, ignore_extra, _lines(head, head.count(b"\n")))
@@ -505,7 +505,7 @@ def type_chunk(
     model: ServedModel, header_line: bytes, data: bytes, line: int, first_index: int, delimiter: str, ignore_extra: bool
 ) -> Chunk:
     """Typed columns of one chunk (its first line is file line `line`): pandas' parser when it can, else exact."""
-    header = csvdata.read_header(header_line.decode("utf-8-sig"), delimiter)
+    header = csvdata.read_header(header_line.decode("utf-8-sig"), delimiter, unnamed_ok=ignore_extra)
     text = csvdata.decode(data)
     fast = _numeric_chunk(model, header, data, delimiter, first_index)
     if fast is not None:

@@ -106,8 +106,9 @@ def _check_nul(header: list[str], row: list[str], line: int) -> None:
             )
 
 
-def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
-    """The header line, checked: named, unique columns, not data."""
+def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool = False) -> list[str]:
+    """The header line, checked: named, unique columns, not data (`unnamed_ok`: a column with no name, as a
+    trailing comma makes, is named `(unnamed column N)` instead of refused)."""
     try:
         header = next(reader)
     except StopIteration:
@@ -119,6 +120,8 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool) -> list[str]:
         _check_nul(header, header, 1)
     if len(header) > max_columns:
         raise CSVError("csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed")
+    if unnamed_ok and len(header) > 1:
+        header = [h or f"(unnamed column {i + 1})" for i, h in enumerate(header)]
     empty = [i + 1 for i, h in enumerate(header) if h == ""]
     if empty and len(header) > 1:
         raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name")
@@ -191,10 +194,10 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
     return Table(header=header, columns=columns, n_rows=n)
 
 
-def read_header(text: str, delimiter: str, *, max_columns: int = 10**6) -> list[str]:
-    """The checked header of a decoded file's first record (as `parse_csv` checks it)."""
+def read_header(text: str, delimiter: str, *, max_columns: int = 10**6, unnamed_ok: bool = False) -> list[str]:
+    """The checked header of a decoded file's first record (as `parse_csv` checks it; `unnamed_ok`: `_read_header`)."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    return _read_header(reader, max_columns, "\x00" in text)
+    return _read_header(reader, max_columns, "\x00" in text, unnamed_ok)
 
 
 def parse_rows(

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app.services import batch, serving
-from app.services.csvdata import parse_csv
+from app.services.csvdata import CSVError, parse_csv
 from app.services.errors import Invalid
 from app.services.serving import ServedModel
 
@@ -651,3 +651,27 @@ def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
         cut = sorted(rng.sample(range(len(cells) + 1), k=min(3, len(cells) + 1)))
         parts = [cells[a:b] for a, b in zip([0, *cut], [*cut, len(cells)], strict=True)]
         assert decide(parts) == decide([cells])
+
+
+def _answer(model: ServedModel, data: bytes, *, ignore_extra: bool) -> list[str]:
+    checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=ignore_extra)
+    scorer = batch.Scorer(model, "t", "k")
+    try:
+        return [line for chunk in checked.chunks() for line in scorer.text(chunk, scorer.decide(chunk)[0]).splitlines()]
+    finally:
+        checked.close()
+
+
+@pytest.mark.parametrize("quoted", [False, True])  # numpy-typed chunks, and the exact path
+def test_unnamed_columns_are_extra_columns_with_ignore_extra(small_chunks: None, quoted: bool) -> None:
+    """A trailing comma on every line (spreadsheet exports) was csv_empty_column_name even with ignore_extra."""
+    model = served(numeric_doc())
+    plain = numeric_csv(300, seed=4)
+    lines = plain.decode().splitlines()
+    if quoted:
+        lines = [lines[0]] + [",".join(f'"{c}"' for c in line.split(",")) for line in lines[1:]]
+    trailing = ("\n".join(f"{line},,x" if i else f"{line},," for i, line in enumerate(lines)) + "\n").encode()
+    with pytest.raises(CSVError) as e:
+        batch.check_file(model, io.BytesIO(trailing), max_rows=10**9, ignore_extra=False)
+    assert e.value.code == "csv_empty_column_name"
+    assert _answer(model, trailing, ignore_extra=True) == _answer(model, plain, ignore_extra=False)
