@@ -38,7 +38,12 @@ def _fit(args: argparse.Namespace) -> int:
         )
         return 2
     y = _labels(args.data, df[args.target])
-    X = df.drop(columns=[args.target])
+    known = ~pd.isna(y)
+    if not known.all():  # as the service trains: rows without a target are left out, and said so
+        print(f"note: {int((~known).sum())} row(s) without a {args.target!r} value left out", file=sys.stderr)
+    y, X = y[known], df.drop(columns=[args.target])[known].reset_index(drop=True)
+    if y.dtype.kind == "f" and np.abs(y).max(initial=0) < 2**53:  # whole numbers read as floats because of gaps
+        y = y.astype(np.int64)
     params: dict[str, Any] = {
         "n_rules": args.rules,
         "random_state": args.seed,

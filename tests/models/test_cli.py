@@ -106,3 +106,19 @@ def test_unreadable_paths_are_a_clean_error(tmp_path: Path) -> None:
     pd.DataFrame({"a": [1, 2], "b": [0, 1]}).to_csv(data, index=False)
     res = _run("predict", str(tmp_path), str(data))  # a directory as the model: was a traceback
     assert res.returncode == 2 and res.stderr.startswith("error:") and "Traceback" not in res.stderr
+
+
+def test_rows_without_a_target_are_left_out_as_the_service_does(tmp_path: Path) -> None:
+    """`neurules fit` failed 'Input y contains NaN' where the service leaves such rows out."""
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=60)
+    y = np.where(a > 0, 1.0, 0.0)
+    y[[3, 17]] = np.nan
+    data = tmp_path / "gaps.csv"
+    pd.DataFrame({"a": a, "y": y}).to_csv(data, index=False)
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "y", "--epochs", "3", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    assert "2 row(s) without a 'y' value left out" in res.stderr
+    classes = json.loads(model.read_text())["classes"]
+    assert classes == [0, 1] and all(type(c) is int for c in classes)
