@@ -35,7 +35,7 @@ def _threshold(grid: UnitGrid, bound: float, lower: bool) -> float | None:
     None: unbounded; +inf (lower) / -inf (upper): nothing can pass."""
     if np.isinf(bound):
         return None if (bound < 0) == lower else bound
-    snapped, short = snap_lower(grid, bound) if lower else snap_upper(grid, bound)
+    snapped, short = snap_lower(grid, bound, True) if lower else snap_upper(grid, bound, True)
     if short is not None and np.isfinite(short) and np.float32(snapped) == np.float32(bound):
         return short
     return float(np.float64(np.float32(bound)) * grid.scale + grid.mean)

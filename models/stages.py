@@ -171,7 +171,7 @@ def consolidate_(
     training left it), then set them to that objective's exact optimum; returns each restart's
     weighted F1 on the rows."""
     Z, y = data.take(rows)
-    snap_bounds_(net, data.enc.grids(rows))
+    snap_bounds_(net, data.enc.grids(rows), off_grid=True)
     prune_predicates_(net, Z.cpu().numpy(), data.enc.unit_feature, settings.max_conditions, net.eps)
     sel, _ = net.zero_temperature(Z)
     drop_unused_rules_(net, sel, y)

@@ -2,8 +2,10 @@
 
 Each one is part of training, applied to the network itself and measured by the benchmark:
 - `snap_bounds_`: every bound moves to the shortest decimal (in original units) inside the gap
-  between the two training values it lies between, or to +-inf beyond the training range: no
-  training row changes side; vacuous predicates (both bounds infinite) are switched off;
+  between the two training values it lies between (in the last snap, in a whole-number column,
+  half a unit outward of a whole number, so no whole-number row lies on it), or to +-inf beyond
+  the training range: no training row changes side; vacuous predicates (both bounds infinite) are
+  switched off;
 - `prune_predicates_`: predicates whose failure alone cannot block their rule at zero
   temperature are switched off; of the rest, a predicate is dropped when dropping it changes the
   zero-temperature route of no training row, and while a rule has more than `max_conditions`
@@ -37,6 +39,7 @@ class UnitGrid:
     z: np.ndarray
     mean: float
     scale: float
+    integral: bool = False  # every training value a whole number: bounds avoid whole numbers (no row on a bound)
 
 
 def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) -> list[UnitGrid]:
@@ -47,7 +50,9 @@ def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) ->
             spec = encoder.columns[unit.feature]
             values = np.unique(raw[unit.feature])
             z = ((values - spec.mean) / spec.scale).astype(np.float32)
-            grids.append(UnitGrid(unit.feature, values, z, spec.mean, spec.scale))
+            finite = values[np.isfinite(values)]
+            integral = bool(len(finite)) and bool(np.all(finite == np.floor(finite)))
+            grids.append(UnitGrid(unit.feature, values, z, spec.mean, spec.scale, integral))
         else:
             z = np.unique(Z[:, u]).astype(np.float32)
             grids.append(UnitGrid(unit.feature, z.astype(np.float64), z, 0.0, 1.0))
@@ -73,39 +78,48 @@ def _image(grid: UnitGrid, threshold: float, i: int) -> float:
     return float(mid) if grid.z[i - 1] < mid < grid.z[i] else float(grid.z[i])
 
 
-def snap_lower(grid: UnitGrid, a: float) -> tuple[float, float | None]:
+def snap_lower(grid: UnitGrid, a: float, off_grid: bool = False) -> tuple[float, float | None]:
     """(network bound, threshold in original units) for lower bound a; rows with z >= a are in.
-    Threshold None: unbounded (-inf); +inf: no training row is in."""
+    Threshold None: unbounded (-inf); +inf: no training row is in. `off_grid`: see `_off_the_grid`."""
     i = int(np.searchsorted(grid.z, np.float32(a), side="left"))
     if i == 0:
         return -np.inf, None
     if i == len(grid.z):
         return np.inf, np.inf
-    t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
+    t = _off_the_grid(grid, nice_between(float(grid.values[i - 1]), float(grid.values[i])), -0.5 * off_grid)
     return _image(grid, t, i), t
 
 
-def snap_upper(grid: UnitGrid, b: float) -> tuple[float, float | None]:
+def snap_upper(grid: UnitGrid, b: float, off_grid: bool = False) -> tuple[float, float | None]:
     """(network bound, threshold in original units) for upper bound b; rows with z <= b are in.
-    Threshold None: unbounded (+inf); -inf: no training row is in."""
+    Threshold None: unbounded (+inf); -inf: no training row is in. `off_grid`: see `_off_the_grid`."""
     i = int(np.searchsorted(grid.z, np.float32(b), side="right"))
     if i == len(grid.z):
         return np.inf, None
     if i == 0:
         return -np.inf, -np.inf
-    t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
+    t = _off_the_grid(grid, nice_between(float(grid.values[i - 1]), float(grid.values[i])), 0.5 * off_grid)
     return _image(grid, t, i), t
 
 
-def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid]) -> None:
-    """Snap every weighted bound into its gap between training values; drop vacuous predicates."""
+def _off_the_grid(grid: UnitGrid, t: float, shift: float) -> float:
+    """A whole-number threshold of a whole-number column moved half a unit outward (20 -> 19.5 for a
+    lower bound, 20.5 for an upper one; shift 0: kept): whole-number rows are decided as at 20, and none
+    (an unseen 20) lies exactly on the bound, where the network's predicate is 1/2 and could disagree
+    with the list. Done in the last snap only, so training up to it is unchanged."""
+    return t + shift if shift and grid.integral and float(t).is_integer() else t
+
+
+def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid], off_grid: bool = False) -> None:
+    """Snap every weighted bound into its gap between training values; drop vacuous predicates
+    (`off_grid`: whole-number thresholds of whole-number columns moved half a unit outward)."""
     with torch.no_grad():
         lo_t, hi_t = ordered_bounds(net.lower, net.upper)
         lo, hi = lo_t.cpu().numpy().astype(np.float64), hi_t.cpu().numpy().astype(np.float64)
         live = (torch.relu(net.weight) * net.pred_mask).cpu().numpy() > 0
         for m, j, f in zip(*np.nonzero(live), strict=True):
-            lo[m, j, f] = snap_lower(grids[f], lo[m, j, f])[0]
-            hi[m, j, f] = snap_upper(grids[f], hi[m, j, f])[0]
+            lo[m, j, f] = snap_lower(grids[f], lo[m, j, f], off_grid)[0]
+            hi[m, j, f] = snap_upper(grids[f], hi[m, j, f], off_grid)[0]
         vacuous = np.isneginf(lo) & np.isposinf(hi)
         dev = net.lower.device
         net.lower.copy_(torch.tensor(lo, dtype=torch.float32, device=dev))

@@ -115,3 +115,21 @@ def test_pruning_keeps_routes_and_bounds_conditions_per_rule() -> None:
     on = (net.weight[0] > 0).numpy()
     per_rule = [len(set(enc.unit_feature[np.flatnonzero(on[j])])) for j in range(6)]
     assert max(per_rule) <= 1
+
+
+def test_whole_number_columns_get_bounds_no_whole_number_row_lies_on() -> None:
+    """A bound snapped to an unseen whole number (21 between training values 20 and 22) put every row with
+    that value exactly on it: the network's predicate is 1/2 there, so network and list could disagree."""
+    from models.estimator import NeuRulesClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 30, 600) * 2  # even values only in training
+    other = rng.integers(0, 100, 600)
+    y = ((x <= 21) ^ (other < 10)).astype(int)
+    X = pd.DataFrame({"x": x, "other": other})
+    clf = NeuRulesClassifier(n_rules=3, random_state=0, n_restarts=2, target_steps=200).fit(X, y)
+    conditions = [c for r in clf.rule_list_.rules for c in r.conditions if c.op == "between"]
+    bounds = [v for c in conditions for v in (c.low, c.high) if v is not None]
+    assert bounds and not any(float(v).is_integer() for v in bounds), clf.rule_list_.to_text()
+    unseen = pd.DataFrame({"x": np.arange(-1, 62), "other": np.arange(63) % 100})  # odd x: never seen in training
+    assert np.array_equal(clf.predict_network(unseen, stage="final"), clf.predict(unseen))
