@@ -26,6 +26,18 @@ def _labels(data: str, parsed: pd.Series) -> np.ndarray:
     return np.asarray(parsed.to_numpy())
 
 
+def _training_rows(data: str, df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """Features and labels of the rows with a target (as the service trains: the others left out, and said so)."""
+    y = _labels(data, df[target])
+    known = ~pd.isna(y)
+    if not known.all():
+        print(f"note: {int((~known).sum())} row(s) without a {target!r} value left out", file=sys.stderr)
+    y, X = y[known], df.drop(columns=[target])[known].reset_index(drop=True)
+    if y.dtype.kind == "f" and np.abs(y).max(initial=0) < 2**53:  # whole numbers read as floats because of gaps
+        y = y.astype(np.int64)
+    return X, y
+
+
 def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
@@ -37,13 +49,7 @@ def _fit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    y = _labels(args.data, df[args.target])
-    known = ~pd.isna(y)
-    if not known.all():  # as the service trains: rows without a target are left out, and said so
-        print(f"note: {int((~known).sum())} row(s) without a {args.target!r} value left out", file=sys.stderr)
-    y, X = y[known], df.drop(columns=[args.target])[known].reset_index(drop=True)
-    if y.dtype.kind == "f" and np.abs(y).max(initial=0) < 2**53:  # whole numbers read as floats because of gaps
-        y = y.astype(np.int64)
+    X, y = _training_rows(args.data, df, args.target)
     params: dict[str, Any] = {
         "n_rules": args.rules,
         "random_state": args.seed,
