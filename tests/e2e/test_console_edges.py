@@ -366,3 +366,34 @@ def test_a_failed_training_job_shows_its_error(browser: Any, tmp_path_factory: p
         expect(t.page.locator(".notice-error")).to_contain_text(job["error"])
         expect(t.page.locator(".job-status .badge").first).to_have_text("failed")
         shot(t, "32-job-failed")
+
+
+def test_try_names_a_category_training_never_saw(tab: Tab, console: Console) -> None:
+    """A categorical value training never saw (a typo) decides without an error, as outside every condition's
+    set: the decision must say so, naming the feature and the value the API lists in `unseen_categories`."""
+    from playwright.sync_api import expect
+
+    import_model(console, "typo-risk", rule_list_doc())
+    record = {"age": 50, "income": 30, "smoker": "yse"}  # the fill values, and a typo of "yes"
+    answer = console.api.post("/v1/models/typo-risk@1/predict", json={"records": [record]}).json()["predictions"][0]
+    assert answer["unseen_categories"] == {"smoker": "yse"}, answer
+
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/typo-risk/1/try"))
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    page.get_by_label("smoker: other value").fill("yse")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    decision = page.locator("section:has(h2:text-is('Decision'))")
+    expect(page.locator(".decision-value")).to_have_text(answer["prediction"])
+    warning = decision.locator(".notice-warning")
+    expect(warning).to_contain_text("not seen in training")
+    expect(warning).to_contain_text("smoker = yse")
+    shot(tab, "33-try-unseen-category")
+
+    # a value seen in training: no warning
+    page.get_by_label("smoker", exact=True).select_option("yes")
+    with page.expect_response(lambda r: r.url.endswith("/predict")):
+        page.get_by_role("button", name="Decide", exact=True).click()
+    expect(decision.locator(".notice-warning")).to_have_count(0)
+    expect(page.locator(".decision-value")).to_be_visible()

@@ -112,6 +112,18 @@ async function decide(ref, record) {
   }
 }
 
+/** The record's categorical values training never saw (`unseen_categories`): decided as in no rule's set, so say so. */
+function unseenView(unseen) {
+  const entries = Object.entries(unseen || {});
+  if (!entries.length) return null;
+  return notice(
+    "warning",
+    h("strong", { text: `Value${entries.length === 1 ? "" : "s"} not seen in training: ` }),
+    entries.map(([feature, value], i) => [i ? ", " : "", h("code", { text: feature }), " = ", h("code", { text: fmt(value) })]),
+    ". The rule list treats such a value as outside every condition's set of categories, so it was decided without an error: check it for a typo.",
+  );
+}
+
 function answerView(res, doc, apply) {
   const { answer, cfError } = res;
   const p = answer.predictions[0];
@@ -122,6 +134,7 @@ function answerView(res, doc, apply) {
     section(
       "Decision",
       h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
+      unseenView(p.unseen_categories),
       classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
       h("p", { class: "muted small", text: `This decision was recorded in the audit log, like any other: record ${p.audit_seq} of this tenant's audit chain.` }),
     ),
