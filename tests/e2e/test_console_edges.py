@@ -397,3 +397,46 @@ def test_try_names_a_category_training_never_saw(tab: Tab, console: Console) -> 
         page.get_by_role("button", name="Decide", exact=True).click()
     expect(decision.locator(".notice-warning")).to_have_count(0)
     expect(page.locator(".decision-value")).to_be_visible()
+
+
+def test_an_alias_move_shows_in_the_versions_table_and_a_bad_alias_name_is_caught(tab: Tab, console: Console) -> None:
+    """After a move, the versions table's Aliases column shows where the alias now points (not the page's first
+    load); an alias name the server cannot take is refused by the form, saying the rule, before any request."""
+    from playwright.sync_api import expect
+
+    import_model(console, "moves", rule_list_doc())
+    import_model(console, "moves", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/moves"))
+    versions = page.locator("table:has(caption:text-is('Versions, newest first')) tbody tr")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(1).locator(".badge-alias")).to_have_count(0)
+
+    page.get_by_label("Alias", exact=True).fill("production")
+    page.get_by_label("Point it at").select_option("1")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 1").click()
+    expect(page.locator(".notice-success")).to_contain_text("moves@production now points at version 1")
+    expect(versions.nth(1).locator(".badge-alias")).to_have_text(["production"])  # version 1's row
+    expect(versions.nth(0).locator(".badge-alias")).to_have_count(0)
+
+    page.get_by_label("Point it at").select_option("2")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 2").click()
+    expect(page.locator(".notice-success")).to_contain_text("moves@production now points at version 2")
+    expect(versions.nth(0).locator(".badge-alias")).to_have_text(["production"])
+    expect(versions.nth(1).locator(".badge-alias")).to_have_count(0)
+
+    # "<b>x</b>" holds a "/": sent, it would not reach the alias check (a bare 404 naming no field)
+    alias = page.get_by_label("Alias", exact=True)
+    alias.fill("<b>x</b>")
+    page.get_by_role("button", name="Move alias…").click()
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    assert alias.evaluate("(el) => el.validity.patternMismatch"), "the form accepted an alias the server refuses"
+    assert "letters, digits" in alias.evaluate("(el) => el.title")
+    expect(page.locator(".alias-form .hint")).to_contain_text("a letter, then letters, digits, '_' or '-'")
+    assert not [u for u in tab.requests if "/aliases/%3C" in u], tab.requests
+    v2 = console.api.get("/v1/models/moves@2").json()
+    assert console.api.get("/v1/registered-models/moves").json()["aliases"] == {"production": v2["id"]}
+    shot(tab, "34-alias-moved-versions-table")

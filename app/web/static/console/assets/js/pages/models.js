@@ -42,12 +42,14 @@ function aliasVersions(model, versions) {
 
 function moveAliasForm(model, versions, onMoved) {
   const current = aliasVersions(model, versions);
-  const alias = h("input", { type: "text", name: "alias", value: "production", required: true, maxlength: 64, list: "alias-names" });
+  // the server's rule for alias names (app/services/registry.py ALIAS_RE): checked here too, because a name with a
+  // "/" never reaches that check (the path no longer matches the route: a bare 404 that names no field)
+  const alias = h("input", { type: "text", name: "alias", value: "production", required: true, maxlength: 64, list: "alias-names", pattern: "[A-Za-z][A-Za-z0-9_\\-]{0,63}", title: "Starts with a letter; then letters, digits, '_' or '-' (at most 64)." });
   const names = h("datalist", { id: "alias-names" }, [...new Set(["production", "staging", ...current.map((a) => a.alias)])].map((a) => h("option", { value: a })));
   const version = select(versions.map((v) => [v.version, `version ${v.version} (${when(v.created_at)})`]), { name: "version", value: versions[0]?.version });
   const message = h("div", { class: "form-message" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Move alias…" });
-  const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production; predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
+  const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production (a letter, then letters, digits, '_' or '-'); predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     mount(message);
@@ -106,14 +108,18 @@ async function eventsView(name) {
 /** #/models/<name> */
 export async function modelPage(ctx, name) {
   const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
+  const versionsBox = h("div");
   const aliasesBox = h("div");
   const eventsBox = h("div");
+  // after an alias move every view of the aliases is drawn again: the versions table's column too
   const refresh = async () => {
     const m = await get(`/v1/registered-models/${seg(name)}`);
     Object.assign(model, m);
+    mount(versionsBox, versionsTable(model, versions.items));
     mount(aliasesBox, aliasTable(model, versions.items));
     mount(eventsBox, await eventsView(name));
   };
+  mount(versionsBox, versionsTable(model, versions.items));
   mount(aliasesBox, aliasTable(model, versions.items));
   mount(eventsBox, await eventsView(name));
   const links = h(
@@ -126,23 +132,25 @@ export async function modelPage(ctx, name) {
     "div",
     {},
     pageHeader(name, h("span", {}, h("a", { href: "#/models", text: "Models" }), ` / ${model.n_versions} version(s)`), links),
-    section(
-      "Versions",
-      table(
-        [
-          { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
-          { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
-          { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
-          { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
-          { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
-          { label: "Created", value: (v) => when(v.created_at) },
-        ],
-        versions.items,
-        { caption: "Versions, newest first" },
-      ),
-    ),
+    section("Versions", versionsBox),
     section("Aliases", aliasesBox, moveAliasForm(model, versions.items, refresh)),
     section("Registry events", eventsBox),
+  );
+}
+
+function versionsTable(model, versions) {
+  const name = model.name;
+  return table(
+    [
+      { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
+      { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
+      { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
+      { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
+      { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
+      { label: "Created", value: (v) => when(v.created_at) },
+    ],
+    versions,
+    { caption: "Versions, newest first" },
   );
 }
 
