@@ -440,3 +440,34 @@ def test_an_alias_move_shows_in_the_versions_table_and_a_bad_alias_name_is_caugh
     v2 = console.api.get("/v1/models/moves@2").json()
     assert console.api.get("/v1/registered-models/moves").json()["aliases"] == {"production": v2["id"]}
     shot(tab, "34-alias-moved-versions-table")
+
+
+def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console) -> None:
+    """At 390 px wide, a job page (its id in the title, its progress bar) and a version and its monitoring with a
+    64-character alias stay within the screen: nothing is cut off or makes the page scroll sideways."""
+    from playwright.sync_api import expect
+
+    rows = [[i % 7, (i * 3) % 11, "a" if i % 3 else "b", "yes" if i % 7 > 3 else "no"] for i in range(60)]
+    ds = upload_csv(console, "phone", ["u", "v", "w", "label"], rows)
+    job = train_via_api(console, ds["id"], "phone", seed=0, epochs=5, target="label", n_rules=2)
+    long_alias = "a" + "b" * 63
+    r = console.api.put(f"/v1/registered-models/phone/aliases/{long_alias}", json={"version": 1})
+    assert r.status_code == 200, r.text
+    _predict(console, "phone@1", [{"u": 1, "v": 2, "w": "a"}])
+
+    sign_in(tab, console)
+    page = tab.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    for fragment, heading, name in [
+        (f"jobs/{job['id']}", f"Job {job['id']}", "35-narrow-job"),
+        ("models/phone/1", "phone version 1", "36-narrow-version-long-alias"),
+        ("models/phone/monitoring", "Monitoring phone", "37-narrow-monitoring-long-alias"),
+    ]:
+        page.goto(_url(console, fragment))
+        expect(page.get_by_role("heading", name=heading, level=1)).to_be_visible()
+        expect(page.get_by_text(long_alias).or_(page.locator(".job-status")).first).to_be_visible()
+        widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert widths[0] <= widths[1], f"#/{fragment} is {widths[0]} px wide on a {widths[1]} px screen"
+        title = page.get_by_role("heading", level=1).bounding_box()
+        assert title is not None and title["x"] + title["width"] <= 390, f"#/{fragment}: the title is cut off"
+        shot(tab, name)
