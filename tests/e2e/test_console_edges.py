@@ -181,6 +181,9 @@ def test_markup_in_data_one_rule_unseen_targets_and_a_version_against_itself(tab
     expect(page.get_by_role("heading", name="Unchanged (1)")).to_be_visible()
     expect(page.get_by_role("heading", name="Changed (0)")).to_be_visible()
     expect(page.get_by_text("0 (0.0%)")).to_be_visible()
+    # the file has the target column; no row could be scored (every label unseen): say that, not "no target"
+    expect(page.locator(".notice-info")).to_contain_text("No row could be scored")
+    expect(page.get_by_text("No target column")).to_have_count(0)
     shot(tab, "23-compare-itself")
 
     # monitoring before any decision, then a decision on a markup category
