@@ -474,3 +474,25 @@ def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console)
         title = page.get_by_role("heading", level=1).bounding_box()
         assert title is not None and title["x"] + title["width"] <= 390, f"#/{fragment}: the title is cut off"
         shot(tab, name)
+
+
+def test_signed_out_the_page_shows_no_navigation_and_no_sign_out(tab: Tab, console: Console) -> None:
+    """Before signing in, and after signing out, the sections and "Sign out" are hidden (the `hidden` attribute
+    the script sets must not be undone by the style sheet's `display`); signed in, they are shown."""
+    from playwright.sync_api import expect
+
+    page = tab.page
+    page.goto(f"{console.url}/console")
+    expect(page.get_by_label("API key")).to_be_visible()
+    nav = page.get_by_role("navigation", name="Sections", include_hidden=True)
+    sign_out = page.get_by_role("button", name="Sign out", include_hidden=True)
+    expect(nav).to_be_hidden()
+    expect(sign_out).to_be_hidden()
+    shot(tab, "38-signed-out")
+    sign_in(tab, console)
+    expect(nav).to_be_visible()
+    expect(sign_out).to_be_visible()
+    sign_out.click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(nav).to_be_hidden()
+    expect(sign_out).to_be_hidden()
