@@ -10,6 +10,7 @@ no 5xx, no script error, no dialog, nothing loaded from elsewhere).
 from __future__ import annotations
 
 import csv
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -496,3 +497,59 @@ def test_signed_out_the_page_shows_no_navigation_and_no_sign_out(tab: Tab, conso
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     expect(nav).to_be_hidden()
     expect(sign_out).to_be_hidden()
+
+
+def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: Console) -> None:
+    """A reviewer follows a decision from "Try a record" to its audit record (the row the API returns for its
+    audit_seq), checks the hash chain (what GET /v1/audit/verify says), pages back through the decisions, and
+    gets the API's reason for a place that is not a number."""
+    from playwright.sync_api import expect
+
+    import_model(console, "audited", rule_list_doc())
+    _predict(console, "audited@1", [{"age": 20 + i, "income": 5 * i, "smoker": "no"} for i in range(60)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/audited/1/try"))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    link = page.get_by_role("link", name=re.compile(r"^record \d+ of this tenant's audit chain$"))
+    seq = int(link.inner_text().split()[1])
+    link.click()
+    expect(page.get_by_role("heading", name="Audit trail", level=1)).to_be_visible()
+    (row,) = console.api.get("/v1/audit", params={"seq": seq}).json()["items"]
+    found = page.locator(".audit-record")
+    expect(found.get_by_role("heading", name=f"Decision {seq}")).to_be_visible()
+    expect(found).to_contain_text(row["row_hash"])
+    expect(found).to_contain_text(row["input_digest"])
+    expect(found.get_by_role("link", name="audited version 1")).to_be_visible()
+    expect(found.locator("dd").nth(4)).to_have_text(row["output"]["prediction"])
+
+    page.get_by_role("button", name="Verify the chain").click()
+    check = console.api.get("/v1/audit/verify").json()
+    assert check["intact"], check
+    expect(page.locator(".notice-success")).to_contain_text(f"Intact: {check['rows_checked']} record(s) checked")
+
+    listed = page.locator("table:has(caption:text-is('Decisions, newest first')) tbody tr")
+    expect(listed).to_have_count(50)
+    expect(listed.first.locator("td").first).to_have_text(str(check["head"]["seq"]))
+    older = page.get_by_role("button", name="Show older decisions")
+    older.focus()
+    page.keyboard.press("Enter")
+    expect(listed).to_have_count(min(100, check["rows_checked"]))
+    expect(listed.last.locator("td").first).to_have_text(
+        str(check["head"]["seq"] - min(100, check["rows_checked"]) + 1)
+    )
+    shot(tab, "39-audit")
+
+    page.goto(_url(console, "audit?seq=abc"))
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("query.seq: must be an integer")
+    expect(refusal).to_contain_text("HTTP 422")
+    page.get_by_label("Place in the chain (audit_seq)").fill("999999")
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_text("No decision at place 999999")).to_be_visible()
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(_url(console, f"audit?seq={seq}"))
+    expect(found).to_contain_text(row["row_hash"])
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the audit page is {widths[0]} px wide on a {widths[1]} px screen"
+    shot(tab, "40-audit-narrow")

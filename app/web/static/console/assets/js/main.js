@@ -11,6 +11,7 @@ import { evaluationPage } from "./pages/evaluation.js";
 import { comparePage } from "./pages/compare.js";
 import { tryPage } from "./pages/try.js";
 import { monitoringPage } from "./pages/monitoring.js";
+import { auditPage } from "./pages/audit.js";
 
 const ROUTES = [
   [/^\/datasets$/, datasetsPage, "datasets"],
@@ -24,6 +25,7 @@ const ROUTES = [
   [/^\/models\/([^/]+)\/(\d+)$/, versionPage, "models"],
   [/^\/models\/([^/]+)\/(\d+)\/try$/, tryPage, "models"],
   [/^\/evaluations\/([^/]+)$/, evaluationPage, "models"],
+  [/^\/audit$/, auditPage, "audit"],
 ];
 
 const main = document.getElementById("main");

@@ -3,7 +3,7 @@
 // condition that failed, and the counterfactual (what to change, and the rule that would then decide).
 // The server decides (and audits) the record; this page only displays its answer.
 
-import { ApiError, get, post, seg } from "../api.js";
+import { ApiError, get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { busy, errorBox, field, notice, pageHeader, section, table } from "../ui.js";
@@ -136,7 +136,7 @@ function answerView(res, doc, apply) {
       h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
       unseenView(p.unseen_categories),
       classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
-      h("p", { class: "muted small", text: `This decision was recorded in the audit log, like any other: record ${p.audit_seq} of this tenant's audit chain.` }),
+      h("p", { class: "muted small" }, "This decision was recorded in the audit log, like any other: ", h("a", { href: `#/audit${qs({ seq: p.audit_seq })}`, text: `record ${p.audit_seq} of this tenant's audit chain` }), "."),
     ),
     section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, h("code", { text: ex.rule_text })), conditionsTable(ex.conditions)),
     section("Earlier rules that did not fire", notFiredList(ex.not_fired)),
