@@ -10,10 +10,12 @@ no 5xx, no script error, no dialog, nothing loaded from elsewhere).
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -553,3 +555,21 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
     widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1], f"the audit page is {widths[0]} px wide on a {widths[1]} px screen"
     shot(tab, "40-audit-narrow")
+
+
+def test_the_upload_form_offers_and_takes_a_gzipped_csv(tab: Tab, console: Console, tmp_path: Path) -> None:
+    """The API reads a .csv.gz (README); the file chooser must offer one (its `accept` list filters what the
+    native dialog shows) and the form must upload it: the dataset is the decompressed CSV."""
+    from playwright.sync_api import expect
+
+    packed = tmp_path / "heart-packed.csv.gz"
+    packed.write_bytes(gzip.compress((DATASETS / "heart.csv").read_bytes()))
+    sign_in(tab, console)
+    page = tab.page
+    chooser = page.get_by_label("CSV file")
+    accept = [a.strip() for a in chooser.get_attribute("accept").split(",")]
+    assert ".gz" in accept and ".csv" in accept, accept
+    expect(page.locator(".upload-form .hint")).to_contain_text(".csv.gz")
+    chooser.set_input_files(str(packed))
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator(".upload-form .notice-success")).to_contain_text("heart-packed (270 rows, 16 columns)")
