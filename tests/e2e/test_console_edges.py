@@ -573,3 +573,39 @@ def test_the_upload_form_offers_and_takes_a_gzipped_csv(tab: Tab, console: Conso
     chooser.set_input_files(str(packed))
     page.get_by_role("button", name="Upload").click()
     expect(page.locator(".upload-form .notice-success")).to_contain_text("heart-packed (270 rows, 16 columns)")
+
+
+def test_an_alias_can_be_removed_with_a_confirmation(tab: Tab, console: Console) -> None:
+    """An alias set by mistake can be removed from the model page (the API's DELETE), after a confirmation that
+    Escape cancels; the tables and the registry events then show it gone."""
+    from playwright.sync_api import expect
+
+    import_model(console, "removes", rule_list_doc())
+    for alias in ("production", "stagging"):
+        r = console.api.put(f"/v1/registered-models/removes/aliases/{alias}", json={"version": 1})
+        assert r.status_code == 200, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/removes"))
+    remove = page.get_by_role("button", name="Remove alias stagging")
+    remove.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Remove removes@stagging?")
+    expect(dialog).to_contain_text("It points at version 1")
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    expect(remove).to_be_focused()
+    assert set(console.api.get("/v1/registered-models/removes").json()["aliases"]) == {"production", "stagging"}
+
+    remove.click()
+    dialog.get_by_role("button", name="Remove alias").click()
+    expect(page.locator(".notice-success")).to_contain_text("removes@stagging removed.")
+    assert set(console.api.get("/v1/registered-models/removes").json()["aliases"]) == {"production"}
+    aliases = page.locator("table:has(caption:text-is('Where each alias points')) tbody tr")
+    expect(aliases).to_have_count(1)
+    expect(aliases.first).to_contain_text("removes@production")
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events.first).to_contain_text("alias_deleted")
+    expect(events.first).to_contain_text("stagging")
+    expect(page.get_by_role("heading", name="Aliases", level=2)).to_be_focused()  # not lost with the row
+    shot(tab, "41-alias-removed")

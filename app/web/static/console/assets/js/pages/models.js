@@ -1,9 +1,9 @@
 // Registered models: the list, and one model's versions, aliases (moved with a confirmation; the
 // server audits the move) and registry events.
 
-import { get, put, qs, seg } from "../api.js";
+import { del, get, put, qs, seg } from "../api.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
-import { badge, busy, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
+import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** #/models */
 export async function modelsPage() {
@@ -110,17 +110,49 @@ export async function modelPage(ctx, name) {
   const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
   const versionsBox = h("div");
   const aliasesBox = h("div");
+  const aliasMessage = h("div", { class: "form-message" });
   const eventsBox = h("div");
   // after an alias move every view of the aliases is drawn again: the versions table's column too
   const refresh = async () => {
     const m = await get(`/v1/registered-models/${seg(name)}`);
     Object.assign(model, m);
     mount(versionsBox, versionsTable(model, versions.items));
-    mount(aliasesBox, aliasTable(model, versions.items));
+    mount(aliasesBox, aliasTable(model, versions.items, remove));
     mount(eventsBox, await eventsView(name));
   };
+  const remove = async (a, opener) => {
+    mount(aliasMessage);
+    const ok = await confirmDialog({
+      title: `Remove ${model.name}@${a.alias}?`,
+      body: h(
+        "div",
+        {},
+        h("p", { text: `It points at version ${a.version ?? "?"}. Once removed, predictions sent to ${model.name}@${a.alias} are refused (404) until the alias is set again.` }),
+        h("p", { text: "The removal is recorded with your API key." }),
+      ),
+      confirmLabel: "Remove alias",
+      danger: true,
+    });
+    if (!ok) return;
+    await busy(opener, async () => {
+      try {
+        await del(`/v1/registered-models/${seg(model.name)}/aliases/${seg(a.alias)}`);
+        await refresh();
+        mount(aliasMessage, notice("success", `${model.name}@${a.alias} removed.`));
+        announce(`Alias ${a.alias} removed`);
+        // the button went with its row: the focus goes to the section's heading, not to the top of the page
+        const heading = aliasesBox.closest("section")?.querySelector("h2");
+        if (heading) {
+          heading.tabIndex = -1;
+          heading.focus();
+        }
+      } catch (err) {
+        mount(aliasMessage, errorBox(err, "Could not remove the alias"));
+      }
+    });
+  };
   mount(versionsBox, versionsTable(model, versions.items));
-  mount(aliasesBox, aliasTable(model, versions.items));
+  mount(aliasesBox, aliasTable(model, versions.items, remove));
   mount(eventsBox, await eventsView(name));
   const links = h(
     "div",
@@ -133,7 +165,7 @@ export async function modelPage(ctx, name) {
     {},
     pageHeader(name, h("span", {}, h("a", { href: "#/models", text: "Models" }), ` / ${model.n_versions} version(s)`), links),
     section("Versions", versionsBox),
-    section("Aliases", aliasesBox, moveAliasForm(model, versions.items, refresh)),
+    section("Aliases", aliasesBox, aliasMessage, moveAliasForm(model, versions.items, refresh)),
     section("Registry events", eventsBox),
   );
 }
@@ -154,11 +186,12 @@ function versionsTable(model, versions) {
   );
 }
 
-function aliasTable(model, versions) {
+function aliasTable(model, versions, onRemove) {
   return table(
     [
       { label: "Alias", value: (a) => h("code", { text: `${model.name}@${a.alias}` }) },
       { label: "Version", value: (a) => (a.version ? h("a", { href: `#/models/${seg(model.name)}/${a.version}`, text: `version ${a.version}` }) : a.id) },
+      { label: "Remove", value: (a) => button("Remove…", (ev) => onRemove(a, ev.currentTarget), { kind: "danger-quiet", "aria-label": `Remove alias ${a.alias}` }) },
     ],
     aliasVersions(model, versions),
     { caption: "Where each alias points", empty: "No alias yet." },
