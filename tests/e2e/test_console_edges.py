@@ -609,3 +609,45 @@ def test_an_alias_can_be_removed_with_a_confirmation(tab: Tab, console: Console)
     expect(events.first).to_contain_text("stagging")
     expect(page.get_by_role("heading", name="Aliases", level=2)).to_be_focused()  # not lost with the row
     shot(tab, "41-alias-removed")
+
+
+def test_try_keeps_the_typed_record_when_the_reader_follows_a_link_and_comes_back(tab: Tab, console: Console) -> None:
+    """A reviewer types a record, decides, opens its audit record from the answer and goes back: the fields still
+    hold the record (kept in the tab, per version), with a way back to the training medians; signing out
+    removes it."""
+    from playwright.sync_api import expect
+
+    import_model(console, "keeps", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/keeps/1/try"))
+    age = page.get_by_label("age", exact=True)
+    expect(age).to_have_value("50")
+    age.fill("70")
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    page.get_by_label("smoker: other value").fill("sometimes")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    page.get_by_role("link", name=re.compile("of this tenant's audit chain")).click()
+    expect(page.get_by_role("heading", name="Audit trail", level=1)).to_be_visible()
+    page.go_back()
+    expect(age).to_have_value("70")
+    expect(page.get_by_label("smoker", exact=True)).to_have_value("__other__")
+    expect(page.get_by_label("smoker: other value")).to_have_value("sometimes")
+    expect(page.get_by_label("income", exact=True)).to_have_value("30")
+    expect(page.get_by_text("The fields hold the record you last decided")).to_be_visible()
+    shot(tab, "42-try-record-kept")
+
+    page.get_by_role("button", name="Reset to the training medians").click()
+    expect(age).to_have_value("50")
+    expect(page.get_by_label("smoker", exact=True)).to_have_value("yes")
+    page.reload()
+    expect(age).to_have_value("50")
+
+    age.fill("65")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.locator(".decision-value")).to_be_visible()
+    slots = "() => Object.keys(sessionStorage).filter((k) => k.startsWith('neurules.try.'))"
+    assert len(page.evaluate(slots)) == 1
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate(slots) == [], "a typed record outlived the sign-out"

@@ -9,7 +9,7 @@ import { modelPage, modelsPage } from "./pages/models.js";
 import { versionPage } from "./pages/version.js";
 import { evaluationPage } from "./pages/evaluation.js";
 import { comparePage } from "./pages/compare.js";
-import { tryPage } from "./pages/try.js";
+import { TRY_SLOT, tryPage } from "./pages/try.js";
 import { monitoringPage } from "./pages/monitoring.js";
 import { auditPage } from "./pages/audit.js";
 
@@ -125,6 +125,8 @@ function signInView() {
 
 function signOut(reason) {
   clearKey();
+  // the records typed on "Try a record" go with the key
+  for (const slot of Object.keys(sessionStorage)) if (slot.startsWith(TRY_SLOT)) sessionStorage.removeItem(slot);
   render().then(() => {
     if (reason) main.prepend(notice("warning", reason));
   });

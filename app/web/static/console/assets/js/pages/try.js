@@ -144,11 +144,38 @@ function answerView(res, doc, apply) {
   );
 }
 
+/** Where the page keeps the last record decided on a version (by version id), in this tab only. */
+export const TRY_SLOT = "neurules.try.";
+
+function readSaved(slot) {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(slot) || "null");
+    return saved && typeof saved === "object" && !Array.isArray(saved) ? saved : null;
+  } catch {
+    return null;
+  }
+}
+
 /** #/models/<name>/<version>/try */
 export async function tryPage(ctx, name, version) {
   const ref = seg(`${name}@${version}`);
   const mv = await get(`/v1/models/${ref}`);
   const inputs = mv.input_schema.map((f) => ({ f, ...(f.type === "numeric" ? numericInput(f) : categoricalInput(f)) }));
+  // the last record decided on this version is kept in the tab (sessionStorage, removed on sign-out), so following
+  // a link from the answer (its audit record, the version) and coming back does not lose what was typed
+  const slot = `${TRY_SLOT}${mv.id}`;
+  const defaults = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
+  const restoredNote = h("div");
+  const reset = () => {
+    for (const i of inputs) i.write(defaults[i.f.name]);
+    sessionStorage.removeItem(slot);
+    mount(restoredNote);
+  };
+  const saved = readSaved(slot);
+  if (saved) {
+    for (const i of inputs) if (Object.hasOwn(saved, i.f.name)) i.write(saved[i.f.name]);
+    mount(restoredNote, notice("info", "The fields hold the record you last decided on this version in this tab. ", h("button", { type: "button", class: "btn btn-quiet", text: "Reset to the training medians", onclick: reset })));
+  }
   const out = h("div", { class: "try-answer", tabindex: "-1" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Decide" });
   const form = h(
@@ -159,6 +186,7 @@ export async function tryPage(ctx, name, version) {
   );
   const run = async () => {
     const record = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
+    sessionStorage.setItem(slot, JSON.stringify(record));
     await busy(submit, async () => {
       try {
         mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
@@ -180,7 +208,7 @@ export async function tryPage(ctx, name, version) {
     "div",
     {},
     pageHeader(`Try a record on ${name} version ${version}`, h("span", {}, h("a", { href: base, text: name }), " / ", h("a", { href: `${base}/${version}`, text: `version ${version}` }))),
-    section("Record", h("p", { class: "muted small", text: "Fields come from the version's input schema; numbers start at the training median." }), form),
+    section("Record", h("p", { class: "muted small", text: "Fields come from the version's input schema; numbers start at the training median." }), restoredNote, form),
     out,
   );
 }
