@@ -651,3 +651,31 @@ def test_try_keeps_the_typed_record_when_the_reader_follows_a_link_and_comes_bac
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     assert page.evaluate(slots) == [], "a typed record outlived the sign-out"
+
+
+def test_a_versions_compare_link_reads_from_the_previous_version_to_this_one(tab: Tab, console: Console) -> None:
+    """The "Compare…" link of version 2 compares version 1 (base) with version 2, as the model page's "Compare versions"
+    does: the rule version 2 brought is listed as added in v2, not as removed."""
+    from playwright.sync_api import expect
+
+    first = rule_list_doc()
+    second = rule_list_doc()
+    second["rules"].append(
+        {
+            "conditions": [{"feature": "smoker", "op": "in", "values": ["no"]}],
+            "class_counts": [50, 5],
+            "probabilities": [51 / 57, 6 / 57],
+        }
+    )
+    second["default"] = {"class_counts": [70, 25], "probabilities": [71 / 97, 26 / 97]}
+    import_model(console, "grows", first)
+    import_model(console, "grows", second)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/grows/2"))
+    page.get_by_role("link", name="Compare…").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(page.get_by_role("heading", name="Added in v2 (1)")).to_be_visible()
+    expect(page.get_by_role("heading", name="Removed from v1 (0)")).to_be_visible()
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    expect(page.get_by_label("Other version")).to_have_value("2")
