@@ -552,6 +552,8 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
     page.set_viewport_size({"width": 390, "height": 800})
     page.goto(_url(console, f"audit?seq={seq}"))
     expect(found).to_contain_text(row["row_hash"])
+    page.get_by_role("button", name="Verify the chain").click()
+    expect(page.locator(".notice-success")).to_contain_text("every link holds")  # with the head's 64-hex hash
     widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1], f"the audit page is {widths[0]} px wide on a {widths[1]} px screen"
     shot(tab, "40-audit-narrow")

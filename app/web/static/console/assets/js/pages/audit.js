@@ -70,8 +70,8 @@ function rowsTable(rows, versions) {
 }
 
 function verificationView(v) {
-  const head = v.head ? ` The chain head is record ${fmt(v.head.seq)} (hash ${v.head.row_hash}).` : "";
-  if (v.intact) return notice("success", h("strong", { text: "Intact: " }), `${fmt(v.rows_checked)} record(s) checked, every link holds.${head}`);
+  const head = v.head ? [` The chain head is record ${fmt(v.head.seq)} (hash `, h("code", { class: "hash", text: v.head.row_hash }), ")."] : null;
+  if (v.intact) return notice("success", h("strong", { text: "Intact: " }), `${fmt(v.rows_checked)} record(s) checked, every link holds.`, head);
   const b = v.first_break || {};
   return notice(
     "error",
