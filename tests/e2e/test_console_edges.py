@@ -477,6 +477,16 @@ def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console)
         title = page.get_by_role("heading", level=1).bounding_box()
         assert title is not None and title["x"] + title["width"] <= 390, f"#/{fragment}: the title is cut off"
         shot(tab, name)
+    # the sections and "Sign out" each on one line (five sections since the Audit page)
+    lines = page.eval_on_selector_all(
+        "#nav a, #sign-out",
+        """(els) => Object.fromEntries(els.map((el) => {
+             const text = document.createRange();
+             text.selectNodeContents(el);
+             return [el.textContent.trim(), new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size];
+           }))""",
+    )
+    assert set(lines.values()) == {1}, f"a section or Sign out breaks over two lines at 390 px: {lines}"
 
 
 def test_signed_out_the_page_shows_no_navigation_and_no_sign_out(tab: Tab, console: Console) -> None:
