@@ -691,3 +691,26 @@ def test_a_versions_compare_link_reads_from_the_previous_version_to_this_one(tab
     expect(page.get_by_role("heading", name="Removed from v1 (0)")).to_be_visible()
     expect(page.get_by_label("Base version")).to_have_value("1")
     expect(page.get_by_label("Other version")).to_have_value("2")
+
+
+def test_try_asks_for_the_other_value_instead_of_sending_an_empty_category(tab: Tab, console: Console) -> None:
+    """Choosing "other value…" and typing nothing would send "" (a category training never saw, which the answer
+    does not even list as unseen): the form asks for the value instead, and "(missing)" sends no value."""
+    from playwright.sync_api import expect
+
+    import_model(console, "empty-other", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/empty-other/1/try"))
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    other = page.get_by_label("smoker: other value")
+    expect(other).to_be_focused()
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_have_count(0)
+    assert other.evaluate("(el) => el.validity.valueMissing"), "an empty other value was accepted"
+    assert not [u for u in tab.requests if u.endswith("/predict")], "the empty value was sent"
+
+    page.get_by_label("smoker", exact=True).select_option("__missing__")
+    expect(other).to_be_hidden()
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()

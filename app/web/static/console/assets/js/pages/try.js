@@ -23,8 +23,14 @@ function categoricalInput(f) {
   const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: MISSING, text: "(missing)" }), h("option", { value: OTHER, text: "other value…" }));
   const otherId = nextId("other");
   const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
-  sel.addEventListener("change", () => {
+  // "other value…" with nothing typed would send "" (a category of its own, decided as in no rule's set): the
+  // field is then required, and "(missing)" is the way to send no value
+  const showOther = () => {
     other.hidden = sel.value !== OTHER;
+    other.required = !other.hidden;
+  };
+  sel.addEventListener("change", () => {
+    showOther();
     if (!other.hidden) other.focus();
   });
   const read = () => (sel.value === MISSING ? null : sel.value === OTHER ? other.value : sel.value);
@@ -35,7 +41,7 @@ function categoricalInput(f) {
       sel.value = OTHER;
       other.value = String(v);
     }
-    other.hidden = sel.value !== OTHER;
+    showOther();
   };
   return { control: sel, extra: other, hint: `${known.length} categories seen in training; unseen values are allowed`, read, write };
 }
