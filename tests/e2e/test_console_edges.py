@@ -468,6 +468,7 @@ def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console)
         (f"jobs/{job['id']}", f"Job {job['id']}", "35-narrow-job"),
         ("models/phone/1", "phone version 1", "36-narrow-version-long-alias"),
         ("models/phone/monitoring", "Monitoring phone", "37-narrow-monitoring-long-alias"),
+        ("models/phone", "phone", "37b-narrow-model-long-alias"),
     ]:
         page.goto(_url(console, fragment))
         expect(page.get_by_role("heading", name=heading, level=1)).to_be_visible()
@@ -476,6 +477,17 @@ def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console)
         assert widths[0] <= widths[1], f"#/{fragment} is {widths[0]} px wide on a {widths[1]} px screen"
         title = page.get_by_role("heading", level=1).bounding_box()
         assert title is not None and title["x"] + title["width"] <= 390, f"#/{fragment}: the title is cut off"
+        # a badge (state, action, verdict) breaks between words at most; only an alias name may break inside one
+        broken = page.eval_on_selector_all(
+            ".badge:not(.badge-alias)",
+            """(els) => els.map((el) => {
+                 const text = document.createRange();
+                 text.selectNodeContents(el);
+                 const lines = new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size;
+                 return [el.textContent, lines];
+               }).filter(([t, lines]) => lines > t.trim().split(/\\s+/).length)""",
+        )
+        assert broken == [], f"#/{fragment}: badges broken inside a word: {broken}"
         shot(tab, name)
     # the sections and "Sign out" each on one line (five sections since the Audit page)
     lines = page.eval_on_selector_all(
