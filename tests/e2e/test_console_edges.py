@@ -10,9 +10,12 @@ no 5xx, no script error, no dialog, nothing loaded from elsewhere).
 from __future__ import annotations
 
 import csv
+import gzip
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -181,6 +184,9 @@ def test_markup_in_data_one_rule_unseen_targets_and_a_version_against_itself(tab
     expect(page.get_by_role("heading", name="Unchanged (1)")).to_be_visible()
     expect(page.get_by_role("heading", name="Changed (0)")).to_be_visible()
     expect(page.get_by_text("0 (0.0%)")).to_be_visible()
+    # the file has the target column; no row could be scored (every label unseen): say that, not "no target"
+    expect(page.locator(".notice-info")).to_contain_text("No row could be scored")
+    expect(page.get_by_text("No target column")).to_have_count(0)
     shot(tab, "23-compare-itself")
 
     # monitoring before any decision, then a decision on a markup category
@@ -366,3 +372,357 @@ def test_a_failed_training_job_shows_its_error(browser: Any, tmp_path_factory: p
         expect(t.page.locator(".notice-error")).to_contain_text(job["error"])
         expect(t.page.locator(".job-status .badge").first).to_have_text("failed")
         shot(t, "32-job-failed")
+
+
+def test_try_names_a_category_training_never_saw(tab: Tab, console: Console) -> None:
+    """A categorical value training never saw (a typo) decides without an error, as outside every condition's
+    set: the decision must say so, naming the feature and the value the API lists in `unseen_categories`."""
+    from playwright.sync_api import expect
+
+    import_model(console, "typo-risk", rule_list_doc())
+    record = {"age": 50, "income": 30, "smoker": "yse"}  # the fill values, and a typo of "yes"
+    answer = console.api.post("/v1/models/typo-risk@1/predict", json={"records": [record]}).json()["predictions"][0]
+    assert answer["unseen_categories"] == {"smoker": "yse"}, answer
+
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/typo-risk/1/try"))
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    page.get_by_label("smoker: other value").fill("yse")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    decision = page.locator("section:has(h2:text-is('Decision'))")
+    expect(page.locator(".decision-value")).to_have_text(answer["prediction"])
+    warning = decision.locator(".notice-warning")
+    expect(warning).to_contain_text("not seen in training")
+    expect(warning).to_contain_text("smoker = yse")
+    shot(tab, "33-try-unseen-category")
+
+    # a value seen in training: no warning
+    page.get_by_label("smoker", exact=True).select_option("yes")
+    with page.expect_response(lambda r: r.url.endswith("/predict")):
+        page.get_by_role("button", name="Decide", exact=True).click()
+    expect(decision.locator(".notice-warning")).to_have_count(0)
+    expect(page.locator(".decision-value")).to_be_visible()
+
+
+def test_an_alias_move_shows_in_the_versions_table_and_a_bad_alias_name_is_caught(tab: Tab, console: Console) -> None:
+    """After a move, the versions table's Aliases column shows where the alias now points (not the page's first
+    load); an alias name the server cannot take is refused by the form, saying the rule, before any request."""
+    from playwright.sync_api import expect
+
+    import_model(console, "moves", rule_list_doc())
+    import_model(console, "moves", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/moves"))
+    versions = page.locator("table:has(caption:text-is('Versions, newest first')) tbody tr")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(1).locator(".badge-alias")).to_have_count(0)
+
+    page.get_by_label("Alias", exact=True).fill("production")
+    page.get_by_label("Point it at").select_option("1")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 1").click()
+    expect(page.locator(".notice-success")).to_contain_text("moves@production now points at version 1")
+    expect(versions.nth(1).locator(".badge-alias")).to_have_text(["production"])  # version 1's row
+    expect(versions.nth(0).locator(".badge-alias")).to_have_count(0)
+
+    page.get_by_label("Point it at").select_option("2")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 2").click()
+    expect(page.locator(".notice-success")).to_contain_text("moves@production now points at version 2")
+    expect(versions.nth(0).locator(".badge-alias")).to_have_text(["production"])
+    expect(versions.nth(1).locator(".badge-alias")).to_have_count(0)
+
+    # "<b>x</b>" holds a "/": sent, it would not reach the alias check (a bare 404 naming no field)
+    alias = page.get_by_label("Alias", exact=True)
+    alias.fill("<b>x</b>")
+    page.get_by_role("button", name="Move alias…").click()
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    assert alias.evaluate("(el) => el.validity.patternMismatch"), "the form accepted an alias the server refuses"
+    assert "letters, digits" in alias.evaluate("(el) => el.title")
+    expect(page.locator(".alias-form .hint")).to_contain_text("a letter, then letters, digits, '_' or '-'")
+    assert not [u for u in tab.requests if "/aliases/%3C" in u], tab.requests
+    v2 = console.api.get("/v1/models/moves@2").json()
+    assert console.api.get("/v1/registered-models/moves").json()["aliases"] == {"production": v2["id"]}
+    shot(tab, "34-alias-moved-versions-table")
+
+
+def test_long_ids_and_alias_names_fit_a_phone_screen(tab: Tab, console: Console) -> None:
+    """At 390 px wide, a job page (its id in the title, its progress bar) and a version and its monitoring with a
+    64-character alias stay within the screen: nothing is cut off or makes the page scroll sideways."""
+    from playwright.sync_api import expect
+
+    rows = [[i % 7, (i * 3) % 11, "a" if i % 3 else "b", "yes" if i % 7 > 3 else "no"] for i in range(60)]
+    ds = upload_csv(console, "phone", ["u", "v", "w", "label"], rows)
+    job = train_via_api(console, ds["id"], "phone", seed=0, epochs=5, target="label", n_rules=2)
+    long_alias = "a" + "b" * 63
+    r = console.api.put(f"/v1/registered-models/phone/aliases/{long_alias}", json={"version": 1})
+    assert r.status_code == 200, r.text
+    _predict(console, "phone@1", [{"u": 1, "v": 2, "w": "a"}])
+
+    sign_in(tab, console)
+    page = tab.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    for fragment, heading, name in [
+        (f"jobs/{job['id']}", f"Job {job['id']}", "35-narrow-job"),
+        ("models/phone/1", "phone version 1", "36-narrow-version-long-alias"),
+        ("models/phone/monitoring", "Monitoring phone", "37-narrow-monitoring-long-alias"),
+        ("models/phone", "phone", "37b-narrow-model-long-alias"),
+    ]:
+        page.goto(_url(console, fragment))
+        expect(page.get_by_role("heading", name=heading, level=1)).to_be_visible()
+        expect(page.get_by_text(long_alias).or_(page.locator(".job-status")).first).to_be_visible()
+        widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert widths[0] <= widths[1], f"#/{fragment} is {widths[0]} px wide on a {widths[1]} px screen"
+        title = page.get_by_role("heading", level=1).bounding_box()
+        assert title is not None and title["x"] + title["width"] <= 390, f"#/{fragment}: the title is cut off"
+        # a badge (state, action, verdict) breaks between words at most; only an alias name may break inside one
+        broken = page.eval_on_selector_all(
+            ".badge:not(.badge-alias)",
+            """(els) => els.map((el) => {
+                 const text = document.createRange();
+                 text.selectNodeContents(el);
+                 const lines = new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size;
+                 return [el.textContent, lines];
+               }).filter(([t, lines]) => lines > t.trim().split(/\\s+/).length)""",
+        )
+        assert broken == [], f"#/{fragment}: badges broken inside a word: {broken}"
+        shot(tab, name)
+    # the sections and "Sign out" each on one line (five sections since the Audit page)
+    lines = page.eval_on_selector_all(
+        "#nav a, #sign-out",
+        """(els) => Object.fromEntries(els.map((el) => {
+             const text = document.createRange();
+             text.selectNodeContents(el);
+             return [el.textContent.trim(), new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size];
+           }))""",
+    )
+    assert set(lines.values()) == {1}, f"a section or Sign out breaks over two lines at 390 px: {lines}"
+
+
+def test_signed_out_the_page_shows_no_navigation_and_no_sign_out(tab: Tab, console: Console) -> None:
+    """Before signing in, and after signing out, the sections and "Sign out" are hidden (the `hidden` attribute
+    the script sets must not be undone by the style sheet's `display`); signed in, they are shown."""
+    from playwright.sync_api import expect
+
+    page = tab.page
+    page.goto(f"{console.url}/console")
+    expect(page.get_by_label("API key")).to_be_visible()
+    nav = page.get_by_role("navigation", name="Sections", include_hidden=True)
+    sign_out = page.get_by_role("button", name="Sign out", include_hidden=True)
+    expect(nav).to_be_hidden()
+    expect(sign_out).to_be_hidden()
+    shot(tab, "38-signed-out")
+    sign_in(tab, console)
+    expect(nav).to_be_visible()
+    expect(sign_out).to_be_visible()
+    sign_out.click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(nav).to_be_hidden()
+    expect(sign_out).to_be_hidden()
+
+
+def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: Console) -> None:
+    """A reviewer follows a decision from "Try a record" to its audit record (the row the API returns for its
+    audit_seq), checks the hash chain (what GET /v1/audit/verify says), pages back through the decisions, and
+    gets the API's reason for a place that is not a number."""
+    from playwright.sync_api import expect
+
+    import_model(console, "audited", rule_list_doc())
+    _predict(console, "audited@1", [{"age": 20 + i, "income": 5 * i, "smoker": "no"} for i in range(60)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/audited/1/try"))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    link = page.get_by_role("link", name=re.compile(r"^record \d+ of this tenant's audit chain$"))
+    seq = int(link.inner_text().split()[1])
+    link.click()
+    expect(page.get_by_role("heading", name="Audit trail", level=1)).to_be_visible()
+    (row,) = console.api.get("/v1/audit", params={"seq": seq}).json()["items"]
+    found = page.locator(".audit-record")
+    expect(found.get_by_role("heading", name=f"Decision {seq}")).to_be_visible()
+    expect(found).to_contain_text(row["row_hash"])
+    expect(found).to_contain_text(row["input_digest"])
+    expect(found.get_by_role("link", name="audited version 1")).to_be_visible()
+    expect(found.locator("dd").nth(4)).to_have_text(row["output"]["prediction"])
+
+    page.get_by_role("button", name="Verify the chain").click()
+    check = console.api.get("/v1/audit/verify").json()
+    assert check["intact"], check
+    expect(page.locator(".notice-success")).to_contain_text(f"Intact: {check['rows_checked']} record(s) checked")
+
+    listed = page.locator("table:has(caption:text-is('Decisions, newest first')) tbody tr")
+    expect(listed).to_have_count(50)
+    expect(listed.first.locator("td").first).to_have_text(str(check["head"]["seq"]))
+    older = page.get_by_role("button", name="Show older decisions")
+    older.focus()
+    page.keyboard.press("Enter")
+    expect(listed).to_have_count(min(100, check["rows_checked"]))
+    expect(listed.last.locator("td").first).to_have_text(
+        str(check["head"]["seq"] - min(100, check["rows_checked"]) + 1)
+    )
+    shot(tab, "39-audit")
+
+    page.goto(_url(console, "audit?seq=abc"))
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("query.seq: must be an integer")
+    expect(refusal).to_contain_text("HTTP 422")
+    page.get_by_label("Place in the chain (audit_seq)").fill("999999")
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_text("No decision at place 999999")).to_be_visible()
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(_url(console, f"audit?seq={seq}"))
+    expect(found).to_contain_text(row["row_hash"])
+    page.get_by_role("button", name="Verify the chain").click()
+    expect(page.locator(".notice-success")).to_contain_text("every link holds")  # with the head's 64-hex hash
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the audit page is {widths[0]} px wide on a {widths[1]} px screen"
+    shot(tab, "40-audit-narrow")
+
+
+def test_the_upload_form_offers_and_takes_a_gzipped_csv(tab: Tab, console: Console, tmp_path: Path) -> None:
+    """The API reads a .csv.gz (README); the file chooser must offer one (its `accept` list filters what the
+    native dialog shows) and the form must upload it: the dataset is the decompressed CSV."""
+    from playwright.sync_api import expect
+
+    packed = tmp_path / "heart-packed.csv.gz"
+    packed.write_bytes(gzip.compress((DATASETS / "heart.csv").read_bytes()))
+    sign_in(tab, console)
+    page = tab.page
+    chooser = page.get_by_label("CSV file")
+    accept = [a.strip() for a in chooser.get_attribute("accept").split(",")]
+    assert ".gz" in accept and ".csv" in accept, accept
+    expect(page.locator(".upload-form .hint")).to_contain_text(".csv.gz")
+    chooser.set_input_files(str(packed))
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator(".upload-form .notice-success")).to_contain_text("heart-packed (270 rows, 16 columns)")
+
+
+def test_an_alias_can_be_removed_with_a_confirmation(tab: Tab, console: Console) -> None:
+    """An alias set by mistake can be removed from the model page (the API's DELETE), after a confirmation that
+    Escape cancels; the tables and the registry events then show it gone."""
+    from playwright.sync_api import expect
+
+    import_model(console, "removes", rule_list_doc())
+    for alias in ("production", "stagging"):
+        r = console.api.put(f"/v1/registered-models/removes/aliases/{alias}", json={"version": 1})
+        assert r.status_code == 200, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/removes"))
+    remove = page.get_by_role("button", name="Remove alias stagging")
+    remove.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Remove removes@stagging?")
+    expect(dialog).to_contain_text("It points at version 1")
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    expect(remove).to_be_focused()
+    assert set(console.api.get("/v1/registered-models/removes").json()["aliases"]) == {"production", "stagging"}
+
+    remove.click()
+    dialog.get_by_role("button", name="Remove alias").click()
+    expect(page.locator(".notice-success")).to_contain_text("removes@stagging removed.")
+    assert set(console.api.get("/v1/registered-models/removes").json()["aliases"]) == {"production"}
+    aliases = page.locator("table:has(caption:text-is('Where each alias points')) tbody tr")
+    expect(aliases).to_have_count(1)
+    expect(aliases.first).to_contain_text("removes@production")
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events.first).to_contain_text("alias_deleted")
+    expect(events.first).to_contain_text("stagging")
+    expect(page.get_by_role("heading", name="Aliases", level=2)).to_be_focused()  # not lost with the row
+    shot(tab, "41-alias-removed")
+
+
+def test_try_keeps_the_typed_record_when_the_reader_follows_a_link_and_comes_back(tab: Tab, console: Console) -> None:
+    """A reviewer types a record, decides, opens its audit record from the answer and goes back: the fields still
+    hold the record (kept in the tab, per version), with a way back to the training medians; signing out
+    removes it."""
+    from playwright.sync_api import expect
+
+    import_model(console, "keeps", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/keeps/1/try"))
+    age = page.get_by_label("age", exact=True)
+    expect(age).to_have_value("50")
+    age.fill("70")
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    page.get_by_label("smoker: other value").fill("sometimes")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    page.get_by_role("link", name=re.compile("of this tenant's audit chain")).click()
+    expect(page.get_by_role("heading", name="Audit trail", level=1)).to_be_visible()
+    page.go_back()
+    expect(age).to_have_value("70")
+    expect(page.get_by_label("smoker", exact=True)).to_have_value("__other__")
+    expect(page.get_by_label("smoker: other value")).to_have_value("sometimes")
+    expect(page.get_by_label("income", exact=True)).to_have_value("30")
+    expect(page.get_by_text("The fields hold the record you last decided")).to_be_visible()
+    shot(tab, "42-try-record-kept")
+
+    page.get_by_role("button", name="Reset to the training medians").click()
+    expect(age).to_have_value("50")
+    expect(page.get_by_label("smoker", exact=True)).to_have_value("yes")
+    page.reload()
+    expect(age).to_have_value("50")
+
+    age.fill("65")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.locator(".decision-value")).to_be_visible()
+    slots = "() => Object.keys(sessionStorage).filter((k) => k.startsWith('neurules.try.'))"
+    assert len(page.evaluate(slots)) == 1
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate(slots) == [], "a typed record outlived the sign-out"
+
+
+def test_a_versions_compare_link_reads_from_the_previous_version_to_this_one(tab: Tab, console: Console) -> None:
+    """The "Compare…" link of version 2 compares version 1 (base) with version 2, as the model page's "Compare versions"
+    does: the rule version 2 brought is listed as added in v2, not as removed."""
+    from playwright.sync_api import expect
+
+    first = rule_list_doc()
+    second = rule_list_doc()
+    second["rules"].append(
+        {
+            "conditions": [{"feature": "smoker", "op": "in", "values": ["no"]}],
+            "class_counts": [50, 5],
+            "probabilities": [51 / 57, 6 / 57],
+        }
+    )
+    second["default"] = {"class_counts": [70, 25], "probabilities": [71 / 97, 26 / 97]}
+    import_model(console, "grows", first)
+    import_model(console, "grows", second)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/grows/2"))
+    page.get_by_role("link", name="Compare…").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(page.get_by_role("heading", name="Added in v2 (1)")).to_be_visible()
+    expect(page.get_by_role("heading", name="Removed from v1 (0)")).to_be_visible()
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    expect(page.get_by_label("Other version")).to_have_value("2")
+
+
+def test_try_asks_for_the_other_value_instead_of_sending_an_empty_category(tab: Tab, console: Console) -> None:
+    """Choosing "other value…" and typing nothing would send "" (a category training never saw, which the answer
+    does not even list as unseen): the form asks for the value instead, and "(missing)" sends no value."""
+    from playwright.sync_api import expect
+
+    import_model(console, "empty-other", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/empty-other/1/try"))
+    page.get_by_label("smoker", exact=True).select_option("__other__")
+    other = page.get_by_label("smoker: other value")
+    expect(other).to_be_focused()
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_have_count(0)
+    assert other.evaluate("(el) => el.validity.valueMissing"), "an empty other value was accepted"
+    assert not [u for u in tab.requests if u.endswith("/predict")], "the empty value was sent"
+
+    page.get_by_label("smoker", exact=True).select_option("__missing__")
+    expect(other).to_be_hidden()
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()

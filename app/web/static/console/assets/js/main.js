@@ -9,8 +9,9 @@ import { modelPage, modelsPage } from "./pages/models.js";
 import { versionPage } from "./pages/version.js";
 import { evaluationPage } from "./pages/evaluation.js";
 import { comparePage } from "./pages/compare.js";
-import { tryPage } from "./pages/try.js";
+import { TRY_SLOT, tryPage } from "./pages/try.js";
 import { monitoringPage } from "./pages/monitoring.js";
+import { auditPage } from "./pages/audit.js";
 
 const ROUTES = [
   [/^\/datasets$/, datasetsPage, "datasets"],
@@ -24,6 +25,7 @@ const ROUTES = [
   [/^\/models\/([^/]+)\/(\d+)$/, versionPage, "models"],
   [/^\/models\/([^/]+)\/(\d+)\/try$/, tryPage, "models"],
   [/^\/evaluations\/([^/]+)$/, evaluationPage, "models"],
+  [/^\/audit$/, auditPage, "audit"],
 ];
 
 const main = document.getElementById("main");
@@ -123,6 +125,8 @@ function signInView() {
 
 function signOut(reason) {
   clearKey();
+  // the records typed on "Try a record" go with the key
+  for (const slot of Object.keys(sessionStorage)) if (slot.startsWith(TRY_SLOT)) sessionStorage.removeItem(slot);
   render().then(() => {
     if (reason) main.prepend(notice("warning", reason));
   });

@@ -47,9 +47,12 @@ function datasetView(d, base, other) {
   const o = `version ${other.version}`;
   const keys = ["accuracy", "f1_weighted", "f1_macro", "roc_auc", "brier"].filter((k) => k in (d.base_metrics || {}));
   const ex = d.excluded || {};
+  // no metrics: either the file has no target column, or it has one and no row could be scored by both versions
   const metricsNote = d.base_metrics
     ? null
-    : notice("info", "No target column to score against: only the disagreement and the cross-table are shown.");
+    : d.target !== null && d.target !== undefined
+      ? notice("info", h("strong", { text: "No row could be scored: " }), `every row's ${d.target} is missing or a class one of the versions never saw (see the rows left out above), so there are no metrics; only the disagreement and the cross-table are shown.`)
+      : notice("info", "No target column to score against: only the disagreement and the cross-table are shown.");
   return h(
     "div",
     {},

@@ -6,7 +6,8 @@ import { announce, bytes, fmt, h, mount, when } from "../dom.js";
 import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 function uploadForm(onDone) {
-  const file = h("input", { type: "file", name: "file", accept: ".csv,text/csv", required: true });
+  // what the API reads: CSV text (also as .txt) and gzip-compressed CSV (.csv.gz); the file chooser offers them all
+  const file = h("input", { type: "file", name: "file", accept: ".csv,.gz,.txt,text/csv,text/plain,application/gzip", required: true });
   const name = h("input", { type: "text", name: "name", maxlength: 200, placeholder: "default: the file name" });
   const bar = h("progress", { max: 1, value: 0, class: "upload-progress", "aria-label": "upload progress" });
   const barText = h("span", { class: "muted small", "aria-live": "polite" });
@@ -15,7 +16,7 @@ function uploadForm(onDone) {
   const form = h(
     "form",
     { class: "upload-form" },
-    h("div", { class: "form-row" }, field("CSV file", file, "UTF-8 with a header line; it is validated and profiled on upload."), field("Dataset name", name)),
+    h("div", { class: "form-row" }, field("CSV file", file, "UTF-8 with a header line, separated by , ; tab or |, or gzip-compressed (.csv.gz); it is validated and profiled on upload."), field("Dataset name", name)),
     h("div", { class: "form-actions" }, submit, h("span", { class: "progress-wrap" }, bar, barText)),
     message,
   );

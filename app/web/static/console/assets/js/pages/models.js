@@ -1,9 +1,9 @@
 // Registered models: the list, and one model's versions, aliases (moved with a confirmation; the
 // server audits the move) and registry events.
 
-import { get, put, qs, seg } from "../api.js";
+import { del, get, put, qs, seg } from "../api.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
-import { badge, busy, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
+import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** #/models */
 export async function modelsPage() {
@@ -42,12 +42,14 @@ function aliasVersions(model, versions) {
 
 function moveAliasForm(model, versions, onMoved) {
   const current = aliasVersions(model, versions);
-  const alias = h("input", { type: "text", name: "alias", value: "production", required: true, maxlength: 64, list: "alias-names" });
+  // the server's rule for alias names (app/services/registry.py ALIAS_RE): checked here too, because a name with a
+  // "/" never reaches that check (the path no longer matches the route: a bare 404 that names no field)
+  const alias = h("input", { type: "text", name: "alias", value: "production", required: true, maxlength: 64, list: "alias-names", pattern: "[A-Za-z][A-Za-z0-9_\\-]{0,63}", title: "Starts with a letter; then letters, digits, '_' or '-' (at most 64)." });
   const names = h("datalist", { id: "alias-names" }, [...new Set(["production", "staging", ...current.map((a) => a.alias)])].map((a) => h("option", { value: a })));
   const version = select(versions.map((v) => [v.version, `version ${v.version} (${when(v.created_at)})`]), { name: "version", value: versions[0]?.version });
   const message = h("div", { class: "form-message" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Move alias…" });
-  const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production; predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
+  const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production (a letter, then letters, digits, '_' or '-'); predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     mount(message);
@@ -106,15 +108,51 @@ async function eventsView(name) {
 /** #/models/<name> */
 export async function modelPage(ctx, name) {
   const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
+  const versionsBox = h("div");
   const aliasesBox = h("div");
+  const aliasMessage = h("div", { class: "form-message" });
   const eventsBox = h("div");
+  // after an alias move every view of the aliases is drawn again: the versions table's column too
   const refresh = async () => {
     const m = await get(`/v1/registered-models/${seg(name)}`);
     Object.assign(model, m);
-    mount(aliasesBox, aliasTable(model, versions.items));
+    mount(versionsBox, versionsTable(model, versions.items));
+    mount(aliasesBox, aliasTable(model, versions.items, remove));
     mount(eventsBox, await eventsView(name));
   };
-  mount(aliasesBox, aliasTable(model, versions.items));
+  const remove = async (a, opener) => {
+    mount(aliasMessage);
+    const ok = await confirmDialog({
+      title: `Remove ${model.name}@${a.alias}?`,
+      body: h(
+        "div",
+        {},
+        h("p", { text: `It points at version ${a.version ?? "?"}. Once removed, predictions sent to ${model.name}@${a.alias} are refused (404) until the alias is set again.` }),
+        h("p", { text: "The removal is recorded with your API key." }),
+      ),
+      confirmLabel: "Remove alias",
+      danger: true,
+    });
+    if (!ok) return;
+    await busy(opener, async () => {
+      try {
+        await del(`/v1/registered-models/${seg(model.name)}/aliases/${seg(a.alias)}`);
+        await refresh();
+        mount(aliasMessage, notice("success", `${model.name}@${a.alias} removed.`));
+        announce(`Alias ${a.alias} removed`);
+        // the button went with its row: the focus goes to the section's heading, not to the top of the page
+        const heading = aliasesBox.closest("section")?.querySelector("h2");
+        if (heading) {
+          heading.tabIndex = -1;
+          heading.focus();
+        }
+      } catch (err) {
+        mount(aliasMessage, errorBox(err, "Could not remove the alias"));
+      }
+    });
+  };
+  mount(versionsBox, versionsTable(model, versions.items));
+  mount(aliasesBox, aliasTable(model, versions.items, remove));
   mount(eventsBox, await eventsView(name));
   const links = h(
     "div",
@@ -126,31 +164,34 @@ export async function modelPage(ctx, name) {
     "div",
     {},
     pageHeader(name, h("span", {}, h("a", { href: "#/models", text: "Models" }), ` / ${model.n_versions} version(s)`), links),
-    section(
-      "Versions",
-      table(
-        [
-          { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
-          { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
-          { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
-          { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
-          { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
-          { label: "Created", value: (v) => when(v.created_at) },
-        ],
-        versions.items,
-        { caption: "Versions, newest first" },
-      ),
-    ),
-    section("Aliases", aliasesBox, moveAliasForm(model, versions.items, refresh)),
+    section("Versions", versionsBox),
+    section("Aliases", aliasesBox, aliasMessage, moveAliasForm(model, versions.items, refresh)),
     section("Registry events", eventsBox),
   );
 }
 
-function aliasTable(model, versions) {
+function versionsTable(model, versions) {
+  const name = model.name;
+  return table(
+    [
+      { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
+      { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
+      { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
+      { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
+      { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
+      { label: "Created", value: (v) => when(v.created_at) },
+    ],
+    versions,
+    { caption: "Versions, newest first" },
+  );
+}
+
+function aliasTable(model, versions, onRemove) {
   return table(
     [
       { label: "Alias", value: (a) => h("code", { text: `${model.name}@${a.alias}` }) },
       { label: "Version", value: (a) => (a.version ? h("a", { href: `#/models/${seg(model.name)}/${a.version}`, text: `version ${a.version}` }) : a.id) },
+      { label: "Remove", value: (a) => button("Remove…", (ev) => onRemove(a, ev.currentTarget), { kind: "danger-quiet", "aria-label": `Remove alias ${a.alias}` }) },
     ],
     aliasVersions(model, versions),
     { caption: "Where each alias points", empty: "No alias yet." },

@@ -3,7 +3,7 @@
 // condition that failed, and the counterfactual (what to change, and the rule that would then decide).
 // The server decides (and audits) the record; this page only displays its answer.
 
-import { ApiError, get, post, seg } from "../api.js";
+import { ApiError, get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { busy, errorBox, field, notice, pageHeader, section, table } from "../ui.js";
@@ -23,8 +23,14 @@ function categoricalInput(f) {
   const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: MISSING, text: "(missing)" }), h("option", { value: OTHER, text: "other value…" }));
   const otherId = nextId("other");
   const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
-  sel.addEventListener("change", () => {
+  // "other value…" with nothing typed would send "" (a category of its own, decided as in no rule's set): the
+  // field is then required, and "(missing)" is the way to send no value
+  const showOther = () => {
     other.hidden = sel.value !== OTHER;
+    other.required = !other.hidden;
+  };
+  sel.addEventListener("change", () => {
+    showOther();
     if (!other.hidden) other.focus();
   });
   const read = () => (sel.value === MISSING ? null : sel.value === OTHER ? other.value : sel.value);
@@ -35,7 +41,7 @@ function categoricalInput(f) {
       sel.value = OTHER;
       other.value = String(v);
     }
-    other.hidden = sel.value !== OTHER;
+    showOther();
   };
   return { control: sel, extra: other, hint: `${known.length} categories seen in training; unseen values are allowed`, read, write };
 }
@@ -112,6 +118,18 @@ async function decide(ref, record) {
   }
 }
 
+/** The record's categorical values training never saw (`unseen_categories`): decided as in no rule's set, so say so. */
+function unseenView(unseen) {
+  const entries = Object.entries(unseen || {});
+  if (!entries.length) return null;
+  return notice(
+    "warning",
+    h("strong", { text: `Value${entries.length === 1 ? "" : "s"} not seen in training: ` }),
+    entries.map(([feature, value], i) => [i ? ", " : "", h("code", { text: feature }), " = ", h("code", { text: fmt(value) })]),
+    ". The rule list treats such a value as outside every condition's set of categories, so it was decided without an error: check it for a typo.",
+  );
+}
+
 function answerView(res, doc, apply) {
   const { answer, cfError } = res;
   const p = answer.predictions[0];
@@ -122,8 +140,9 @@ function answerView(res, doc, apply) {
     section(
       "Decision",
       h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
+      unseenView(p.unseen_categories),
       classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
-      h("p", { class: "muted small", text: `This decision was recorded in the audit log, like any other: record ${p.audit_seq} of this tenant's audit chain.` }),
+      h("p", { class: "muted small" }, "This decision was recorded in the audit log, like any other: ", h("a", { href: `#/audit${qs({ seq: p.audit_seq })}`, text: `record ${p.audit_seq} of this tenant's audit chain` }), "."),
     ),
     section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, h("code", { text: ex.rule_text })), conditionsTable(ex.conditions)),
     section("Earlier rules that did not fire", notFiredList(ex.not_fired)),
@@ -131,11 +150,38 @@ function answerView(res, doc, apply) {
   );
 }
 
+/** Where the page keeps the last record decided on a version (by version id), in this tab only. */
+export const TRY_SLOT = "neurules.try.";
+
+function readSaved(slot) {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(slot) || "null");
+    return saved && typeof saved === "object" && !Array.isArray(saved) ? saved : null;
+  } catch {
+    return null;
+  }
+}
+
 /** #/models/<name>/<version>/try */
 export async function tryPage(ctx, name, version) {
   const ref = seg(`${name}@${version}`);
   const mv = await get(`/v1/models/${ref}`);
   const inputs = mv.input_schema.map((f) => ({ f, ...(f.type === "numeric" ? numericInput(f) : categoricalInput(f)) }));
+  // the last record decided on this version is kept in the tab (sessionStorage, removed on sign-out), so following
+  // a link from the answer (its audit record, the version) and coming back does not lose what was typed
+  const slot = `${TRY_SLOT}${mv.id}`;
+  const defaults = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
+  const restoredNote = h("div");
+  const reset = () => {
+    for (const i of inputs) i.write(defaults[i.f.name]);
+    sessionStorage.removeItem(slot);
+    mount(restoredNote);
+  };
+  const saved = readSaved(slot);
+  if (saved) {
+    for (const i of inputs) if (Object.hasOwn(saved, i.f.name)) i.write(saved[i.f.name]);
+    mount(restoredNote, notice("info", "The fields hold the record you last decided on this version in this tab. ", h("button", { type: "button", class: "btn btn-quiet", text: "Reset to the training medians", onclick: reset })));
+  }
   const out = h("div", { class: "try-answer", tabindex: "-1" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Decide" });
   const form = h(
@@ -146,6 +192,7 @@ export async function tryPage(ctx, name, version) {
   );
   const run = async () => {
     const record = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
+    sessionStorage.setItem(slot, JSON.stringify(record));
     await busy(submit, async () => {
       try {
         mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
@@ -167,7 +214,7 @@ export async function tryPage(ctx, name, version) {
     "div",
     {},
     pageHeader(`Try a record on ${name} version ${version}`, h("span", {}, h("a", { href: base, text: name }), " / ", h("a", { href: `${base}/${version}`, text: `version ${version}` }))),
-    section("Record", h("p", { class: "muted small", text: "Fields come from the version's input schema; numbers start at the training median." }), form),
+    section("Record", h("p", { class: "muted small", text: "Fields come from the version's input schema; numbers start at the training median." }), restoredNote, form),
     out,
   );
 }

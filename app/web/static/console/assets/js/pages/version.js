@@ -178,7 +178,9 @@ export async function versionPage(ctx, name, version) {
   const base = `#/models/${seg(name)}`;
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
-    h("a", { class: "btn btn-secondary", href: `${base}/compare${qs({ base: version, other: Number(version) > 1 ? Number(version) - 1 : "" })}`, text: "Compare…" }),
+    // read as the model page's "Compare versions": from the previous version (base) to this one (other), so that
+    // "Added in" names the rules this version brought
+    h("a", { class: "btn btn-secondary", href: `${base}/compare${qs({ base: Number(version) > 1 ? Number(version) - 1 : "", other: version })}`, text: "Compare…" }),
     h("a", { class: "btn btn-secondary", href: `${base}/monitoring`, text: "Monitoring" }),
   ];
   return h(
