@@ -27,6 +27,7 @@ ACCEPTED_TYPES = frozenset(
         "text/x-csv",
         "application/x-csv",
         "text/comma-separated-values",
+        "text/tab-separated-values",  # what browsers send for .tsv files (tab-separated files are read)
     }
 )
 GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x-gunzip"})

@@ -107,6 +107,13 @@ def test_wrong_content_types(api) -> None:
     assert api.count("datasets") == 0
 
 
+def test_a_tsv_file_is_taken_with_the_type_browsers_send(sqlite_api) -> None:
+    """A .tsv file chosen in a browser comes as text/tab-separated-values: it was a 415 'use text/csv'."""
+    r = upload(sqlite_api, b"a\tb\tt\n1\tx\t0\n2\ty\t1\n", ctype="text/tab-separated-values")
+    assert r.status_code == 201, r.text
+    assert [c["name"] for c in r.json()["columns"]] == ["a", "b", "t"]
+
+
 def test_semicolon_and_bom(sqlite_api) -> None:
     r = upload(sqlite_api, "\ufeffa;b;t\n1;x;0\n2;y;1\n".encode())
     assert r.status_code == 201, r.text

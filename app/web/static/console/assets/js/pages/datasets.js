@@ -6,8 +6,8 @@ import { announce, bytes, fmt, h, mount, when } from "../dom.js";
 import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 function uploadForm(onDone) {
-  // what the API reads: CSV text (also as .txt) and gzip-compressed CSV (.csv.gz); the file chooser offers them all
-  const file = h("input", { type: "file", name: "file", accept: ".csv,.gz,.txt,text/csv,text/plain,application/gzip", required: true });
+  // what the API reads: CSV text (also as .txt or .tsv) and gzip-compressed CSV (.csv.gz); the file chooser offers them all
+  const file = h("input", { type: "file", name: "file", accept: ".csv,.gz,.txt,.tsv,text/csv,text/plain,text/tab-separated-values,application/gzip", required: true });
   const name = h("input", { type: "text", name: "name", maxlength: 200, placeholder: "default: the file name" });
   const bar = h("progress", { max: 1, value: 0, class: "upload-progress", "aria-label": "upload progress" });
   const barText = h("span", { class: "muted small", "aria-live": "polite" });
