@@ -284,6 +284,8 @@ class Evaluation(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
     dataset_id: Mapped[str] = mapped_column(String(40))  # no foreign key: the result outlives its dataset
+    # the scored file's SHA-256 (NULL: an evaluation from before migration 0005): outlives the dataset too
+    dataset_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
     target: Mapped[str] = mapped_column(String(300))
     slice_by: Mapped[str | None] = mapped_column(String(300), default=None)
     state: Mapped[JobState] = mapped_column(JobStateType(), default=JobState.QUEUED)

@@ -32,6 +32,7 @@ def _base(row: Evaluation, mv: VersionRef) -> dict[str, object]:
         "id": row.id,
         "model_version": ModelRef(id=mv.id, name=mv.name, version=mv.version),
         "dataset_id": row.dataset_id,
+        "dataset_sha256": row.dataset_sha256,
         "target": row.target,
         "slice_by": row.slice_by,
         "state": row.state,

@@ -123,6 +123,10 @@ class EvaluationSummary(BaseModel):
     id: str
     model_version: ModelRef
     dataset_id: str
+    dataset_sha256: str | None = Field(
+        description="SHA-256 of the scored file, kept when the dataset is deleted: compare it with the version's "
+        "provenance.dataset_sha256 to know whether it was the training file (null: scored before this was kept)"
+    )
     target: str
     slice_by: str | None
     state: JobState = Field(description="queued / running (background) -> succeeded or failed")

@@ -87,6 +87,7 @@ def _new_row(tenant_id: str, mv: ModelVersion, ds: Dataset, target: str, slice_b
         tenant_id=tenant_id,
         model_version_id=mv.id,
         dataset_id=ds.id,
+        dataset_sha256=ds.sha256,
         target=target,
         slice_by=slice_by,
         progress=0.0,

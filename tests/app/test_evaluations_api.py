@@ -166,3 +166,17 @@ def test_an_evaluation_scored_in_the_request_is_created_before_it_finished(api, 
     ev = evaluate(api, v["id"], dataset_id=ds["id"]).json()
     assert ev["state"] == "succeeded"
     assert ev["created_at"] <= ev["finished_at"], (ev["created_at"], ev["finished_at"])
+
+
+def test_an_evaluation_keeps_the_scored_files_hash_after_the_dataset_is_deleted(api, doc) -> None:
+    """Whether an evaluation was on the training file was unknown once its dataset was deleted (the console
+    then showed its per-rule accuracy as held-out, 'whether the file was used in training is unknown')."""
+    v = api.import_model(doc)
+    ds = upload(api, csv_bytes(labelled_rows(240, seed=6)))
+    ev = evaluate(api, v["id"], dataset_id=ds["id"]).json()
+    assert ev["dataset_sha256"] == ds["sha256"] and len(ds["sha256"]) == 64
+    assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 204
+    again = api.client.get(f"/v1/evaluations/{ev['id']}", headers=api.h()).json()
+    assert again["dataset_sha256"] == ds["sha256"]
+    listed = api.client.get("/v1/models/risk@latest/evaluations", headers=api.h()).json()
+    assert listed["items"][0]["dataset_sha256"] == ds["sha256"]

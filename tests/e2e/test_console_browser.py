@@ -306,6 +306,15 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     assert mon["total"] >= 2
     shot(tab, "17-monitoring")
 
+    # the evaluated file deleted: the evaluation still knows it scored the training file (it keeps the file's
+    # SHA-256), so the version's per-rule figures still do not come from it (before: "held-out", "unknown")
+    require(console, "DELETE", f"/v1/datasets/{ds['id']}")
+    page.goto(f"{console.url}/console/#/models/heart-gov/2")
+    expect(page.get_by_text("scored the training file itself")).to_be_visible()
+    page.goto(f"{console.url}/console/#/evaluations/{ev_id}")
+    expect(page.get_by_text("Not held out:")).to_be_visible()
+    expect(page.get_by_text(ev["dataset_sha256"])).to_be_visible()
+
 
 def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Console) -> None:
     """A categorical field offers the known categories, "(missing)" and a free-text value; the page shows

@@ -85,7 +85,7 @@ function trainingFileNotice(onTraining) {
 function body(ev, ds, onTraining) {
   const m = ev.metrics;
   return [
-    section("Summary", trainingFileNotice(onTraining), facts([["State", badge(ev.state)], ["Dataset", ds ? h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }) : h("span", { class: "muted", text: `${ev.dataset_id} (deleted)` })], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
+    section("Summary", trainingFileNotice(onTraining), facts([["State", badge(ev.state)], ["Dataset", ds ? h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }) : h("span", { class: "muted", text: `${ev.dataset_id} (deleted)` })], ["File SHA-256", ev.dataset_sha256 ? h("code", { class: "hash", text: ev.dataset_sha256 }) : "—"], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
     section("Metrics", metricFacts(m, ev.classes || []), perClass(m)),
     section("Confusion matrix and calibration", h("div", { class: "chart-row" }, heatTable({ caption: "Confusion matrix (rows: true class, columns: predicted class; % of the row)", labels: ev.confusion_matrix.labels, matrix: ev.confusion_matrix.matrix, rowTitle: "true", colTitle: "predicted" }), ev.calibration ? reliabilityDiagram(ev.calibration) : null)),
     section("Rules on these rows", shareBars({ title: "Share of rows each rule decided: evaluation against training", items: ev.rules.map((r) => ({ label: r.rule_id === 0 ? "default" : `rule ${r.rule_id}`, title: r.rule_text, a: r.share, b: r.training_share })), aLabel: "evaluation", bLabel: "training" }), rulesTable(ev.rules)),
@@ -99,7 +99,8 @@ export async function evaluationPage(ctx, id) {
   const mv = ev.model_version;
   const [ds, version] = await Promise.all([get(`/v1/datasets/${seg(ev.dataset_id)}`).catch(() => null), get(`/v1/models/${seg(mv.id)}`).catch(() => null)]);
   const trained = version?.provenance?.dataset_sha256;
-  const onTraining = ds && trained ? ds.sha256 === trained : null;
+  const scored = ev.dataset_sha256 || ds?.sha256; // kept with the evaluation (null before it was): the dataset's otherwise
+  const onTraining = scored && trained ? scored === trained : null;
   const content = h("div");
   let timer = null;
   const draw = () => {

@@ -6,14 +6,15 @@ import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { badge, busy, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
-/** Whether a dataset is the file the version was trained on (same SHA-256): null when that cannot be told. */
-async function isTrainingFile(datasetId, mv) {
+/** Whether an evaluation scored the file the version was trained on (same SHA-256): null when that cannot be told. */
+async function isTrainingFile(ev, mv) {
   const trained = mv.provenance?.dataset_sha256;
   if (!trained) return null;
+  if (ev.dataset_sha256) return ev.dataset_sha256 === trained; // kept with the evaluation, even once the dataset is deleted
   try {
-    return (await get(`/v1/datasets/${seg(datasetId)}`)).sha256 === trained;
+    return (await get(`/v1/datasets/${seg(ev.dataset_id)}`)).sha256 === trained;
   } catch {
-    return null; // deleted since: cannot tell
+    return null; // an evaluation from before the hash was kept, its dataset deleted since: cannot tell
   }
 }
 
@@ -40,7 +41,7 @@ async function heldoutByRule(ref, version) {
   } catch (err) {
     if (!split) return { map: new Map(), note: errorBox(err, "Per-rule held-out accuracy (evaluations)") };
   }
-  const onTraining = latest ? await isTrainingFile(latest.dataset_id, version) : null;
+  const onTraining = latest ? await isTrainingFile(latest, version) : null;
   const evLink = latest ? h("a", { href: `#/evaluations/${seg(latest.id)}`, text: "the latest evaluation" }) : null;
   if (latest && onTraining !== true) {
     const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
