@@ -57,15 +57,10 @@ def _bearer(request: Request) -> str | None:
 def presented_key(api_key: str | None, request: Request) -> str | None:
     """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any).
 
-    Two different keys (X-API-Key and Bearer) are refused rather than one of them silently chosen.
+    X-API-Key comes first: a proxy in front (oauth2-proxy, a gateway) may set `Authorization: Bearer` to a
+    token of its own, which must not turn a request with a key into a 401; Bearer is read only without one.
     """
-    header, bearer = (api_key or "").strip() or None, _bearer(request)
-    if header and bearer and header != bearer:
-        raise Unauthenticated(
-            "two different API keys were sent (X-API-Key and Authorization: Bearer); send one",
-            code="conflicting_api_keys",
-        )
-    return header or bearer
+    return (api_key or "").strip() or _bearer(request)
 
 
 async def authenticate(request: Request) -> Principal:

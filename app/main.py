@@ -58,7 +58,7 @@ Error codes (a failed request never leaves rows behind):
 | status | code | when |
 | --- | --- | --- |
 | 400 | `malformed_multipart` | a multipart body that cannot be parsed |
-| 401 | `missing_api_key`, `invalid_api_key`, `conflicting_api_keys` | no key, an unknown / revoked one (spaces around the key are ignored), or two different keys (X-API-Key and Bearer) |
+| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key) |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
 | 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |

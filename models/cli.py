@@ -14,26 +14,28 @@ import pandas as pd
 from models.rulelist import RuleList, decision_table
 
 
-def _labels(data: str, parsed: pd.Series) -> np.ndarray:
-    """The target as pandas parses it, unless parsing merges labels (`007` and `7`, `1` and `1.0`)
-    or reads them as fractional numbers (`1.5`): then the labels as written, as strings."""
-    if parsed.dtype.kind not in "fiu":
-        return np.asarray(parsed.to_numpy())
-    text = pd.read_csv(data, usecols=[parsed.name], dtype=str)[parsed.name]
-    known = parsed.dropna()
-    if text.nunique() != known.nunique() or not bool((known == known.round()).all()):
-        return np.asarray(text.to_numpy(dtype=object))
-    return np.asarray(parsed.to_numpy())
+def _labels(text: pd.Series) -> np.ndarray:
+    """The target (read as text) as the service reads it: whole numbers exact as floats (|v| < 2**53) as
+    integers, equal values as one class (`7`, `07`, `7.0`); any other column as written (`1.5`, `yes`)."""
+    known = text.dropna()
+    values = pd.to_numeric(known, errors="coerce")
+    if len(known) and values.notna().all():
+        v = values.to_numpy(dtype=np.float64)
+        if np.isfinite(v).all() and (v == np.floor(v)).all() and (np.abs(v) < 2**53).all():
+            out = np.full(len(text), np.nan, dtype=object)
+            out[text.notna().to_numpy()] = v.astype(np.int64)
+            return out
+    return np.asarray(text.to_numpy(dtype=object))
 
 
-def _training_rows(data: str, df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
+def _training_rows(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
     """Features and labels of the rows with a target (as the service trains: the others left out, and said so)."""
-    y = _labels(data, df[target])
+    y = _labels(df[target])
     known = ~pd.isna(y)
     if not known.all():
         print(f"note: {int((~known).sum())} row(s) without a {target!r} value left out", file=sys.stderr)
     y, X = y[known], df.drop(columns=[target])[known].reset_index(drop=True)
-    if y.dtype.kind == "f" and np.abs(y).max(initial=0) < 2**53:  # whole numbers read as floats because of gaps
+    if len(y) and all(isinstance(v, int | np.integer) for v in y):
         y = y.astype(np.int64)
     return X, y
 
@@ -42,14 +44,14 @@ def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
 
-    df = pd.read_csv(args.data)
+    df = pd.read_csv(args.data, dtype={args.target: str})  # read once (a pipe cannot be read again)
     if args.target not in df.columns:
         print(
             f"error: target column {args.target!r} not in {list(df.columns)}",
             file=sys.stderr,
         )
         return 2
-    X, y = _training_rows(args.data, df, args.target)
+    X, y = _training_rows(df, args.target)
     params: dict[str, Any] = {
         "n_rules": args.rules,
         "random_state": args.seed,

@@ -46,8 +46,6 @@ def check_params(params: Mapping[str, Any]) -> None:
     _positive_int(params, "n_restarts", ("auto",))
     _positive_int(params, "max_candidates", (None,))
     _selection_folds(params["selection_folds"])
-    if params["min_epochs"] > params["max_epochs"]:
-        raise ValueError(f"min_epochs ({params['min_epochs']}) must be at most max_epochs ({params['max_epochs']})")
     for name, low in (("random_state", 0), ("n_threads", 0)):
         value = params[name]
         if value is not None and (not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low):

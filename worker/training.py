@@ -50,20 +50,8 @@ class TrainOutcome:
 EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly
 
 
-def _labels(cells: list[str], *, numeric: bool) -> np.ndarray:
-    """The class labels of the target cells: integers where that keeps every label apart, else the text.
-
-    Integers only where every cell is a whole number exact as a float (|v| < 2**53: beyond, `1e20` overflowed
-    int64 and 9007199254740992 and ...993 merged) and no two texts name the same number (`1` and `01`, `7`
-    and `7.0` would have become one class, and the job failed as "single class" after the profile counted two).
-    """
-    if numeric:
-        values = [to_float(c) for c in cells]
-        if all(v is not None and float(v).is_integer() and abs(v) < EXACT_INTEGER_LIMIT for v in values):
-            ints = [int(v) for v in values if v is not None]
-            if len(set(ints)) == len(set(cells)):
-                return np.array(ints, dtype=np.int64)
-    return np.array(cells, dtype=object)
+def _label(cell: str, numeric_integral: bool) -> int | str:
+    return int(float(cell)) if numeric_integral else cell
 
 
 def prepare(data: bytes, target: str, features: list[str] | None) -> PreparedData:
@@ -79,7 +67,14 @@ def prepare(data: bytes, target: str, features: list[str] | None) -> PreparedDat
     tcells = table.columns[target]
     keep = np.array([c is not None for c in tcells], dtype=bool)
     tp = profiles[target]
-    y = _labels([c for c in tcells if c is not None], numeric=tp.type == "numeric")
+    # integer labels only where every one is exact as a float (|v| < 2**53): beyond, int(float(cell)) merged
+    # distinct labels (9007199254740992 and ...993 became one class) or overflowed int64; those stay text
+    integral = tp.type == "numeric" and all(
+        (v := to_float(c)) is not None and float(v).is_integer() and abs(v) < EXACT_INTEGER_LIMIT
+        for c in tcells
+        if c is not None
+    )
+    y = np.array([_label(c, integral) for c in tcells if c is not None], dtype=np.int64 if integral else object)
     cols: dict[str, np.ndarray] = {}
     types: dict[str, str] = {}
     for n in names:

@@ -86,17 +86,25 @@ def test_bad_target_is_a_clean_error(tmp_path: Path) -> None:
     assert res.returncode == 2 and "nope" in res.stderr
 
 
-def test_labels_that_read_as_the_same_number_stay_apart(tmp_path: Path) -> None:
+def test_labels_are_read_as_the_service_reads_them(tmp_path: Path) -> None:
+    """Whole numbers are one class per value however written (`0`, `0.0`; as the service trains), fractions
+    stay text (`1.5` failed as a 'continuous' target), and the file is read once (a pipe works)."""
     rng = np.random.default_rng(1)
     a = rng.normal(size=60)
     data = tmp_path / "codes.csv"
-    pd.DataFrame({"a": a, "code": np.where(a > 0, "007", "7")}).to_csv(data, index=False)
+    spelled = [("1" if i % 2 else "1.0") if v > 0 else ("0" if i % 2 else "0.0") for i, v in enumerate(a)]
+    data.write_text("a,y\n" + "".join(f"{v},{t}\n" for v, t in zip(a, spelled, strict=True)))
     model = tmp_path / "m.json"
-    res = _run("fit", str(data), "--target", "code", "--epochs", "3", "--quiet", "--out", str(model))
+    res = _run("fit", str(data), "--target", "y", "--epochs", "3", "--quiet", "--out", str(model))
     assert res.returncode == 0, res.stderr
-    assert json.loads(model.read_text())["classes"] == ["007", "7"]
+    classes = json.loads(model.read_text())["classes"]
+    assert classes == [0, 1] and all(type(c) is int for c in classes)
     data.write_text("a,grade\n" + "".join(f"{v},{1.5 if v > 0 else 2.5}\n" for v in a))
-    res = _run("fit", str(data), "--target", "grade", "--epochs", "3", "--quiet", "--out", str(model))
+    code = "import sys; from models.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["fit", "/dev/stdin", "--target", "grade", "--epochs", "3", "--quiet", "--out", str(model)]
+    res = subprocess.run(  # input= is a pipe: it cannot be read twice
+        [sys.executable, "-c", code, *args], cwd=ROOT, input=data.read_text(), capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(model.read_text())["classes"] == ["1.5", "2.5"]
 
