@@ -133,3 +133,7 @@ def test_whole_number_columns_get_bounds_no_whole_number_row_lies_on() -> None:
     assert bounds and not any(float(v).is_integer() for v in bounds), clf.rule_list_.to_text()
     unseen = pd.DataFrame({"x": np.arange(-1, 62), "other": np.arange(63) % 100})  # odd x: never seen in training
     assert np.array_equal(clf.predict_network(unseen, stage="final"), clf.predict(unseen))
+    # a stage snapped before the last one (no half-unit move) still reads off as short decimals, not 20.99999975
+    pruned = clf.network_rule_list(X, y, stage="pruned")
+    early = [v for r in pruned.rules for c in r.conditions if c.op == "between" for v in (c.low, c.high)]
+    assert all(v is None or float(f"{v:.6g}") == v for v in early), pruned.to_text()
