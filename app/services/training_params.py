@@ -37,7 +37,8 @@ def most_auto_epochs(options: dict[str, Any]) -> int | None:
     """The most epochs `epochs="auto"` can plan with these options, when they change that plan (else None).
 
     The annealed stage runs at most `max_epochs`; fine-tuning and refit run `target_steps * fraction` steps,
-    which is as many epochs when the training rows fit one batch (`models.budget.plan_budget`).
+    which is as many epochs when the training rows fit one batch (`models.budget.plan_budget`); the refit
+    runs only when rows are held out (`validation_fraction` > 0).
     """
     if not EPOCH_PLANNING & set(options):
         return None
@@ -45,4 +46,5 @@ def most_auto_epochs(options: dict[str, Any]) -> int | None:
 
     clf = NeuRulesClassifier(**options)  # the learner's defaults for the options not sent
     steps = clf.target_steps
-    return int(clf.max_epochs + math.ceil(steps * clf.tune_fraction) + math.ceil(steps * clf.refit_fraction))
+    refit = math.ceil(steps * clf.refit_fraction) if clf.validation_fraction > 0 else 0
+    return int(clf.max_epochs + math.ceil(steps * clf.tune_fraction) + refit)

@@ -105,9 +105,13 @@ def test_auto_epochs_are_held_to_the_epoch_ceiling(api) -> None:
     for parameters in (
         {"epochs": 50, "options": {"target_steps": 2**31 - 1, "max_epochs": 10**5}},
         {"options": {"target_steps": 1000, "max_epochs": 2000}},
+        {"options": {"target_steps": 4000, "max_epochs": 4000}},  # 4000 + 800: no refit without held-out rows
     ):
         r = _job(api, {"dataset_id": ds, "target": "target", "parameters": parameters})
         assert r.status_code == 202, (parameters, r.text)
+    held_out = {"target_steps": 4000, "max_epochs": 4000, "validation_fraction": 0.2}  # + a 400-epoch refit
+    r = _job(api, {"dataset_id": ds, "target": "target", "parameters": {"options": held_out}})
+    assert r.status_code == 422 and "5200" in r.json()["error"]["message"], r.text
 
 
 def test_too_many_classes_message_names_the_column(sqlite_api) -> None:
