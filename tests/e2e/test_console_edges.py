@@ -703,6 +703,12 @@ def test_a_versions_compare_link_reads_from_the_previous_version_to_this_one(tab
     expect(page.get_by_role("heading", name="Removed from v1 (0)")).to_be_visible()
     expect(page.get_by_label("Base version")).to_have_value("1")
     expect(page.get_by_label("Other version")).to_have_value("2")
+    # version 1 has none before it: from it to the newest (its link once pre-filled v1 against v1)
+    page.goto(_url(console, "models/grows/1"))
+    page.get_by_role("link", name="Compare…").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    expect(page.get_by_label("Other version")).to_have_value("2")
 
 
 def test_try_asks_for_the_other_value_instead_of_sending_an_empty_category(tab: Tab, console: Console) -> None:

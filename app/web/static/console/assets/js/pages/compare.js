@@ -83,8 +83,11 @@ export async function comparePage(ctx, name) {
   const [versions, datasets] = await Promise.all([get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
   const nums = versions.items.map((v) => [v.version, `version ${v.version}`]);
   const q = ctx.query;
-  const baseSel = select(nums, { name: "base", value: q.get("base") || versions.items[1]?.version || versions.items[0]?.version });
-  const otherSel = select(nums, { name: "other", value: q.get("other") || versions.items[0]?.version });
+  // a base alone (version 1's "Compare…": none before it) is compared with the newest version
+  const newest = versions.items[0]?.version;
+  const other = q.get("other") || (q.get("base") && String(newest) !== q.get("base") ? String(newest) : null);
+  const baseSel = select(nums, { name: "base", value: q.get("base") || versions.items[1]?.version || newest });
+  const otherSel = select(nums, { name: "other", value: other || newest });
   const dsSel = select([["", "(rules only)"], ...datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`])], { name: "dataset", value: q.get("dataset") || "" });
   const form = h(
     "form",
@@ -97,15 +100,15 @@ export async function comparePage(ctx, name) {
     location.hash = `#/models/${seg(name)}/compare${qs({ base: baseSel.value, other: otherSel.value, dataset: dsSel.value })}`;
   });
   let result = null;
-  if (q.get("base") && q.get("other")) {
+  if (q.get("base") && other) {
     try {
-      const c = await get(`/v1/models/${seg(`${name}@${q.get("base")}`)}/compare${qs({ other: `${name}@${q.get("other")}`, dataset_id: q.get("dataset") })}`);
+      const c = await get(`/v1/models/${seg(`${name}@${q.get("base")}`)}/compare${qs({ other: `${name}@${other}`, dataset_id: q.get("dataset") })}`);
       result = [
         section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
         c.dataset ? section("On the dataset", datasetView(c.dataset, c.base, c.other)) : null,
       ];
     } catch (err) {
-      result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, q.get("base"), q.get("other")) : null];
+      result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, q.get("base"), other) : null];
     }
   } else if (versions.items.length < 2) result = notice("info", "This model has one version; train another to compare.");
   return h("div", {}, pageHeader(`Compare versions of ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }))), section("Choose", form), result);

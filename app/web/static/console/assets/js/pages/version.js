@@ -180,8 +180,8 @@ export async function versionPage(ctx, name, version) {
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
     // read as the model page's "Compare versions": from the previous version (base) to this one (other), so that
-    // "Added in" names the rules this version brought
-    h("a", { class: "btn btn-secondary", href: `${base}/compare${qs({ base: Number(version) > 1 ? Number(version) - 1 : "", other: version })}`, text: "Compare…" }),
+    // "Added in" names the rules this version brought; version 1 has none before it: from it to the newest
+    h("a", { class: "btn btn-secondary", href: `${base}/compare${qs(Number(version) > 1 ? { base: Number(version) - 1, other: version } : { base: version })}`, text: "Compare…" }),
     h("a", { class: "btn btn-secondary", href: `${base}/monitoring`, text: "Monitoring" }),
   ];
   return h(
