@@ -33,11 +33,12 @@ def summary(mv: ModelVersion, name: str) -> ModelVersionSummary:
 def public(v: NamedVersion) -> ModelVersionPublic:
     """Version row with name and aliases -> full response."""
     mv = v.version
+    text, condition_texts = versions.rendered_texts(mv)
     return ModelVersionPublic(
         **summary(mv, v.name).model_dump(),
         rule_list=mv.rule_list,
-        text=mv.text,
-        condition_texts=versions.condition_texts(mv),
+        text=text,
+        condition_texts=condition_texts,
         input_schema=mv.input_schema,
         provenance=mv.provenance,
         aliases=v.aliases,

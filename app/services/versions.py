@@ -83,9 +83,11 @@ def list_versions(
     return Page([(mv, n) for mv, n in rows], count(session, q))
 
 
-def condition_texts(mv: ModelVersion) -> list[list[str]]:
-    """Each condition of the version's rules as people read it (`rule_texts`), rule by rule."""
-    return texts_of(RuleList.from_dict(mv.rule_list))
+def rendered_texts(mv: ModelVersion) -> tuple[str, list[list[str]]]:
+    """The version's if/else text and each condition's text (`rule_texts`), rendered from its document now,
+    as explanations and exports are: a `text` stored by an older renderer (`1.7e+09`) is not served."""
+    rl = RuleList.from_dict(mv.rule_list)
+    return rl.to_text(), texts_of(rl)
 
 
 def export(mv: ModelVersion, fmt: ExportFormat, table: str) -> str:

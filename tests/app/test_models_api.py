@@ -20,6 +20,19 @@ def test_import_get_and_versions_increment(api, doc: dict[str, Any]) -> None:
     assert lst["total"] == 2 and {i["version"] for i in lst["items"]} == {1, 2}
 
 
+def test_a_versions_text_is_rendered_from_its_document(api, doc: dict[str, Any]) -> None:
+    """A version stored by an older renderer kept its `text` (thresholds such as 1.7e+09) while explanations
+    and exports render the document now: the text served is the document's, rendered as they are."""
+    from sqlalchemy import text as sql
+
+    v = api.import_model(doc)
+    export = api.client.get(f"/v1/models/{v['id']}/export", params={"format": "text"}, headers=api.h()).text
+    with api.app.state.service.db.engine.begin() as c:
+        c.execute(sql("UPDATE model_versions SET text = 'if x <= 1.7e+09 then stale' WHERE id = :id"), {"id": v["id"]})
+    got = api.client.get(f"/v1/models/{v['id']}", headers=api.h()).json()
+    assert got["text"] == v["text"] == export.rstrip("\n"), got["text"]
+
+
 def test_invalid_document_is_422_naming_the_path(api, doc: dict[str, Any]) -> None:
     doc["rules"][0]["conditions"][0]["low"] = "sixty"
     r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
