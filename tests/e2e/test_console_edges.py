@@ -562,6 +562,14 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
     expect(listed.last.locator("td").first).to_have_text(
         str(check["head"]["seq"] - min(100, check["rows_checked"]) + 1)
     )
+    while older.is_visible():  # page on by keyboard to the last page
+        shown = listed.count()
+        older.focus()
+        page.keyboard.press("Enter")
+        expect(listed).not_to_have_count(shown)
+    expect(listed).to_have_count(check["rows_checked"])
+    # the button went with the last page, and the keyboard focus with it to the list (not to the page's top)
+    assert page.evaluate("document.activeElement.contains(document.querySelector('table'))")
     shot(tab, "39-audit")
 
     page.goto(_url(console, "audit?seq=abc"))
@@ -661,7 +669,7 @@ def test_try_keeps_the_typed_record_when_the_reader_follows_a_link_and_comes_bac
     expect(page.get_by_text("The fields hold the record you last decided")).to_be_visible()
     shot(tab, "42-try-record-kept")
 
-    page.get_by_role("button", name="Reset to the training medians").click()
+    page.get_by_role("button", name="Reset to the starting values").click()
     expect(age).to_have_value("50")
     expect(page.get_by_label("smoker", exact=True)).to_have_value("yes")
     page.reload()

@@ -130,7 +130,7 @@ export async function auditPage(ctx) {
   const seq = ctx.query.get("seq");
   const versions = await versionNames();
   const rows = [];
-  const list = h("div");
+  const list = h("div", { tabindex: "-1" });
   const message = h("div");
   let lastId = null;
   // one button kept in place (hidden when the last page is shown), so the keyboard focus stays on it
@@ -141,7 +141,9 @@ export async function auditPage(ctx) {
       rows.push(...page.items);
       mount(list, rowsTable(rows, versions));
       if (page.items.length) lastId = page.items[page.items.length - 1].id;
+      const focused = document.activeElement === older;
       older.hidden = page.items.length < PAGE_SIZE;
+      if (older.hidden && focused) list.focus(); // the last page: the focus goes to the decisions, not to the page's top
       mount(message);
     } catch (err) {
       mount(message, errorBox(err, "Could not list the decisions"));

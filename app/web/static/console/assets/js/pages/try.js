@@ -180,7 +180,7 @@ export async function tryPage(ctx, name, version) {
   const saved = readSaved(slot);
   if (saved) {
     for (const i of inputs) if (Object.hasOwn(saved, i.f.name)) i.write(saved[i.f.name]);
-    mount(restoredNote, notice("info", "The fields hold the record you last decided on this version in this tab. ", h("button", { type: "button", class: "btn btn-quiet", text: "Reset to the training medians", onclick: reset })));
+    mount(restoredNote, notice("info", "The fields hold the record you last decided on this version in this tab. ", h("button", { type: "button", class: "btn btn-quiet", text: "Reset to the starting values", onclick: reset })));
   }
   const out = h("div", { class: "try-answer", tabindex: "-1" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Decide" });
