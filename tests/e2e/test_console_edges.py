@@ -569,7 +569,8 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
         expect(listed).not_to_have_count(shown)
     expect(listed).to_have_count(check["rows_checked"])
     # the button went with the last page, and the keyboard focus with it to the list (not to the page's top)
-    assert page.evaluate("document.activeElement.contains(document.querySelector('table'))")
+    focus = "document.activeElement !== document.body && document.activeElement.querySelector('table') !== null"
+    page.wait_for_function(focus, timeout=5000)
     shot(tab, "39-audit")
 
     page.goto(_url(console, "audit?seq=abc"))

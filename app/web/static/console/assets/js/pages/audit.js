@@ -133,17 +133,23 @@ export async function auditPage(ctx) {
   const list = h("div", { tabindex: "-1" });
   const message = h("div");
   let lastId = null;
-  // one button kept in place (hidden when the last page is shown), so the keyboard focus stays on it
-  const older = button("Show older decisions", (ev) => busy(ev.currentTarget, () => load(lastId)), { hidden: true });
+  // one button kept in place, so the keyboard focus stays on it; hidden with the last page, when the focus
+  // (which `busy` cannot give back to a hidden button) goes to the decisions instead of the page's top
+  const older = button(
+    "Show older decisions",
+    async (ev) => {
+      await busy(ev.currentTarget, () => load(lastId));
+      if (older.hidden && document.activeElement === document.body) list.focus();
+    },
+    { hidden: true },
+  );
   const load = async (beforeId) => {
     try {
       const page = await get(`/v1/audit${qs({ limit: PAGE_SIZE, before_id: beforeId })}`);
       rows.push(...page.items);
       mount(list, rowsTable(rows, versions));
       if (page.items.length) lastId = page.items[page.items.length - 1].id;
-      const focused = document.activeElement === older;
       older.hidden = page.items.length < PAGE_SIZE;
-      if (older.hidden && focused) list.focus(); // the last page: the focus goes to the decisions, not to the page's top
       mount(message);
     } catch (err) {
       mount(message, errorBox(err, "Could not list the decisions"));
