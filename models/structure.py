@@ -40,6 +40,7 @@ class UnitGrid:
     mean: float
     scale: float
     integral: bool = False  # every training value a whole number: bounds avoid whole numbers (no row on a bound)
+    fill_value: float = float("nan")  # what a missing value becomes: no bound is moved onto it
 
 
 def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) -> list[UnitGrid]:
@@ -50,9 +51,10 @@ def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) ->
             spec = encoder.columns[unit.feature]
             values = np.unique(raw[unit.feature])
             z = ((values - spec.mean) / spec.scale).astype(np.float32)
-            finite = values[np.isfinite(values)]
-            integral = bool(len(finite)) and bool(np.all(finite == np.floor(finite)))
-            grids.append(UnitGrid(unit.feature, values, z, spec.mean, spec.scale, integral))
+            # the fill value (the median, 20.5 between 20 and 21) stands for missing rows, not for a value seen
+            seen = values[np.isfinite(values) & (values != spec.fill_value)]
+            integral = bool(len(seen)) and bool(np.all(seen == np.floor(seen)))
+            grids.append(UnitGrid(unit.feature, values, z, spec.mean, spec.scale, integral, spec.fill_value))
         else:
             z = np.unique(Z[:, u]).astype(np.float32)
             grids.append(UnitGrid(unit.feature, z.astype(np.float64), z, 0.0, 1.0))
@@ -86,7 +88,7 @@ def snap_lower(grid: UnitGrid, a: float, off_grid: bool = False) -> tuple[float,
         return -np.inf, None
     if i == len(grid.z):
         return np.inf, np.inf
-    t = _off_the_grid(grid, nice_between(float(grid.values[i - 1]), float(grid.values[i])), -0.5 * off_grid)
+    t = _off_the_grid(grid, i, nice_between(float(grid.values[i - 1]), float(grid.values[i])), -0.5 * off_grid)
     return _image(grid, t, i), t
 
 
@@ -98,16 +100,20 @@ def snap_upper(grid: UnitGrid, b: float, off_grid: bool = False) -> tuple[float,
         return np.inf, None
     if i == 0:
         return -np.inf, -np.inf
-    t = _off_the_grid(grid, nice_between(float(grid.values[i - 1]), float(grid.values[i])), 0.5 * off_grid)
+    t = _off_the_grid(grid, i, nice_between(float(grid.values[i - 1]), float(grid.values[i])), 0.5 * off_grid)
     return _image(grid, t, i), t
 
 
-def _off_the_grid(grid: UnitGrid, t: float, shift: float) -> float:
+def _off_the_grid(grid: UnitGrid, i: int, t: float, shift: float) -> float:
     """A whole-number threshold of a whole-number column moved half a unit outward (20 -> 19.5 for a
     lower bound, 20.5 for an upper one; shift 0: kept): whole-number rows are decided as at 20, and none
     (an unseen 20) lies exactly on the bound, where the network's predicate is 1/2 and could disagree
-    with the list. Done in the last snap only, so training up to it is unchanged."""
-    return t + shift if shift and grid.integral and float(t).is_integer() else t
+    with the list. Done in the last snap only, so training up to it is unchanged; never out of the gap
+    (grid.values[i - 1], grid.values[i]), and never onto the fill value (a missing row, filled with a
+    median such as 20.5, would then lie on it)."""
+    moved = t + shift
+    inside = grid.values[i - 1] < moved < grid.values[i] and moved != grid.fill_value
+    return moved if shift and grid.integral and float(t).is_integer() and inside else t
 
 
 def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid], off_grid: bool = False) -> None:

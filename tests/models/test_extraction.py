@@ -137,3 +137,19 @@ def test_whole_number_columns_get_bounds_no_whole_number_row_lies_on() -> None:
     pruned = clf.network_rule_list(X, y, stage="pruned")
     early = [v for r in pruned.rules for c in r.conditions if c.op == "between" for v in (c.low, c.high)]
     assert all(v is None or float(f"{v:.6g}") == v for v in early), pruned.to_text()
+
+
+def test_a_bound_moves_off_the_grid_only_inside_its_gap_and_never_onto_the_fill_value() -> None:
+    from models.structure import UnitGrid
+
+    def grid(values: list[float], fill: float) -> UnitGrid:
+        v = np.array(values)
+        return UnitGrid(0, v, v.astype(np.float32), 0.0, 1.0, integral=True, fill_value=fill)
+
+    plain = grid([18.0, 20.0, 22.0], fill=19.0)
+    assert snap_lower(plain, 21.0, True)[1] == 20.5 and snap_upper(plain, 21.0, True)[1] == 21.5
+    assert snap_lower(plain, 21.0)[1] == 21.0  # not in the earlier snaps
+    median = grid([18.0, 20.0, 22.0], fill=20.5)  # a missing test row becomes 20.5: no bound there
+    assert snap_lower(median, 21.0, True)[1] == 21.0 and snap_upper(median, 21.0, True)[1] == 21.5
+    narrow = grid([20.0, 20.5, 22.0], fill=20.5)  # missing training rows: 20.5 is a training value
+    assert snap_lower(narrow, 21.0, True)[1] == 21.0  # 20.5 would move the filled rows' side
