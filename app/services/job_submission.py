@@ -101,7 +101,8 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
         raise _bad(
             "parameters.options",
             f"with epochs 'auto' these options can plan up to {most} epochs (max_epochs + target_steps * "
-            f"(tune_fraction + refit_fraction)); at most {limits.max_epochs}: lower them or give epochs as a number",
+            f"(tune_fraction + refit_fraction, the refit only with validation_fraction > 0)); at most "
+            f"{limits.max_epochs}: lower them or give epochs as a number",
         )
 
 

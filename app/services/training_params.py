@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 # the options that decide how many epochs `epochs="auto"` plans (models.budget.plan_budget)
-EPOCH_PLANNING = frozenset({"max_epochs", "target_steps", "tune_fraction", "refit_fraction"})
+EPOCH_PLANNING = frozenset({"max_epochs", "target_steps", "tune_fraction", "refit_fraction", "validation_fraction"})
 
 
 def check_options(n_rules: int, epochs: int | str, random_state: int, options: dict[str, Any]) -> str | None:

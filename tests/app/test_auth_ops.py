@@ -33,9 +33,13 @@ def test_bearer_and_wrong_secret(sqlite_api) -> None:
 def test_x_api_key_comes_before_a_bearer_token(sqlite_api) -> None:
     """A proxy in front may set its own `Authorization: Bearer`: a request with X-API-Key is the key's request."""
     a, b = sqlite_api.key_a, sqlite_api.key_b
+    up = sqlite_api.client.post(
+        "/v1/datasets", files={"file": ("a.csv", b"x,t\n1,0\n2,1\n", "text/csv")}, headers={"X-API-Key": a}
+    )
+    assert up.status_code == 201, up.text  # tenant a's: the answer tells which tenant acted
     both = {"X-API-Key": a, "Authorization": f"Bearer {b}"}
-    mine = sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": a}).json()
-    assert sqlite_api.client.get("/v1/datasets", headers=both).json() == mine
+    listed = sqlite_api.client.get("/v1/datasets", headers=both).json()
+    assert [d["id"] for d in listed["items"]] == [up.json()["id"]]
     proxy = sqlite_api.client.get("/v1/datasets", headers={"X-API-Key": a, "Authorization": "Bearer eyJ.not.ours"})
     assert proxy.status_code == 200
 

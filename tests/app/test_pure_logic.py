@@ -128,3 +128,13 @@ def test_vectorised_and_per_record_paths_agree(doc) -> None:
     assert [(a["rule_id"], a["prediction"], a["probabilities"]) for a in vec] == [
         (b["rule_id"], b["prediction"], b["probabilities"]) for b in one
     ]
+
+
+def test_the_auto_epoch_plan_counts_the_refit_only_with_held_out_rows() -> None:
+    """The refit runs only with `validation_fraction` > 0: counted then (also when it is the only option
+    sent, which once skipped the check), not otherwise; defaults alone leave the plan unchecked."""
+    from app.services.training_params import most_auto_epochs
+
+    assert most_auto_epochs({}) is None
+    assert most_auto_epochs({"target_steps": 4000, "max_epochs": 4000}) == 4000 + 800
+    assert most_auto_epochs({"validation_fraction": 0.2}) == 300 + 60 + 30

@@ -646,7 +646,7 @@ def test_an_alias_can_be_removed_with_a_confirmation(tab: Tab, console: Console)
 
 def test_try_keeps_the_typed_record_when_the_reader_follows_a_link_and_comes_back(tab: Tab, console: Console) -> None:
     """A reviewer types a record, decides, opens its audit record from the answer and goes back: the fields still
-    hold the record (kept in the tab, per version), with a way back to the training medians; signing out
+    hold the record (kept in the tab, per version), with a way back to the starting values; signing out
     removes it."""
     from playwright.sync_api import expect
 
