@@ -235,7 +235,10 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
                 f"column {name!r}: data row {row + 1} has {cells[row]!r}, which is not a "
                 "finite number; use an empty cell or NA for a missing value",
             )
-        return ColumnProfile(name, "numeric", missing, len(distinct_values), min(finite), max(finite))
+        # distinct numbers, as training reads a numeric target (`1`, `01` and `1.0` are one class); beyond 2**53,
+        # where floats merge integers, the text (as training keeps those labels)
+        keys = {v if abs(v) < 2.0**53 else c for c, v in zip(distinct_values, nums, strict=True) if v is not None}
+        return ColumnProfile(name, "numeric", missing, len(keys), min(finite), max(finite))
     counts: dict[str, int] = {}
     for c in present:
         counts[c] = counts.get(c, 0) + 1

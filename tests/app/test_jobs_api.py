@@ -39,6 +39,12 @@ def _job(api, body: dict, key: str | None = None):
     [
         (CSV, {"target": "nope"}, 422, "target_not_found"),
         (b"a,t\n" + b"".join(f"{i},1\n".encode() for i in range(20)), {"target": "t"}, 422, "single_class_target"),
+        (
+            b"a,t\n" + b"".join(f"{i},{('1', '01', '1.0')[i % 3]}\n".encode() for i in range(20)),
+            {"target": "t"},
+            422,
+            "single_class_target",
+        ),
         (CSV, {"target": "age"}, 422, "too_many_classes"),
         (CSV, {"target": "target", "parameters": {"n_rules": 0}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"epochs": 10**9}}, 422, "invalid_input"),
@@ -65,6 +71,7 @@ def _job(api, body: dict, key: str | None = None):
     ids=[
         "target absent",
         "single class",
+        "single class written three ways (accepted, then failed in the worker)",
         "too many classes",
         "n_rules 0",
         "epochs over max",
