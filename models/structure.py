@@ -82,35 +82,37 @@ def _image(grid: UnitGrid, threshold: float, i: int) -> float:
 
 def snap_lower(grid: UnitGrid, a: float, off_grid: bool = False) -> tuple[float, float | None]:
     """(network bound, threshold in original units) for lower bound a; rows with z >= a are in.
-    Threshold None: unbounded (-inf); +inf: no training row is in. `off_grid`: see `_off_the_grid`."""
+    Threshold None: unbounded (-inf); +inf: no training row is in. `off_grid`: see `_gap_threshold`."""
     i = int(np.searchsorted(grid.z, np.float32(a), side="left"))
     if i == 0:
         return -np.inf, None
     if i == len(grid.z):
         return np.inf, np.inf
-    t = _off_the_grid(grid, i, nice_between(float(grid.values[i - 1]), float(grid.values[i])), -0.5 * off_grid)
+    t = _gap_threshold(grid, i, -0.5 if off_grid else 0.0)
     return _image(grid, t, i), t
 
 
 def snap_upper(grid: UnitGrid, b: float, off_grid: bool = False) -> tuple[float, float | None]:
     """(network bound, threshold in original units) for upper bound b; rows with z <= b are in.
-    Threshold None: unbounded (+inf); -inf: no training row is in. `off_grid`: see `_off_the_grid`."""
+    Threshold None: unbounded (+inf); -inf: no training row is in. `off_grid`: see `_gap_threshold`."""
     i = int(np.searchsorted(grid.z, np.float32(b), side="right"))
     if i == len(grid.z):
         return np.inf, None
     if i == 0:
         return -np.inf, -np.inf
-    t = _off_the_grid(grid, i, nice_between(float(grid.values[i - 1]), float(grid.values[i])), 0.5 * off_grid)
+    t = _gap_threshold(grid, i, 0.5 if off_grid else 0.0)
     return _image(grid, t, i), t
 
 
-def _off_the_grid(grid: UnitGrid, i: int, t: float, shift: float) -> float:
-    """A whole-number threshold of a whole-number column moved half a unit outward (20 -> 19.5 for a
-    lower bound, 20.5 for an upper one; shift 0: kept): whole-number rows are decided as at 20, and none
+def _gap_threshold(grid: UnitGrid, i: int, shift: float) -> float:
+    """The short decimal in the gap (grid.values[i - 1], grid.values[i]); with `shift` (the last snap), a
+    whole-number one of a whole-number column moved half a unit outward (20 -> 19.5 for a lower bound,
+    20.5 for an upper one): whole-number rows are decided as at 20, and none
     (an unseen 20) lies exactly on the bound, where the network's predicate is 1/2 and could disagree
     with the list. Done in the last snap only, so training up to it is unchanged; never out of the gap
     (grid.values[i - 1], grid.values[i]), and never onto the fill value (a missing row, filled with a
     median such as 20.5, would then lie on it)."""
+    t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
     moved = t + shift
     inside = grid.values[i - 1] < moved < grid.values[i] and moved != grid.fill_value
     return moved if shift and grid.integral and float(t).is_integer() and inside else t

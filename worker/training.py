@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.services.csvdata import parse_csv, profile, to_float
+from app.services.csvdata import EXACT_INTEGER_LIMIT, parse_csv, profile, to_float
 from app.services.evaluation import evaluate_split
 from models.rulelist import RuleList
 
@@ -45,9 +45,6 @@ class TrainOutcome:
     seed: int
     device: str
     seconds: float
-
-
-EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly
 
 
 def _label(cell: str, numeric_integral: bool) -> int | str:

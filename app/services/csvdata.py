@@ -17,6 +17,7 @@ from typing import Any
 from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
 
+EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly (a class label's number)
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
 
 
@@ -237,7 +238,8 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
             )
         # distinct numbers, as training reads a numeric target (`1`, `01` and `1.0` are one class); beyond 2**53,
         # where floats merge integers, the text (as training keeps those labels)
-        keys = {v if abs(v) < 2.0**53 else c for c, v in zip(distinct_values, nums, strict=True) if v is not None}
+        pairs = zip(distinct_values, nums, strict=True)
+        keys = {v if abs(v) < EXACT_INTEGER_LIMIT else c for c, v in pairs if v is not None}
         return ColumnProfile(name, "numeric", missing, len(keys), min(finite), max(finite))
     counts: dict[str, int] = {}
     for c in present:

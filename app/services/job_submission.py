@@ -29,7 +29,7 @@ class JobLimits:
     max_classes: int
     max_rules: int
     max_epochs: int
-    max_restarts: int = 64
+    max_restarts: int
 
 
 def _bad(field: str, message: str, code: str = "invalid_input") -> Invalid:
