@@ -26,8 +26,9 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, cast, overload
 
+import psycopg
 from psycopg import abc as pg_abc
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.types.json import Json, JsonDumper
@@ -38,7 +39,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util.typing import TupleAny
 
-from app.services import serving
+from app.services import audit_one_statement, serving
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
@@ -531,6 +532,9 @@ class AuditWriter:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
             try:
                 prepare_heads(self._conn, rows)
+                one = _one_statement(self._conn, rows)
+                if one is not None:
+                    return one
                 trans = self._conn.begin()
                 seqs = append_rows(self._conn, rows)
             except DBAPIError as e:
@@ -538,6 +542,15 @@ class AuditWriter:
                 if attempt == 0 and e.connection_invalidated:
                     continue  # the kept connection died while idle (the database restarted); nothing was written
                 raise
+            except _InDoubt as e:  # the one statement's connection broke: it may have committed
+                self._drop_connection()
+                with self.engine.connect() as fresh:
+                    found = audit_one_statement.committed_seqs(_raw_pg(fresh), e.columns)
+                if found is not None:
+                    return found
+                if attempt == 0:
+                    continue  # not written: once more, on a fresh connection
+                raise e.error from None
             trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
             return seqs
         raise AssertionError("unreachable: the second attempt returns or raises")
@@ -554,6 +567,40 @@ class AuditWriter:
             self._q.put(None)
             self._thread.join(10)
         self._drop_connection()
+
+
+class _InDoubt(Exception):
+    """The connection broke while the one statement ran (`_one_statement`)."""
+
+    def __init__(self, columns: dict[str, list[Any]], error: Exception) -> None:
+        super().__init__(repr(error))
+        self.columns, self.error = columns, error
+
+
+def _one_statement(conn: Connection, rows: list[dict[str, Any]]) -> list[int] | None:
+    """A small one-tenant batch on PostgreSQL by one autocommitted statement; None where that path does not apply.
+
+    None also when the tenant's head has gone (nothing was written): the transactional path recreates it.
+    """
+    if conn.dialect.name != "postgresql" or not rows:
+        return None
+    columns = {name: [r[name] for r in rows] for name in rows[0]}
+    if not audit_one_statement.fits(columns, len(rows)):
+        return None
+    outputs = _json_as_text(_converted(columns["output"], _statement(conn.dialect, ("output",))[1][0]))
+    raw = _raw_pg(conn)
+    if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # autocommit cannot be set now
+        return None
+    try:
+        return audit_one_statement.append(raw, columns, outputs)
+    except psycopg.OperationalError as e:
+        if raw.closed:
+            raise _InDoubt(columns, e) from e
+        raise
+
+
+def _raw_pg(conn: Connection) -> psycopg.Connection[Any]:
+    return cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
 
 
 def _settle(settled: list[tuple[asyncio.Future[list[int]], list[int]]], err: BaseException | None) -> None:

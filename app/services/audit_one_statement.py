@@ -1,0 +1,128 @@
+"""A small one-tenant audit batch on PostgreSQL in one statement: one round trip instead of five.
+
+The transactional path (`app.services.audit.append_rows`) sends BEGIN, locks the chain head, inserts,
+moves the head and commits: five round trips, each with psycopg's and SQLAlchemy's work around it,
+paid once per request when requests come one at a time. Here one statement, run in autocommit (so it
+is its own transaction), locks the head, links the rows, inserts them and moves the head.
+
+The rows' canonical bodies are built in Python (`audit_chain.canonical_bodies`); the chain hashes are
+computed by PostgreSQL's `sha256` over exactly the text `audit_chain.row_hash` hashes (the bodies are
+ASCII JSON), and the verifier checks every row with the Python function (tests/app/test_audit_one_statement.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection as PgConnection
+
+from app.services.audit_chain import HASH_PREFIX, canonical_bodies
+from app.tables import AuditChainHead, AuditRecord, utcnow
+
+MAX_ROWS = 64  # above this the transactional path (a recursive step per row reads the bodies array)
+
+# the audit row's columns the statement fills from arrays, with their element types
+_COLUMNS = (
+    ("created_at", "timestamptz"),
+    ("api_key_id", "text"),
+    ("model_version_id", "text"),
+    ("input_digest", "text"),
+    ("output", "text"),  # JSON text, cast to json on insert (kept as sent)
+    ("rule_id", "int"),
+    ("missing_filled", "bool"),
+)
+
+
+@functools.cache
+def statement() -> str:
+    """The statement: lock the head, link the rows after it (hashes in SQL), insert them, move the head.
+
+    It returns the head's seq before the batch, or no row when the tenant has no head (nothing is written).
+    """
+    log, heads = AuditRecord.__tablename__, AuditChainHead.__tablename__
+    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
+    fields = ", ".join(f"u.{name}" + ("::json" if name == "output" else "") for name, _ in _COLUMNS)
+    names = ", ".join(name for name, _ in _COLUMNS)
+    return f"""
+WITH RECURSIVE
+head AS (SELECT seq, row_hash FROM {heads} WHERE tenant_id = %(tenant)s FOR UPDATE),
+chain(i, seq, h) AS (
+    SELECT 0::bigint, seq, row_hash::text FROM head
+    UNION ALL
+    SELECT c.i + 1, c.seq + 1, encode(sha256(convert_to(
+        %(prefix)s || (c.seq + 1)::text || E'\\n' || c.h || E'\\n' || (%(bodies)s::text[])[c.i + 1], 'UTF8')), 'hex')
+    FROM chain AS c WHERE c.i < %(n)s
+),
+inserted AS (
+    INSERT INTO {log} (tenant_id, {names}, seq, prev_hash, row_hash)
+    SELECT %(tenant)s, {fields}, c.seq, p.h, c.h
+    FROM unnest({arrays}) WITH ORDINALITY AS u({names}, i)
+    JOIN chain AS c ON c.i = u.i JOIN chain AS p ON p.i = u.i - 1
+),
+moved AS (
+    UPDATE {heads} SET seq = last.seq, row_hash = last.h, updated_at = %(at)s
+    FROM (SELECT seq, h FROM chain ORDER BY i DESC LIMIT 1) AS last WHERE tenant_id = %(tenant)s
+)
+SELECT seq FROM head"""
+
+
+def fits(columns: dict[str, list[Any]], n: int) -> bool:
+    """Whether a batch (column-wise, `n` rows) goes by one statement: one tenant, 1 to MAX_ROWS rows."""
+    tenants = columns["tenant_id"]
+    return 0 < n <= MAX_ROWS and tenants.count(tenants[0]) == n
+
+
+def append(raw: PgConnection[Any], columns: dict[str, list[Any]], outputs: Sequence[str]) -> list[int] | None:
+    """Append one tenant's rows as one autocommitted statement; their seqs, or None when the head is missing.
+
+    `outputs` is each row's `output` as the JSON text the transactional path would store. The
+    connection must not be in a transaction.
+    """
+    n = len(outputs)
+    params: dict[str, Any] = {name: columns[name] for name, _ in _COLUMNS}
+    params.update(
+        output=list(outputs),
+        tenant=columns["tenant_id"][0],
+        prefix=f"{HASH_PREFIX}\n",
+        bodies=canonical_bodies(columns, n),
+        n=n,
+        at=utcnow(),
+    )
+    raw.autocommit = True
+    try:
+        with raw.cursor() as cur:
+            cur.execute(statement(), params, prepare=True)
+            row = cur.fetchone()
+    finally:
+        if not raw.closed:
+            raw.autocommit = False
+    return None if row is None else list(range(row[0] + 1, row[0] + n + 1))
+
+
+_FIND_FIRST = (
+    f"SELECT seq FROM {AuditRecord.__tablename__} WHERE tenant_id = %s AND created_at = %s AND input_digest = %s "
+    "AND api_key_id = %s AND model_version_id = %s ORDER BY seq DESC LIMIT 1"
+)
+_DIGESTS = (
+    f"SELECT input_digest FROM {AuditRecord.__tablename__} WHERE tenant_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
+)
+
+
+def committed_seqs(raw: PgConnection[Any], columns: dict[str, list[Any]]) -> list[int] | None:
+    """After the connection broke during `append`: the rows' seqs if the statement had committed, else None.
+
+    The statement is atomic, so its rows are either all there, one after another in the chain, or none
+    is. A row is found by its request's time, input digest, key and version (the request's time is
+    taken per request to the microsecond), and the rows from it must carry the batch's digests in order.
+    """
+    tenant, n = columns["tenant_id"][0], len(columns["tenant_id"])
+    key = [columns[name][0] for name in ("tenant_id", "created_at", "input_digest", "api_key_id", "model_version_id")]
+    with raw.cursor() as cur:
+        first = cur.execute(_FIND_FIRST, key).fetchone()
+        digests = [] if first is None else [d for (d,) in cur.execute(_DIGESTS, (tenant, first[0], first[0] + n))]
+    raw.rollback()
+    if first is None or digests != list(columns["input_digest"]):
+        return None
+    return list(range(first[0], first[0] + n))
