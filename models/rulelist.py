@@ -70,12 +70,20 @@ def _render_values(values: Sequence[CategoryKey]) -> str:
 # validation helpers (error messages name the path inside the document)
 
 
+class DocumentError(ValueError):
+    """An invalid rule-list document: `path` names the offending element (`rules[0].conditions[1].low`)."""
+
+    def __init__(self, path: str, msg: str) -> None:
+        super().__init__(f"invalid rule list document: {path}: {msg}")
+        self.path = path
+
+
 class _Doc:
-    """Tiny validator that raises ValueError with the path of the offending element."""
+    """Tiny validator that raises DocumentError (a ValueError) with the path of the offending element."""
 
     @staticmethod
     def fail(path: str, msg: str) -> None:
-        raise ValueError(f"invalid rule list document: {path}: {msg}")
+        raise DocumentError(path, msg)
 
     @classmethod
     def mapping(cls, obj: Any, path: str) -> Mapping[str, Any]:

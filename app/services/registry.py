@@ -15,7 +15,7 @@ from app.services import registry_events
 from app.services.errors import Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
-from models.rulelist import RuleList, label_key
+from models.rulelist import DocumentError, RuleList, label_key
 
 # \Z, not $: `$` also matches before a final newline, which let "risk\n" through as a name
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -219,8 +219,9 @@ def add_version(
         rl = RuleList.from_dict(document)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
+        where = f"rule_list.{e.path}" if isinstance(e, DocumentError) and e.path != "document" else "rule_list"
         raise Invalid(
-            f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": "rule_list", "message": msg}]
+            f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": where, "message": msg}]
         ) from None
     _check_class_keys(rl)
     rm = get_or_create_model(session, tenant_id, name)

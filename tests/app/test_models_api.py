@@ -169,3 +169,13 @@ def test_exports(api, doc: dict[str, Any]) -> None:
     exec(compile(py, "export", "exec"), ns)
     assert callable(ns["predict"])
     assert api.client.get(f"/v1/models/{v['id']}/export?format=xml", headers=api.h()).status_code == 422
+
+
+def test_an_invalid_document_names_the_element_at_fault(api, doc: dict[str, Any]) -> None:
+    """A 422 for an invalid rule list names the element (`rule_list.rules[0].conditions[0].low`), not the document."""
+    doc["rules"][0]["conditions"][0] = {**doc["rules"][0]["conditions"][0], "op": "between", "low": "high"}
+    r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "rule_list.rules[0].conditions[0].low", r.json()
+    r = api.client.post("/v1/models", json={"name": "risk", "rule_list": [1]}, headers=api.h())
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "rule_list", r.text
