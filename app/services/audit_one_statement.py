@@ -42,7 +42,8 @@ def statement() -> str:
     It returns the head's seq before the batch, or no row when the tenant has no head (nothing is written).
     """
     log, heads = AuditRecord.__tablename__, AuditChainHead.__tablename__
-    arrays = ", ".join(f"%({name})s::{kind}[]" for name, kind in _COLUMNS)
+    # arrays in binary: psycopg's text format escapes each element with a regex (~60 us a row; binary ~3)
+    arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in _COLUMNS)
     fields = ", ".join(f"u.{name}" + ("::json" if name == "output" else "") for name, _ in _COLUMNS)
     names = ", ".join(name for name, _ in _COLUMNS)
     return f"""
@@ -52,7 +53,7 @@ chain(i, seq, h) AS (
     SELECT 0::bigint, seq, row_hash::text FROM head
     UNION ALL
     SELECT c.i + 1, c.seq + 1, encode(sha256(convert_to(
-        %(prefix)s || (c.seq + 1)::text || E'\\n' || c.h || E'\\n' || (%(bodies)s::text[])[c.i + 1], 'UTF8')), 'hex')
+        %(prefix)s || (c.seq + 1)::text || E'\\n' || c.h || E'\\n' || (%(bodies)b::text[])[c.i + 1], 'UTF8')), 'hex')
     FROM chain AS c WHERE c.i < %(n)s
 ),
 inserted AS (
