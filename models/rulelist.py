@@ -7,8 +7,10 @@ never import torch or pandas at module level.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -63,7 +65,34 @@ def format_number(x: float) -> str:
 
 
 def _render_values(values: Sequence[CategoryKey]) -> str:
-    return "{" + ", ".join(MISSING_TEXT if v is None else v for v in values) + "}"
+    return "{" + ", ".join(MISSING_TEXT if v is None else _quoted_if_needed(v, _PLAIN_VALUE) for v in values) + "}"
+
+
+# names and categories that read unambiguously in rule text as they are: words of characters that are
+# no operator, brace, comma or quote, one space apart, none a word of the rule syntax
+_PLAIN_NAME = re.compile(r"[^\s<>=!{},\"']+(?: [^\s<>=!{},\"']+)*\Z")
+_PLAIN_VALUE = re.compile(r"[^\s{},\"]+(?: [^\s{},\"]+)*\Z")
+_SYNTAX_WORDS = frozenset({"if", "then", "else", "and", "in", "not"})
+
+
+def _quoted_if_needed(text: str, plain: re.Pattern[str]) -> str:
+    """`text` as it is when it reads unambiguously in rule text, else as a JSON string (`"a=b"`, `"x and y"`).
+
+    Syntax words matter for names only: a category sits between braces and commas.
+    """
+    words = _SYNTAX_WORDS.intersection(text.lower().split()) if plain is _PLAIN_NAME else ()
+    if plain.match(text) and not words and text != MISSING_TEXT:
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _class_text(label: Any) -> str:
+    return _quoted_if_needed(label, _PLAIN_VALUE) if isinstance(label, str) else str(label)
+
+
+def name_text(name: str) -> str:
+    """A column or target name as rule text writes it: quoted (JSON) only where it would read ambiguously."""
+    return _quoted_if_needed(name, _PLAIN_NAME)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,18 +268,19 @@ class Condition:
         """Human-readable form, e.g. `45.5 <= age <= 66.4`, `thal not in {normal}`, or `smoker = 1`
         when the feature lists two training values and exactly one of them satisfies it."""
         two = feature.values if feature is not None else self.feature_values
+        name = name_text(self.feature)
         if self.op == "between" and two:
             inside = [v for v in two if self.holds_scalar(v)]
             if len(inside) == 1:
-                return f"{self.feature} = {format_number(inside[0])}"
+                return f"{name} = {format_number(inside[0])}"
         if self.op == "between":
             if self.low is not None and self.high is not None:
-                return f"{format_number(self.low)} <= {self.feature} <= {format_number(self.high)}"
+                return f"{format_number(self.low)} <= {name} <= {format_number(self.high)}"
             if self.low is not None:
-                return f"{self.feature} >= {format_number(self.low)}"
-            return f"{self.feature} <= {format_number(self.high)}"  # type: ignore[arg-type]
+                return f"{name} >= {format_number(self.low)}"
+            return f"{name} <= {format_number(self.high)}"  # type: ignore[arg-type]
         word = "in" if self.op == "in" else "not in"
-        return f"{self.feature} {word} {_render_values(self.values)}"
+        return f"{name} {word} {_render_values(self.values)}"
 
     def holds_scalar(self, value: Any) -> bool:
         """Evaluate on one already-normalised value (float for numeric, key for categorical)."""
@@ -731,7 +761,7 @@ class RuleList:
         rule = self.rule(rule_id)
         pred = self.prediction_of(rule_id)
         p = max(rule.probabilities)
-        return f"{self.target} = {pred}  (p={p:.2f}, support {rule.support})"
+        return f"{name_text(self.target)} = {_class_text(pred)}  (p={p:.2f}, support {rule.support})"
 
     def to_text(self) -> str:
         """Render as `if ... then ... / else if ... / else ...` text."""

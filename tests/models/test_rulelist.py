@@ -145,6 +145,27 @@ def test_text_rendering(rl: RuleList) -> None:
     assert lines[3].startswith("else risk = low") and "support 10" in lines[3]
 
 
+def test_text_quotes_names_and_categories_that_would_read_ambiguously() -> None:
+    """A name holding an operator or a rule word, or a category holding a comma, brace or the missing
+    marker, is written as a JSON string; plain names (spaces and punctuation included) stay as they are."""
+    doc = copy.deepcopy(DOC)
+    renames = {"age": "a=b", "chest pain": "pain and fever", "smoker": "smoker"}
+    for f in doc["features"]:
+        f["name"] = renames.get(f["name"], f["name"])
+    doc["features"][2]["categories"] = ["true", "no, never", "<missing>"]
+    doc["rules"][0]["conditions"][0]["feature"] = "a=b"
+    doc["rules"][0]["conditions"][1]["feature"] = "pain and fever"
+    doc["rules"][1]["conditions"][0]["values"] = ["no, never", "<missing>", None]
+    doc["rules"][2]["conditions"][0]["feature"] = "a=b"
+    doc["target"], doc["classes"] = "risk (5y)", ["low", "very high"]
+    lines = RuleList.from_dict(doc).to_text().splitlines()
+    assert lines[0].startswith(
+        'if 45.5 <= "a=b" <= 66.4 and "pain and fever" in {asymptomatic} then risk (5y) = very high'
+    )
+    assert lines[1].startswith('else if smoker not in {"no, never", "<missing>", <missing>} then')
+    assert lines[2].startswith('else if "a=b" <= 30 then risk (5y) = low')
+
+
 def test_python_export_matches(rl: RuleList) -> None:
     namespace: dict = {}
     exec(compile(rl.to_python(), "<rulelist>", "exec"), namespace)
