@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from app.db import Database
 from app.errors import install_error_handlers, responses
+from app.http.head import HeadAsGetMiddleware
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
 from app.openapi import install_openapi, operation_id
 from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
@@ -60,7 +61,7 @@ Error codes (a failed request never leaves rows behind):
 | 400 | `malformed_multipart` | a multipart body that cannot be parsed |
 | 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key) |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
-| 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has |
+| 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has (HEAD is answered wherever GET is: the GET's status and headers, no body) |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict` | cancel a finished job; delete a dataset with active jobs |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |
@@ -190,4 +191,5 @@ def create_app(
         access_log=settings.access_log,
         max_body=settings.max_upload_bytes + 64 * 1024,
     )
+    app.add_middleware(HeadAsGetMiddleware)  # outermost: HEAD is a GET everywhere inside
     return app

@@ -49,9 +49,11 @@ class AllowedMethods:
         self._table = [(_template_regex(t), {m.upper() for m in methods}) for t, methods in paths.items()]
 
     def of(self, path: str) -> list[str]:
-        """Every method of every path template that matches `path`, sorted."""
+        """Every method of every path template that matches `path`, sorted; HEAD wherever GET is (`app.http.head`)."""
         methods: set[str] = set()
         for regex, ms in self._table:
             if regex.match(path):
                 methods |= ms
+        if "GET" in methods:
+            methods.add("HEAD")
         return sorted(methods)

@@ -41,11 +41,24 @@ def _csv(records: list[dict[str, Any]]) -> bytes:
 def test_405_allow_lists_every_method_of_the_path(sqlite_api) -> None:
     c = sqlite_api.client
     r = c.options("/v1/jobs")
-    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
     r = c.patch("/v1/datasets/ds_x", headers=sqlite_api.h())
-    assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET"
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET, HEAD"
     r = c.put("/v1/registered-models/m/aliases/prod/extra")
     assert r.status_code == 404
+
+
+def test_head_answers_as_get_without_a_body(sqlite_api, doc) -> None:
+    """HEAD on a GET path: the GET's status and headers, no body; on a path without GET, 405 naming the methods."""
+    c, h = sqlite_api.client, sqlite_api.h()
+    v = sqlite_api.import_model(doc)
+    for path, headers in (("/healthz", {}), (f"/v1/models/{v['id']}", h), ("/console/", {}), ("/v1/models", {})):
+        got, head = c.get(path, headers=headers), c.head(path, headers=headers)
+        assert head.status_code == got.status_code and head.content == b"", (path, head.status_code, head.content)
+        assert head.headers.get("content-type") == got.headers.get("content-type"), path
+        assert head.headers.get("content-length") == got.headers.get("content-length"), path
+    r = c.head(f"/v1/models/{v['id']}/predict", headers=h)
+    assert r.status_code == 405 and r.headers["allow"] == "POST" and r.content == b""
 
 
 @pytest.mark.parametrize("fmt", ["text", "sql", "python", "json"])
