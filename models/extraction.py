@@ -7,8 +7,10 @@ it in `first_match_order` does, so the list below decides every row as the netwo
 rows lying exactly on a bound (the soft predicate is 1/2 there). Nothing is pruned or refitted
 here: a predicate is left out only when it holds on every input (both bounds infinite, or a
 one-hot input whose interval holds 0 and 1), and a rule only when it can never fire or an
-unconditional rule precedes it. Thresholds are the short decimals of `structure.snap_bounds_`
-where the bound is snapped, else the exact bound in original units.
+unconditional rule precedes it. The first unconditional rule becomes the list's default (else) rule,
+so a list never ends `else if true then ...` followed by an `else` no row reaches. Thresholds are the
+short decimals of `structure.snap_bounds_` where the bound is snapped, else the exact bound in original
+units.
 """
 
 from __future__ import annotations
@@ -134,14 +136,16 @@ def extract_rule_list(
         own = torch.softmax(net.logits[0].double(), dim=-1).cpu().numpy()
     rules: list[list[Condition]] = []
     kept: list[int] = []
+    default = net.n_rules  # the network's default rule, unless an unconditional rule comes first
     for j in first_match_order(priority, alive):
         conds = rule_conditions(encoder, grids, a[j], b[j], w[j])
         if conds is None:
             continue
+        if not conds:  # it decides every row that reaches it: it is the list's default (else) rule
+            default = j
+            break
         rules.append(conds)
         kept.append(j)
-        if not conds:
-            break  # an unconditional rule decides every row that reaches it
     return RuleList.build(
         classes=classes,
         features=encoder.features(),
@@ -150,7 +154,7 @@ def extract_rule_list(
         y=y,
         smoothing=smoothing,
         metadata=dict(metadata),
-        probabilities=[own[j] for j in [*kept, net.n_rules]] if network_consequents else None,
+        probabilities=[own[j] for j in [*kept, default]] if network_consequents else None,
     )
 
 

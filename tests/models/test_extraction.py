@@ -74,6 +74,35 @@ def test_extraction_is_lossless_on_new_rows(seed: int) -> None:
     assert np.array_equal(net.zero_temperature(Zt)[1][0].numpy(), rl.predict(train))
 
 
+@pytest.mark.parametrize("network_consequents", [False, True])
+def test_an_unconditional_rule_becomes_the_default_rule(network_consequents: bool) -> None:
+    """A rule without predicates decides every row that reaches it: the list ends there, with that rule as its
+    else (its consequent, its rows), never `else if true then A` followed by an else that no row reaches."""
+    train = _frame(400, 5)
+    enc = encode(train)
+    y = np.random.default_rng(5).integers(0, 2, len(train))
+    net = _crisp_network(enc, 6, 5)  # first-match order 4, 0, 1, 3, 5; rules 4 and 0 fire on training rows
+    with torch.no_grad():
+        net.pred_mask[0, 1] = 0.0  # third in that order: unconditional
+        net.project_()
+    Zt = torch.tensor(enc.Z)
+    routes, _ = net.zero_temperature(Zt)
+    fit_consequents_(net, routes, torch.tensor(y), 1.0)
+    classes = net.zero_temperature(Zt)[1]
+    check_crisp(net)
+    rl = extract_rule_list(
+        net, enc.encoder, enc.grids(np.arange(len(train))), train, y, [0, 1], 1.0, {}, network_consequents
+    )
+    assert all(rule.conditions for rule in rl.rules) and len(rl.rules) == 2
+    ids = rl.apply(train)
+    assert _same_partition(routes[0].numpy(), ids) and np.array_equal(classes[0].numpy(), rl.predict(train))
+    reach = routes[0].numpy() == 1
+    assert reach.any() and (ids[reach] == 0).all() and sum(rl.default.class_counts) == int(reach.sum())
+    if network_consequents:
+        own = torch.softmax(net.logits[0].detach().double(), dim=-1)[1].numpy()
+        assert np.allclose(rl.default.probabilities, own)
+
+
 def test_snapping_moves_no_training_row_and_gives_short_thresholds() -> None:
     train = _frame(300, 1)
     enc = encode(train)
