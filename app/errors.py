@@ -11,6 +11,7 @@ the connection is dropped.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from typing import Any
 
@@ -137,10 +138,18 @@ async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
     return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
 
 
+_ENCODED_SLASH = re.compile(rb"%2f", re.IGNORECASE)  # decoded before routing: `a%2Fb` splits into two segments
+
+
 async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if is_unreadable_body(exc.status_code, exc.detail):
         message = unreadable_body_message(exc.__cause__, request.headers.get("content-encoding"))
         return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
+    if exc.status_code == 404 and _ENCODED_SLASH.search(request.scope.get("raw_path") or b""):
+        message = (
+            "the path holds an encoded '/' (%2F) inside a segment: names, aliases, versions and ids never contain '/'"
+        )
+        return JSONResponse(error_body("invalid_input", message, [{"field": "path", "message": message}]), 422)
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
     headers = dict(getattr(exc, "headers", None) or {})
     if exc.status_code == 405:

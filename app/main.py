@@ -66,7 +66,7 @@ Error codes (a failed request never leaves rows behind):
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |
 | 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
-| 422 | `invalid_input` | a parameter or body field (message names it); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8) |
+| 422 | `invalid_input` | a parameter or body field (message names it); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8); a path segment holding an encoded `/` (`%2F`), which no name, alias or id contains |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
 | 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
 | 422 | `dataset_too_large_to_compare` | a comparison's dataset over `NEURULES_EVALUATION_SYNC_MAX_ROWS` rows (field `dataset_id`): evaluate each version in the background instead |

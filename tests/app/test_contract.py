@@ -48,6 +48,17 @@ def test_405_allow_lists_every_method_of_the_path(sqlite_api) -> None:
     assert r.status_code == 404
 
 
+def test_an_encoded_slash_in_a_name_is_a_422_naming_the_path(sqlite_api, doc) -> None:
+    """`prod%2Feu` is decoded before routing and splits the path: a 422 saying why, not a bare 404."""
+    c, h = sqlite_api.client, sqlite_api.h()
+    v = sqlite_api.import_model(doc)
+    r = c.put("/v1/registered-models/risk/aliases/prod%2Feu", json={"version_id": v["id"]}, headers=h)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "invalid_input" and "%2F" in r.json()["error"]["message"]
+    assert c.get("/v1/models/risk%2fx", headers=h).status_code == 422
+    assert c.get("/v1/no-such-thing", headers=h).status_code == 404
+
+
 def test_head_answers_as_get_without_a_body(sqlite_api, doc) -> None:
     """HEAD on a GET path: the GET's status and headers, no body; on a path without GET, 405 naming the methods."""
     c, h = sqlite_api.client, sqlite_api.h()
