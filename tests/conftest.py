@@ -131,6 +131,16 @@ def pg_database() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture
+def pg_engine(pg_database: str) -> Iterator[Any]:
+    """An engine of the service's own kind (`app.db.make_engine`) on the session's PostgreSQL database."""
+    from app.db import make_engine
+
+    eng = make_engine(pg_database)
+    yield eng
+    eng.dispose()
+
+
 def fresh_pg_database() -> tuple[str, Any]:
     """Create an empty PostgreSQL database; returns (url, drop function)."""
     from sqlalchemy import create_engine, text

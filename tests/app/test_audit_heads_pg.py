@@ -5,14 +5,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
 from app.services import audit, audit_verify
 from tests.app.test_audit_chain import plain_rows
 
@@ -20,11 +18,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def engine(pg_database: str) -> Iterator[Engine]:
-    """An engine of the service's own kind on the session's PostgreSQL database."""
-    eng = make_engine(pg_database)
-    yield eng
-    eng.dispose()
+def engine(pg_engine: Engine) -> Engine:
+    """The service's kind of engine on the session's PostgreSQL database (tests/conftest.py)."""
+    return pg_engine
 
 
 def names(*parts: str) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
 from app.services import audit, audit_one_statement, audit_verify
 from app.services.audit_chain import START, link_rows
 from tests.app.test_audit_chain import plain_rows
@@ -21,11 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def engine(pg_database: str) -> Iterator[Engine]:
-    """An engine of the service's own kind on the session's PostgreSQL database."""
-    eng = make_engine(pg_database)
-    yield eng
-    eng.dispose()
+def engine(pg_engine: Engine) -> Engine:
+    """The service's kind of engine on the session's PostgreSQL database (tests/conftest.py)."""
+    return pg_engine
 
 
 def tenant() -> str:
