@@ -185,11 +185,11 @@ def create_app(
         # every /v1 operation needs the database (an uncached API key is looked up there): each can answer 503
         app.include_router(router, responses=responses(503) if router is not ops.router else None)
     install_web(app)
+    app.add_middleware(HeadAsGetMiddleware)  # inside the metrics: they count a HEAD as HEAD
     app.add_middleware(
         RequestMetricsMiddleware,
         metrics=metrics,
         access_log=settings.access_log,
         max_body=settings.max_upload_bytes + 64 * 1024,
     )
-    app.add_middleware(HeadAsGetMiddleware)  # outermost: HEAD is a GET everywhere inside
     return app

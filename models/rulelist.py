@@ -80,10 +80,23 @@ def _quoted_if_needed(text: str, plain: re.Pattern[str]) -> str:
 
     Syntax words matter for names only: a category sits between braces and commas.
     """
-    words = _SYNTAX_WORDS.intersection(text.lower().split()) if plain is _PLAIN_NAME else ()
-    if plain.match(text) and not words and text != MISSING_TEXT:
+    ambiguous = plain is _PLAIN_NAME and (_SYNTAX_WORDS.intersection(text.lower().split()) or _is_number(text))
+    if plain.match(text) and not ambiguous and text != MISSING_TEXT:
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False).translate(_LINE_BREAKS)
+
+
+# what JSON leaves raw but str.splitlines and JavaScript break lines at: escaped, so a rule stays one line
+_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+
+
+def _is_number(text: str) -> bool:
+    """Whether a name reads as a number (`30`, `-1`, `4.5e3`): quoted, or `30 <= 5` would be ambiguous."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _class_text(label: Any) -> str:

@@ -29,4 +29,8 @@ class HeadAsGetMiddleware:
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, headers_only)
+        inner = {**scope, "method": "GET"}
+        try:
+            await self.app(inner, receive, headers_only)
+        finally:  # what routing found, for the middleware outside (the metrics label the HEAD by its route)
+            scope.update({k: inner[k] for k in ("route", "endpoint", "path_params") if k in inner})

@@ -70,6 +70,9 @@ def test_head_answers_as_get_without_a_body(sqlite_api, doc) -> None:
         assert head.headers.get("content-length") == got.headers.get("content-length"), path
     r = c.head(f"/v1/models/{v['id']}/predict", headers=h)
     assert r.status_code == 405 and r.headers["allow"] == "POST" and r.content == b""
+    metrics = c.get("/metrics").text  # counted as HEAD, under the route's template
+    assert 'method="HEAD",route="/healthz",status="200"' in metrics
+    assert 'method="HEAD",route="/v1/models/{ref}",status="200"' in metrics
 
 
 @pytest.mark.parametrize("fmt", ["text", "sql", "python", "json"])

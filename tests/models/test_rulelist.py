@@ -164,6 +164,12 @@ def test_text_quotes_names_and_categories_that_would_read_ambiguously() -> None:
     )
     assert lines[1].startswith('else if smoker not in {"no, never", "<missing>", <missing>} then')
     assert lines[2].startswith('else if "a=b" <= 30 then risk (5y) = low')
+    doc["features"][0]["name"] = doc["rules"][0]["conditions"][0]["feature"] = "30"  # a name that reads as a number
+    doc["rules"][2]["conditions"][0]["feature"] = "30"
+    doc["features"][1]["name"] = doc["rules"][0]["conditions"][1]["feature"] = "pain\u2028type"  # a line separator
+    text = RuleList.from_dict(doc).to_text()
+    assert len(text.splitlines()) == 4, text
+    assert text.startswith('if 45.5 <= "30" <= 66.4 and "pain\\u2028type" in {asymptomatic} then')
 
 
 def test_python_export_matches(rl: RuleList) -> None:
