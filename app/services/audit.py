@@ -542,10 +542,11 @@ class AuditWriter:
                 if attempt == 0 and e.connection_invalidated:
                     continue  # the kept connection died while idle (the database restarted); nothing was written
                 raise
-            except _InDoubt as e:  # the one statement's connection broke: it may have committed
+            except _InDoubt as e:  # the one statement's connection broke: it may have committed, or still may
                 self._drop_connection()
                 with self.engine.connect() as fresh:
-                    found = audit_one_statement.committed_seqs(_raw_pg(fresh), e.columns)
+                    audit_one_statement.end_backend(_raw_pg(fresh), e.backend)  # StillRunning: 503, no retry
+                    found = audit_one_statement.committed_seqs(_raw_pg(fresh), e.columns, e.created_at)
                 if found is not None:
                     return found
                 if attempt == 0:
@@ -570,11 +571,13 @@ class AuditWriter:
 
 
 class _InDoubt(Exception):
-    """The connection broke while the one statement ran (`_one_statement`)."""
+    """The connection broke while the one statement ran (`_one_statement`): whether it commits is unknown."""
 
-    def __init__(self, columns: dict[str, list[Any]], error: Exception) -> None:
+    def __init__(
+        self, columns: dict[str, list[Any]], created_at: Any, backend: audit_one_statement.Backend, error: Exception
+    ) -> None:
         super().__init__(repr(error))
-        self.columns, self.error = columns, error
+        self.columns, self.created_at, self.backend, self.error = columns, created_at, backend, error
 
 
 def _one_statement(conn: Connection, rows: list[dict[str, Any]]) -> list[int] | None:
@@ -587,15 +590,19 @@ def _one_statement(conn: Connection, rows: list[dict[str, Any]]) -> list[int] | 
     columns = {name: [r[name] for r in rows] for name in rows[0]}
     if not audit_one_statement.fits(columns, len(rows)):
         return None
-    outputs = _json_as_text(_converted(columns["output"], _statement(conn.dialect, ("output",))[1][0]))
     raw = _raw_pg(conn)
     if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # autocommit cannot be set now
         return None
+    names = audit_one_statement.COLUMNS
+    converters = _statement(conn.dialect, names)[1]  # as the transactional path binds them (times in UTC)
+    bound = {n: _converted(columns[n], convert) for n, convert in zip(names, converters, strict=True)}
+    bound["output"] = _json_as_text(bound["output"])
+    backend = audit_one_statement.backend_of(raw, conn.connection.info)
     try:
-        return audit_one_statement.append(raw, columns, outputs)
+        return audit_one_statement.append(raw, columns, bound)
     except psycopg.OperationalError as e:
         if raw.closed:
-            raise _InDoubt(columns, e) from e
+            raise _InDoubt(columns, bound["created_at"][0], backend, e) from e
         raise
 
 

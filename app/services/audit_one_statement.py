@@ -13,7 +13,9 @@ ASCII JSON), and the verifier checks every row with the Python function (tests/a
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import time
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import Connection as PgConnection
@@ -33,6 +35,9 @@ _COLUMNS = (
     ("rule_id", "int"),
     ("missing_filled", "bool"),
 )
+
+
+COLUMNS = tuple(name for name, _ in _COLUMNS)
 
 
 @functools.cache
@@ -75,21 +80,17 @@ def fits(columns: dict[str, list[Any]], n: int) -> bool:
     return 0 < n <= MAX_ROWS and tenants.count(tenants[0]) == n
 
 
-def append(raw: PgConnection[Any], columns: dict[str, list[Any]], outputs: Sequence[str]) -> list[int] | None:
+def append(raw: PgConnection[Any], columns: dict[str, list[Any]], bound: dict[str, list[Any]]) -> list[int] | None:
     """Append one tenant's rows as one autocommitted statement; their seqs, or None when the head is missing.
 
-    `outputs` is each row's `output` as the JSON text the transactional path would store. The
+    `columns` are the rows as the service built them (their canonical bodies are hashed); `bound` holds
+    each of COLUMNS as the transactional path would bind it (times in UTC, `output` as JSON text). The
     connection must not be in a transaction.
     """
-    n = len(outputs)
-    params: dict[str, Any] = {name: columns[name] for name, _ in _COLUMNS}
+    n = len(columns["tenant_id"])
+    params: dict[str, Any] = {name: bound[name] for name in COLUMNS}
     params.update(
-        output=list(outputs),
-        tenant=columns["tenant_id"][0],
-        prefix=f"{HASH_PREFIX}\n",
-        bodies=canonical_bodies(columns, n),
-        n=n,
-        at=utcnow(),
+        tenant=columns["tenant_id"][0], prefix=f"{HASH_PREFIX}\n", bodies=canonical_bodies(columns, n), n=n, at=utcnow()
     )
     raw.autocommit = True
     try:
@@ -102,24 +103,73 @@ def append(raw: PgConnection[Any], columns: dict[str, list[Any]], outputs: Seque
     return None if row is None else list(range(row[0] + 1, row[0] + n + 1))
 
 
+@dataclass(frozen=True)
+class Backend:
+    """A PostgreSQL server process: its pid, and when it started (a pid alone may be reused)."""
+
+    pid: int
+    started: datetime
+
+
+_MY_BACKEND = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+_END_BACKEND = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s AND backend_start = %s"
+_BACKEND_ALIVE = "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s"
+END_WAIT_S = 5.0  # how long to wait for a broken connection's server process to go
+
+
+def backend_of(raw: PgConnection[Any], info: dict[str, Any]) -> Backend:
+    """The connection's server process, read once per connection (`info`: the pool's per-connection dict)."""
+    if "pg_backend" not in info:
+        row = raw.execute(_MY_BACKEND).fetchone()
+        raw.rollback()
+        if row is None:
+            raise RuntimeError("this connection's own process is not in pg_stat_activity")
+        info["pg_backend"] = Backend(*row)
+    backend: Backend = info["pg_backend"]
+    return backend
+
+
+class StillRunning(RuntimeError):
+    """A broken connection's server process could not be ended: whether its statement commits is unknown."""
+
+
+def end_backend(raw: PgConnection[Any], backend: Backend) -> None:
+    """End a broken connection's server process and wait until it is gone, so its statement can no longer commit.
+
+    The client seeing a connection break does not stop the server: a statement already sent may still be
+    waiting for the head's lock and commit later. StillRunning when it is still there after END_WAIT_S.
+    """
+    key = (backend.pid, backend.started)
+    deadline = time.monotonic() + END_WAIT_S
+    raw.execute(_END_BACKEND, key)
+    raw.rollback()  # pg_stat_activity is read once per transaction: each look below is a transaction of its own
+    while raw.execute(_BACKEND_ALIVE, key).fetchone() is not None:
+        raw.rollback()
+        if time.monotonic() > deadline:
+            raise StillRunning(f"PostgreSQL process {backend.pid} did not end within {END_WAIT_S} s")
+        time.sleep(0.01)
+    raw.rollback()
+
+
 _FIND_FIRST = (
     f"SELECT seq FROM {AuditRecord.__tablename__} WHERE tenant_id = %s AND created_at = %s AND input_digest = %s "
-    "AND api_key_id = %s AND model_version_id = %s ORDER BY seq DESC LIMIT 1"
+    "AND api_key_id = %s AND model_version_id = %s ORDER BY seq LIMIT 1"
 )
 _DIGESTS = (
     f"SELECT input_digest FROM {AuditRecord.__tablename__} WHERE tenant_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
 )
 
 
-def committed_seqs(raw: PgConnection[Any], columns: dict[str, list[Any]]) -> list[int] | None:
-    """After the connection broke during `append`: the rows' seqs if the statement had committed, else None.
+def committed_seqs(raw: PgConnection[Any], columns: dict[str, list[Any]], created_at: datetime) -> list[int] | None:
+    """After `end_backend` on the broken connection's process: the rows' seqs if its statement committed, else None.
 
     The statement is atomic, so its rows are either all there, one after another in the chain, or none
-    is. A row is found by its request's time, input digest, key and version (the request's time is
-    taken per request to the microsecond), and the rows from it must carry the batch's digests in order.
+    is. The first is found by its request's time (`created_at`, as bound), input digest, key and version
+    (a request's rows share its time, taken to the microsecond: the earliest match is the batch's first
+    row), and the rows from it must carry the batch's digests in order.
     """
     tenant, n = columns["tenant_id"][0], len(columns["tenant_id"])
-    key = [columns[name][0] for name in ("tenant_id", "created_at", "input_digest", "api_key_id", "model_version_id")]
+    key = [tenant, created_at, columns["input_digest"][0], columns["api_key_id"][0], columns["model_version_id"][0]]
     with raw.cursor() as cur:
         first = cur.execute(_FIND_FIRST, key).fetchone()
         digests = [] if first is None else [d for (d,) in cur.execute(_DIGESTS, (tenant, first[0], first[0] + n))]
