@@ -543,6 +543,8 @@ class AuditWriter:
                     continue  # the kept connection died while idle (the database restarted); nothing was written
                 raise
             except _InDoubt as e:  # the one statement's connection broke: it may have committed, or still may
+                with contextlib.suppress(Exception):
+                    self._conn.invalidate()  # broken: not back into the pool (its reset would log a traceback)
                 self._drop_connection()
                 with self.engine.connect() as fresh:
                     audit_one_statement.end_backend(_raw_pg(fresh), e.backend)  # StillRunning: 503, no retry
