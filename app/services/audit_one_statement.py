@@ -92,14 +92,14 @@ def append(raw: PgConnection[Any], columns: dict[str, list[Any]], bound: dict[st
     params.update(
         tenant=columns["tenant_id"][0], prefix=f"{HASH_PREFIX}\n", bodies=canonical_bodies(columns, n), n=n, at=utcnow()
     )
-    raw.autocommit = True
+    before, raw.autocommit = raw.autocommit, True
     try:
         with raw.cursor() as cur:
             cur.execute(statement(), params, prepare=True)
             row = cur.fetchone()
     finally:
         if not raw.closed:
-            raw.autocommit = False
+            raw.autocommit = before
     return None if row is None else list(range(row[0] + 1, row[0] + n + 1))
 
 
