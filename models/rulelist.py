@@ -116,8 +116,11 @@ class DocumentError(ValueError):
     """An invalid rule-list document: `path` names the offending element (`rules[0].conditions[1].low`)."""
 
     def __init__(self, path: str, msg: str) -> None:
-        super().__init__(f"invalid rule list document: {path}: {msg}")
-        self.path = path
+        super().__init__(path, msg)  # args as given: it pickles (a worker's task error) and copies
+        self.path, self.msg = path, msg
+
+    def __str__(self) -> str:
+        return f"invalid rule list document: {self.path}: {self.msg}"
 
 
 class _Doc:

@@ -245,6 +245,24 @@ def test_malformed_documents_name_the_path(mutate, path: str) -> None:
         RuleList.from_dict(doc)
 
 
+def test_a_document_error_names_its_path_and_survives_pickling() -> None:
+    import pickle
+
+    from models.rulelist import DocumentError
+
+    doc = copy.deepcopy(DOC)
+    doc["rules"][0]["conditions"][0]["low"] = "x"
+    with pytest.raises(DocumentError) as info:
+        RuleList.from_dict(doc)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert again.path == info.value.path == "rules[0].conditions[0].low"
+    assert (
+        str(again)
+        == str(info.value)
+        == "invalid rule list document: rules[0].conditions[0].low: must be a finite number or null"
+    )
+
+
 def test_mistyped_numeric_value_names_feature_and_row(rl: RuleList) -> None:
     bad = [dict(RECORDS[0]), dict(RECORDS[1], age="old")]
     with pytest.raises(ValueError, match=r"'age': row 1"):
