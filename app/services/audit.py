@@ -590,7 +590,7 @@ def _one_statement(conn: Connection, rows: list[dict[str, Any]]) -> list[int] | 
     if conn.dialect.name != "postgresql" or not rows:
         return None
     columns = {name: [r[name] for r in rows] for name in rows[0]}
-    if not audit_one_statement.fits(columns, len(rows)):
+    if not audit_one_statement.fits(columns):
         return None
     raw = _raw_pg(conn)
     if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:  # autocommit cannot be set now

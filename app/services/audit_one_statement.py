@@ -50,7 +50,7 @@ def statement() -> str:
     # arrays in binary: psycopg's text format escapes each element with a regex (~60 us a row; binary ~3)
     arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in _COLUMNS)
     fields = ", ".join(f"u.{name}" + ("::json" if name == "output" else "") for name, _ in _COLUMNS)
-    names = ", ".join(name for name, _ in _COLUMNS)
+    names = ", ".join(COLUMNS)
     return f"""
 WITH RECURSIVE
 head AS (SELECT seq, row_hash FROM {heads} WHERE tenant_id = %(tenant)s FOR UPDATE),
@@ -74,10 +74,10 @@ moved AS (
 SELECT seq FROM head"""
 
 
-def fits(columns: dict[str, list[Any]], n: int) -> bool:
-    """Whether a batch (column-wise, `n` rows) goes by one statement: one tenant, 1 to MAX_ROWS rows."""
+def fits(columns: dict[str, list[Any]]) -> bool:
+    """Whether a batch (column-wise) goes by one statement: one tenant, 1 to MAX_ROWS rows."""
     tenants = columns["tenant_id"]
-    return 0 < n <= MAX_ROWS and tenants.count(tenants[0]) == n
+    return 0 < len(tenants) <= MAX_ROWS and tenants.count(tenants[0]) == len(tenants)
 
 
 def append(raw: PgConnection[Any], columns: dict[str, list[Any]], bound: dict[str, list[Any]]) -> list[int] | None:
@@ -88,7 +88,7 @@ def append(raw: PgConnection[Any], columns: dict[str, list[Any]], bound: dict[st
     connection must not be in a transaction.
     """
     n = len(columns["tenant_id"])
-    params: dict[str, Any] = {name: bound[name] for name in COLUMNS}
+    params: dict[str, Any] = dict(bound)  # exactly COLUMNS
     params.update(
         tenant=columns["tenant_id"][0], prefix=f"{HASH_PREFIX}\n", bodies=canonical_bodies(columns, n), n=n, at=utcnow()
     )
