@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util.typing import TupleAny
 
-from app.services import audit_one_statement, serving
+from app.services import audit_one_statement, serving, wal_checkpoint
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
@@ -468,6 +468,7 @@ class AuditWriter:
         self._lock = threading.Lock()
         self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
         self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
+        self.checkpointer = wal_checkpoint.checkpointer_for(engine)  # SQLite file: its WAL copied back off our path
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -475,6 +476,8 @@ class AuditWriter:
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="neurules-audit", daemon=True)
                     self._thread.start()
+                    if self.checkpointer is not None:
+                        self.checkpointer.start()
 
     async def write(self, rows: list[dict[str, Any]]) -> list[int]:
         """Queue rows and wait until they are committed (Unavailable when they cannot be); their chain `seq`s."""
@@ -517,6 +520,8 @@ class AuditWriter:
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
                 self._drop_connection()
+            if err is None and self.checkpointer is not None:
+                self.checkpointer.notify()
             at = 0
             for loop, waiters in batch:
                 settled = []
@@ -530,6 +535,8 @@ class AuditWriter:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
+                if self.checkpointer is not None:
+                    wal_checkpoint.raise_autocheckpoint(self._conn)
             try:
                 prepare_heads(self._conn, rows)
                 one = _one_statement(self._conn, rows)
@@ -569,6 +576,8 @@ class AuditWriter:
         if self._thread is not None and self._thread.is_alive():
             self._q.put(None)
             self._thread.join(10)
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         self._drop_connection()
 
 

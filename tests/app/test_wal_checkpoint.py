@@ -1,0 +1,143 @@
+"""SQLite's WAL copied back by a thread of its own (`app.services.wal_checkpoint`), on real database files."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.db import make_engine
+from app.services import audit, wal_checkpoint
+from app.services.wal_checkpoint import WalCheckpointer, checkpointer_for
+from tests.app.test_audit_chain import plain_rows
+
+BLOB = 3000  # bytes per row: about one page each, so the log grows by whole frames
+
+
+def _wal_db(path: Path, autocheckpoint: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, b BLOB)")
+    return conn
+
+
+def _commits(conn: sqlite3.Connection, n: int, after: WalCheckpointer | None = None) -> None:
+    for _ in range(n):
+        conn.execute("INSERT INTO t (b) VALUES (randomblob(?))", (BLOB,))
+        if after is not None:
+            after.notify()
+
+
+def _settle(ck: WalCheckpointer, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while ck.checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(3 * ck.interval_s)  # the last notify's checkpoint
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_commits_are_copied_into_the_file_off_the_writers_path(tmp_path: Path, running: bool) -> None:
+    """With the thread the database file takes the rows while the writer never checkpoints; without it, not."""
+    path = tmp_path / "a.db"
+    conn = _wal_db(path, autocheckpoint=0)  # the writer never checkpoints itself
+    start_size = path.stat().st_size
+    ck = WalCheckpointer(str(path), interval_s=0.01)
+    if running:
+        ck.start()
+    try:
+        _commits(conn, 200, after=ck)
+        if running:
+            _settle(ck)
+    finally:
+        ck.stop()
+    grown = path.stat().st_size - start_size
+    if running:
+        assert ck.checkpoints >= 1
+        assert grown >= 200 * BLOB  # every row is in the database file
+    else:
+        assert ck.checkpoints == 0 and grown == 0  # still only in the log
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 200
+    conn.close()
+
+
+def test_the_log_stays_bounded_under_steady_commits(tmp_path: Path) -> None:
+    """Commits that never pause: the writer's backstop restarts the log, so the file stops near the backstop."""
+    path = tmp_path / "b.db"
+    backstop = 200
+    conn = _wal_db(path, autocheckpoint=backstop)
+    ck = WalCheckpointer(str(path), interval_s=0.005)
+    ck.start()
+    try:
+        _commits(conn, 5 * backstop, after=ck)
+    finally:
+        ck.stop()
+    frame = 4096 + 24
+    assert (tmp_path / "b.db-wal").stat().st_size <= 32 + (backstop + 50) * frame
+    assert ck.checkpoints >= 1
+    conn.close()
+
+
+def test_stop_ends_the_thread_and_start_runs_it_again(tmp_path: Path) -> None:
+    """`stop` joins the thread; `start` after it checkpoints again (the writer is restartable too)."""
+    path = tmp_path / "c.db"
+    conn = _wal_db(path, autocheckpoint=0)
+    ck = WalCheckpointer(str(path), interval_s=0.01)
+    for _ in range(2):
+        before = ck.checkpoints
+        ck.start()
+        _commits(conn, 5, after=ck)
+        deadline = time.monotonic() + 5
+        while ck.checkpoints == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ck.stop()
+        assert ck.checkpoints > before
+        assert ck._thread is not None and not ck._thread.is_alive()
+    conn.close()
+
+
+def test_a_database_it_cannot_open_leaves_the_writer_alone(tmp_path: Path) -> None:
+    """A path that cannot be opened: the thread ends quietly, notify and stop still return."""
+    ck = WalCheckpointer(str(tmp_path / "missing" / "x.db"), interval_s=0.01)
+    ck.start()
+    ck.notify()
+    ck.stop()
+    assert ck.checkpoints == 0
+
+
+def test_only_sqlite_files_get_one(tmp_path: Path) -> None:
+    """PostgreSQL and in-memory SQLite have no checkpointer; a SQLite file has one, at its path."""
+    assert checkpointer_for(create_engine("postgresql+psycopg://u@127.0.0.1/x")) is None
+    assert checkpointer_for(create_engine("sqlite://")) is None
+    assert checkpointer_for(create_engine("sqlite:///:memory:")) is None
+    ck = checkpointer_for(create_engine(f"sqlite:///{tmp_path / 'd.db'}"))
+    assert ck is not None and ck.path == str(tmp_path / "d.db")
+
+
+def test_the_audit_writer_checkpoints_its_commits_and_stops_the_thread(sqlite_api) -> None:
+    """The service's audit writer on SQLite: its connection's backstop raised, its commits checkpointed, then stopped."""
+    engine = sqlite_api.app.state.service.db.engine
+    writer = audit.AuditWriter(engine)
+    assert writer.checkpointer is not None
+
+    async def requests() -> list[list[int]]:
+        return [await writer.write(plain_rows(1, sqlite_api.tenant_a, tag=i)) for i in range(20)]
+
+    try:
+        seqs = asyncio.run(requests())
+        _settle(writer.checkpointer)
+        assert writer._conn is not None
+        level = writer._conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar()
+    finally:
+        writer.close()
+    assert [s for one in seqs for s in one] == list(range(1, 21))
+    assert level == wal_checkpoint.BACKSTOP_FRAMES
+    assert writer.checkpointer.checkpoints >= 1
+    assert writer.checkpointer._thread is not None and not writer.checkpointer._thread.is_alive()
+    with make_engine(str(engine.url)).connect() as conn:  # a fresh connection keeps SQLite's default
+        assert conn.execute(text("PRAGMA wal_autocheckpoint")).scalar() == 1000
