@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy import exc as sa_exc
@@ -52,8 +52,16 @@ def _driver_outage(exc: BaseException) -> bool:
     return bool(names & DRIVER_OUTAGE_CLASSES) and type(exc).__module__.split(".")[0] in ("psycopg", "psycopg2")
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine with the pragmas/pool settings the service relies on."""
+SqliteSynchronous = Literal["full", "normal"]
+
+
+def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Engine:
+    """Create an engine with the pragmas/pool settings the service relies on.
+
+    SQLite runs in WAL mode; `sqlite_synchronous` "full" syncs the log at every commit, so a commit
+    survives a power loss or an OS crash; "normal" syncs only at checkpoints: a commit survives the
+    process crashing, and the last ones can be lost with the machine (faster: docs/audit.md).
+    """
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
@@ -65,7 +73,7 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA synchronous={sqlite_synchronous.upper()}")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
 
@@ -93,9 +101,9 @@ def schema_revision(conn: Connection) -> str | None:
 class Database:
     """An engine plus its session factory."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, sqlite_synchronous: SqliteSynchronous = "full") -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, sqlite_synchronous)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager

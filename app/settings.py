@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     broker_url: str | None = None
     queue: str = "neurules-training"
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
+    sqlite_synchronous: Literal["full", "normal"] = "full"  # normal: faster, the last commits lost with the machine
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)

@@ -6,7 +6,8 @@
 In one process tree and one run, each server alone with the load generator (wrk from Debian when
 installed, `-t1`, keep-alive, else an asyncio client): the floor (`benchmarks/floor_app.py`:
 uvicorn[standard], 2 SO_REUSEPORT processes, pydantic validating the record, constant reply), the
-service embedded (SQLite) with 1 and 2 processes, and the service distributed (a fresh database on
+service embedded (SQLite) with 1 and 2 processes (and with 2 processes syncing only at checkpoints,
+`NEURULES_SQLITE_SYNCHRONOUS=normal`: docs/audit.md), and the service distributed (a fresh database on
 the PostgreSQL at --pg, a queue of its own on the Redis at --redis) with 2 processes. Each gets the
 same heart record as one-record `POST /v1/models/{id}/predict` with the full explanation at every
 --concurrency for --seconds after a --warmup; the table shows req/s, p50, p99, errors, the
@@ -44,7 +45,7 @@ from models.rulelist import Condition, Feature, RuleList
 HEART = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets" / "heart.csv"  # env: a worktree
 MLFLOW_ISSUE_ROW = {"c=1 req/s": 190, "c=1 p99": 9.3, "c=32 req/s": 154, "c=32 p50": 204, "c=32 p99": 365}
 ISSUE_FLOOR_C32_RPS = 11_512  # the floor's c=32 req/s in the run that measured MLflow (issue 9)
-CONFIGS = ("floor", "embedded1", "embedded2", "distributed2")
+CONFIGS = ("floor", "embedded1", "embedded2", "embedded2-normal", "distributed2")
 
 
 def heart_table() -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -173,8 +174,18 @@ def starters(args: argparse.Namespace) -> dict[str, Callable[[], Server]]:
         "floor": lambda: start_floor(2),
         "embedded1": lambda: start_service(1, env, distributed_pg=None, redis=args.redis),
         "embedded2": lambda: start_service(2, env, distributed_pg=None, redis=args.redis),
+        "embedded2-normal": lambda: _named(
+            start_service(2, {**env, "NEURULES_SQLITE_SYNCHRONOUS": "normal"}, distributed_pg=None, redis=args.redis),
+            "ours, embedded, 2 processes, sync normal",
+        ),
         "distributed2": lambda: start_service(2, env, distributed_pg=args.pg, redis=args.redis),
     }
+
+
+def _named(server: Server, name: str) -> Server:
+    """The server, renamed for the table."""
+    server.name = name
+    return server
 
 
 def main() -> None:

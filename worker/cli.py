@@ -58,7 +58,7 @@ def reap(settings: Settings) -> list[dict[str, Any]]:
     from worker.celery_app import make_celery
     from worker.tasks import broker_scan_for, reap_and_requeue
 
-    db = Database(settings.resolved_database_url)
+    db = Database(settings.resolved_database_url, settings.sqlite_synchronous)
     app = make_celery(settings)
     try:
         return [a.__dict__ for a in reap_and_requeue(db, settings, app, scan=broker_scan_for(app, settings))]

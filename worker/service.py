@@ -20,7 +20,7 @@ from worker.runtime import EmbeddedWorker, Reaper
 
 def build_service(settings: Settings, *, configure_logs: bool = True) -> FastAPI:
     """The API with its real collaborators: Celery for jobs, the reaper and (embedded mode) a worker thread."""
-    db = Database(settings.resolved_database_url)
+    db = Database(settings.resolved_database_url, settings.sqlite_synchronous)
     celery_app = make_celery(settings)
     queue = CeleryQueue(celery_app, settings.queue)
     services: list[BackgroundService] = []

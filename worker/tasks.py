@@ -266,7 +266,7 @@ class _LazyDatabase:
         """The database, created on first call."""
         with self._lock:
             if self._db is None:
-                self._db = Database(self.settings.resolved_database_url)
+                self._db = Database(self.settings.resolved_database_url, self.settings.sqlite_synchronous)
             return self._db
 
 
