@@ -62,6 +62,8 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
     survives a power loss or an OS crash; "normal" syncs only at checkpoints: a commit survives the
     process crashing, and the last ones can be lost with the machine (faster: docs/audit.md).
     """
+    if sqlite_synchronous not in ("full", "normal"):
+        raise ValueError(f"sqlite_synchronous must be 'full' or 'normal', not {sqlite_synchronous!r}")
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":

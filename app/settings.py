@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     access_log: bool = True
     migrate_on_start: bool = True
+
+    @field_validator("sqlite_synchronous", mode="before")
+    @classmethod
+    def _sqlite_level_any_case(cls, value: object) -> object:
+        """SQLite's own spellings (`FULL`, `Normal`) too."""
+        return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

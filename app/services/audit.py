@@ -535,7 +535,7 @@ class AuditWriter:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
-                if self.checkpointer is not None:
+                if self.checkpointer is not None and self.checkpointer.alive():
                     wal_checkpoint.raise_autocheckpoint(self._conn)
             try:
                 prepare_heads(self._conn, rows)
@@ -567,6 +567,9 @@ class AuditWriter:
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
+            if self.checkpointer is not None:
+                with contextlib.suppress(Exception):  # broken: the pool replaces it anyway
+                    wal_checkpoint.restore_autocheckpoint(self._conn)
             with contextlib.suppress(Exception):  # already broken
                 self._conn.close()
             self._conn = None

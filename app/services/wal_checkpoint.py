@@ -1,6 +1,6 @@
 """SQLite's WAL checkpoints on a thread of their own, so that a request's commit does not copy the log back.
 
-Why (measured, `benchmarks/RESULTS.md`, "c=1: the WAL checkpoint"): in WAL mode SQLite checkpoints from
+Why (measured, `benchmarks/RESULTS.md`, "c=1: the WAL checkpoint in the request"): in WAL mode SQLite checkpoints from
 the connection whose commit takes the log past 1,000 frames. The audit writer's commit that crossed it
 copied those frames into the database file and synced both files: 4-6 ms on the 2-core VM, against
 0.25 ms for a plain commit. That hit every ~200th one-record request at c=1, and at c=32 every request
@@ -15,7 +15,13 @@ The writer's own checkpoint still has a job: restarting the log. SQLite rewinds 
 write transaction begins with every frame copied back, and under steady writes a concurrent checkpoint
 almost never leaves that state behind. So the writer's connection keeps SQLite's automatic checkpoint
 at `BACKSTOP_FRAMES`. When it comes due, nearly everything has been copied already, so it is short, and
-the log restarts: the log file stays bounded at about BACKSTOP_FRAMES pages.
+the log restarts: with one server process the log file stays at about BACKSTOP_FRAMES pages.
+
+With several processes writing at once, a restart also needs a moment when none of them is
+mid-write, and the log could grow (before this module too: tens of MB with 2 processes, over 100 MB
+with 4). So when a checkpoint finds the log past `TRUNCATE_FRAMES`, the thread runs a TRUNCATE
+checkpoint: it waits (at most `TRUNCATE_WAIT_MS`) for the writer of the moment, holds new writers
+back while it copies what is left (little: the passive ones copied the rest) and empties the file.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from sqlalchemy import Connection, Engine
 log = logging.getLogger("neurules.audit")
 
 INTERVAL_S = 0.05  # at most this often while commits arrive (each checkpoint syncs two files)
-BACKSTOP_FRAMES = 4000  # the writer's own automatic checkpoint (SQLite's default: 1,000): log <= ~16 MB at 4 KiB pages
+BACKSTOP_FRAMES = 4000  # the writer's own automatic checkpoint (SQLite's default: 1,000): log ~16 MB at 4 KiB pages
+SQLITE_DEFAULT_FRAMES = 1000  # what a connection gets back when the writer lets go of it
+TRUNCATE_FRAMES = 2 * BACKSTOP_FRAMES  # a log this long was not restarted by the writers: empty it
+TRUNCATE_WAIT_MS = 2000  # how long the TRUNCATE checkpoint waits for the writer of the moment
 
 
 class WalCheckpointer:
@@ -39,7 +48,8 @@ class WalCheckpointer:
     def __init__(self, path: str, interval_s: float = INTERVAL_S) -> None:
         self.path = path
         self.interval_s = interval_s
-        self.checkpoints = 0  # PASSIVE checkpoints run (for tests and probes)
+        self.checkpoints = 0  # PASSIVE checkpoints that ran (not those another checkpoint kept busy)
+        self.truncations = 0  # TRUNCATE checkpoints that emptied the log
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -48,10 +58,17 @@ class WalCheckpointer:
     def start(self) -> None:
         """Start the thread unless it runs already (again after `stop`)."""
         with self._lock:
+            old = self._thread
+            if old is not None and old.is_alive() and self._stop.is_set():
+                old.join(10)  # stopped but not gone yet: let it finish before its successor starts
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="neurules-wal-checkpoint", daemon=True)
                 self._thread.start()
+
+    def alive(self) -> bool:
+        """Whether the thread runs (the writer raises its own checkpoint threshold only then)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def notify(self) -> None:
         """A commit happened: checkpoint within the interval."""
@@ -59,7 +76,7 @@ class WalCheckpointer:
 
     def stop(self) -> None:
         """Stop the thread (a checkpoint in progress finishes first)."""
-        self._stop.set()
+        self._stop.set()  # before the wake: a wake the thread clears afterwards still finds the stop
         self._wake.set()
         thread = self._thread
         if thread is not None:
@@ -73,11 +90,13 @@ class WalCheckpointer:
             return
         try:
             last = 0.0
-            while True:
+            while not self._stop.is_set():
                 self._wake.wait()
                 if self._stop.wait(max(0.0, last + self.interval_s - time.monotonic())):
                     return
                 self._wake.clear()  # commits from here on ask for the next one
+                if self._stop.is_set():
+                    return
                 last = time.monotonic()
                 self._checkpoint(conn)
         finally:
@@ -85,10 +104,23 @@ class WalCheckpointer:
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy:  # another process's checkpoint runs: it copies the same frames
+                return
             self.checkpoints += 1
-        except sqlite3.Error as e:  # another process checkpoints, or the disk failed: the writer's backstop remains
+            if frames > TRUNCATE_FRAMES:
+                self._truncate(conn)
+        except sqlite3.Error as e:  # the disk failed, or the file went: the writer's own checkpoints remain
             log.debug("wal checkpoint skipped", extra={"error": repr(e)})
+
+    def _truncate(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.execute("PRAGMA busy_timeout=0")
+        if not busy:
+            self.truncations += 1
 
 
 def checkpointer_for(engine: Engine) -> WalCheckpointer | None:
@@ -103,6 +135,15 @@ def checkpointer_for(engine: Engine) -> WalCheckpointer | None:
 
 def raise_autocheckpoint(conn: Connection) -> None:
     """Move this connection's automatic checkpoint to the backstop (the checkpointer thread does the rest)."""
+    _set_autocheckpoint(conn, BACKSTOP_FRAMES)
+
+
+def restore_autocheckpoint(conn: Connection) -> None:
+    """SQLite's default threshold again, before the connection goes back to the pool for other users."""
+    _set_autocheckpoint(conn, SQLITE_DEFAULT_FRAMES)
+
+
+def _set_autocheckpoint(conn: Connection, frames: int) -> None:
     raw = conn.connection.dbapi_connection
     if raw is not None:
-        raw.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_FRAMES}")
+        raw.execute(f"PRAGMA wal_autocheckpoint={frames}")
