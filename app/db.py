@@ -93,6 +93,16 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
     )
 
 
+def sqlite_file(engine: Engine) -> str | None:
+    """The path of the engine's database when it is a plain SQLite file (None: another database, in memory, a URI)."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    if url.database.startswith("file:") or url.query:
+        return None
+    return url.database
+
+
 def schema_revision(conn: Connection) -> str | None:
     """The Alembic revision the database's schema is at (None: never migrated)."""
     if not inspect(conn).has_table("alembic_version"):

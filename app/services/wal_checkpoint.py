@@ -33,6 +33,8 @@ import time
 
 from sqlalchemy import Connection, Engine
 
+from app.db import sqlite_file
+
 log = logging.getLogger("neurules.audit")
 
 INTERVAL_S = 0.05  # at most this often while commits arrive (each checkpoint syncs two files)
@@ -125,12 +127,8 @@ class WalCheckpointer:
 
 def checkpointer_for(engine: Engine) -> WalCheckpointer | None:
     """A checkpointer for the engine's database when it is a SQLite file (None for PostgreSQL or in memory)."""
-    url = engine.url
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    if url.database.startswith("file:") or url.query:  # URI forms: leave them to SQLite's own checkpoints
-        return None
-    return WalCheckpointer(url.database)
+    path = sqlite_file(engine)  # URI forms are left to SQLite's own checkpoints
+    return None if path is None else WalCheckpointer(path)
 
 
 def raise_autocheckpoint(conn: Connection) -> None:
