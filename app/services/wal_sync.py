@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine
 from app.db import sqlite_file
 
 FULL, NORMAL = 2, 1  # PRAGMA synchronous levels
+_datasync = getattr(os, "fdatasync", os.fsync)  # fdatasync where the platform has it (Linux), else fsync
 
 
 class LogSync:
@@ -50,7 +51,7 @@ class LogSync:
         """Sync the log file: every commit written to it so far is on disk when this returns (OSError if not)."""
         fd = os.open(self.wal, os.O_RDONLY)
         try:
-            os.fsync(fd)
+            _datasync(fd)  # the data and the size, not the times (SQLite's own sync is fdatasync too)
         finally:
             os.close(fd)
         if not self._folder_synced:
