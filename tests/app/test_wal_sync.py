@@ -41,7 +41,8 @@ def test_sync_flushes_the_log_file_and_fails_loudly_without_one(tmp_path: Path, 
     path = tmp_path / "b.db"
     engine = make_engine(f"sqlite:///{path}")
     synced: list[int] = []
-    real = os.fsync
+    real_data, real = wal_sync._datasync, os.fsync
+    monkeypatch.setattr(wal_sync, "_datasync", lambda fd: (synced.append(os.fstat(fd).st_ino), real_data(fd))[1])
     monkeypatch.setattr(wal_sync.os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_ino), real(fd))[1])
     try:
         with engine.begin() as conn:
