@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util.typing import TupleAny
 
-from app.services import audit_one_statement, serving, wal_checkpoint, wal_sync
+from app.services import audit_one_statement, serving, wal_checkpoint
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
@@ -469,8 +469,6 @@ class AuditWriter:
         self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
         self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
         self.checkpointer = wal_checkpoint.checkpointer_for(engine)  # SQLite file: its WAL copied back off our path
-        self._log_sync = wal_sync.log_sync_for(engine)  # SQLite file: FULL's sync done after the lock is released
-        self._sync_each_commit = False  # whether the kept connection was moved from FULL to NORMAL
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -518,8 +516,6 @@ class AuditWriter:
             seqs: list[int] = []
             try:
                 seqs = self._write([r for _, waiters in batch for rows, _ in waiters for r in rows])
-                if self._sync_each_commit and self._log_sync is not None:
-                    self._log_sync.sync()  # durable before anyone is answered
             except Exception as e:  # noqa: BLE001 -- the database is down or refused: fail the waiting requests
                 log.error("audit write failed", extra={"rows": n, "error": repr(e)})
                 err = e
@@ -541,8 +537,6 @@ class AuditWriter:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
                 if self.checkpointer is not None and self.checkpointer.alive():
                     wal_checkpoint.raise_autocheckpoint(self._conn)
-                if self._log_sync is not None:
-                    self._sync_each_commit = self._log_sync.adopt(self._conn)
             try:
                 prepare_heads(self._conn, rows)
                 one = _one_statement(self._conn, rows)
@@ -576,10 +570,6 @@ class AuditWriter:
             if self.checkpointer is not None:
                 with contextlib.suppress(Exception):  # broken: the pool replaces it anyway
                     wal_checkpoint.restore_autocheckpoint(self._conn)
-            if self._sync_each_commit and self._log_sync is not None:
-                with contextlib.suppress(Exception):
-                    self._log_sync.release(self._conn)
-            self._sync_each_commit = False
             with contextlib.suppress(Exception):  # already broken
                 self._conn.close()
             self._conn = None

@@ -87,6 +87,7 @@ class WalCheckpointer:
     def _run(self) -> None:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            conn.execute("PRAGMA synchronous=FULL")  # a checkpoint syncs the log before and the file after
         except sqlite3.Error as e:  # the writer's own checkpoints remain
             log.warning("wal checkpointer not started", extra={"error": repr(e)})
             return
