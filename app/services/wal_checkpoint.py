@@ -20,8 +20,10 @@ the log restarts: with one server process the log file stays at about BACKSTOP_F
 With several processes writing at once, a restart also needs a moment when none of them is
 mid-write, and the log could grow (before this module too: tens of MB with 2 processes, over 100 MB
 with 4). So when a checkpoint finds the log past `TRUNCATE_FRAMES`, the thread runs a TRUNCATE
-checkpoint: it waits (at most `TRUNCATE_WAIT_MS`) for the writer of the moment, holds new writers
-back while it copies what is left (little: the passive ones copied the rest) and empties the file.
+checkpoint: it waits (at most `TRUNCATE_WAIT_MS`) for the writer and the readers of the moment,
+holds new writers back meanwhile and while it copies what is left (little: the passive ones copied
+the rest), and empties the file. When it has to give up (a reader holds an old snapshot), the next
+try waits `TRUNCATE_RETRY_S`, so a long reader costs writers at most 0.1 s in 5 s.
 """
 
 from __future__ import annotations
@@ -41,17 +43,21 @@ INTERVAL_S = 0.05  # at most this often while commits arrive (each checkpoint sy
 BACKSTOP_FRAMES = 4000  # the writer's own automatic checkpoint (SQLite's default: 1,000): log ~16 MB at 4 KiB pages
 SQLITE_DEFAULT_FRAMES = 1000  # what a connection gets back when the writer lets go of it
 TRUNCATE_FRAMES = 2 * BACKSTOP_FRAMES  # a log this long was not restarted by the writers: empty it
-TRUNCATE_WAIT_MS = 2000  # how long the TRUNCATE checkpoint waits for the writer of the moment
+TRUNCATE_WAIT_MS = 100  # how long a TRUNCATE waits for the writer and readers of the moment (writers wait meanwhile)
+TRUNCATE_RETRY_S = 5.0  # after a TRUNCATE that had to give up (a long reader): the next try no sooner
 
 
 class WalCheckpointer:
     """A daemon thread that copies a SQLite database's WAL back into the file soon after commits, off their path."""
 
-    def __init__(self, path: str, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, path: str, interval_s: float = INTERVAL_S, truncate_retry_s: float = TRUNCATE_RETRY_S) -> None:
         self.path = path
         self.interval_s = interval_s
+        self.truncate_retry_s = truncate_retry_s
+        self._next_truncate = 0.0  # monotonic time before which no TRUNCATE is tried
         self.checkpoints = 0  # PASSIVE checkpoints that ran (not those another checkpoint kept busy)
         self.truncations = 0  # TRUNCATE checkpoints that emptied the log
+        self.truncations_given_up = 0  # ... that waited TRUNCATE_WAIT_MS for a reader or writer and gave up
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -111,7 +117,7 @@ class WalCheckpointer:
             if busy:  # another process's checkpoint runs: it copies the same frames
                 return
             self.checkpoints += 1
-            if frames > TRUNCATE_FRAMES:
+            if frames > TRUNCATE_FRAMES and time.monotonic() >= self._next_truncate:
                 self._truncate(conn)
         except sqlite3.Error as e:  # the disk failed, or the file went: the writer's own checkpoints remain
             log.debug("wal checkpoint skipped", extra={"error": repr(e)})
@@ -122,7 +128,10 @@ class WalCheckpointer:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         finally:
             conn.execute("PRAGMA busy_timeout=0")
-        if not busy:
+        if busy:
+            self.truncations_given_up += 1
+            self._next_truncate = time.monotonic() + self.truncate_retry_s
+        else:
             self.truncations += 1
 
 

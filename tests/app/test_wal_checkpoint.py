@@ -90,6 +90,31 @@ def test_the_log_stays_bounded_under_steady_commits(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_a_long_reader_holds_writers_back_only_now_and_then(tmp_path: Path, monkeypatch) -> None:
+    """While a reader keeps an old snapshot, a TRUNCATE (which holds writers back as it waits) gives up after
+    its short wait and is not tried again before the retry delay, however often commits arrive."""
+    monkeypatch.setattr(wal_checkpoint, "TRUNCATE_FRAMES", 50)
+    path = tmp_path / "f.db"
+    conn = _wal_db(path, autocheckpoint=0)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchone()
+    ck = WalCheckpointer(str(path), interval_s=0.005, truncate_retry_s=0.5)
+    ck.start()
+    try:
+        _commits(conn, 100, after=ck)  # past TRUNCATE_FRAMES
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:  # commits keep asking for checkpoints
+            _commits(conn, 1, after=ck)
+            time.sleep(0.01)
+    finally:
+        ck.stop()
+        reader.close()
+    assert 1 <= ck.truncations_given_up <= 4  # every 0.5 s at most; without the delay: about every 0.1 s
+    assert ck.truncations == 0
+    conn.close()
+
+
 def test_stop_ends_the_thread_and_start_runs_it_again(tmp_path: Path) -> None:
     """`stop` joins the thread; `start` after it checkpoints again (the writer is restartable too)."""
     path = tmp_path / "c.db"
@@ -153,27 +178,30 @@ def test_the_audit_writer_checkpoints_its_commits_and_stops_the_thread(sqlite_ap
 
 
 def test_a_log_the_writers_never_restart_is_emptied(tmp_path: Path, monkeypatch) -> None:
-    """A reader holding an old snapshot keeps every restart away; once it lets go, the thread empties the long log."""
+    """A long log (a reader held an old snapshot): the TRUNCATE gives up while the reader is there, and
+    empties the file once it is gone (the checkpoint step itself, run here without the thread)."""
     monkeypatch.setattr(wal_checkpoint, "TRUNCATE_FRAMES", 300)
     path = tmp_path / "e.db"
-    conn = _wal_db(path, autocheckpoint=100)
+    conn = _wal_db(path, autocheckpoint=0)
     reader = sqlite3.connect(path, isolation_level=None)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot: no checkpoint may pass it
-    ck = WalCheckpointer(str(path), interval_s=0.005)
-    ck.start()
+    _commits(conn, 400)
+    wal = tmp_path / "e.db-wal"
+    ck = WalCheckpointer(str(path), truncate_retry_s=0.0)
+    probe = sqlite3.connect(path, isolation_level=None)
     try:
-        _commits(conn, 400, after=ck)
-        wal = tmp_path / "e.db-wal"
-        assert wal.stat().st_size > 300 * 4096  # the writer's checkpoints could not restart it
+        ck._checkpoint(probe)
+        assert (ck.truncations, ck.truncations_given_up) == (0, 1)
+        assert wal.stat().st_size > 300 * 4096
         reader.execute("COMMIT")
-        _commits(conn, 1, after=ck)
-        assert _until(lambda: ck.truncations >= 1)
-        assert wal.stat().st_size < 300 * 4096
+        ck._checkpoint(probe)
+        assert (ck.truncations, ck.truncations_given_up) == (1, 1)
+        assert wal.stat().st_size == 0
     finally:
-        ck.stop()
+        probe.close()
         reader.close()
-    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 401
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 400  # every row kept, in the file now
     conn.close()
 
 
