@@ -28,6 +28,7 @@ try waits `TRUNCATE_RETRY_S`, so a long reader costs writers at most 0.1 s in 5 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -93,11 +94,12 @@ class WalCheckpointer:
     def _run(self) -> None:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
-            conn.execute("PRAGMA synchronous=FULL")  # a checkpoint syncs the log before and the file after
         except sqlite3.Error as e:  # the writer's own checkpoints remain
             log.warning("wal checkpointer not started", extra={"error": repr(e)})
             return
         try:
+            with contextlib.suppress(sqlite3.Error):  # else the build's default (FULL on common builds)
+                conn.execute("PRAGMA synchronous=FULL")  # a checkpoint syncs the log before and the file after
             last = 0.0
             while not self._stop.is_set():
                 self._wake.wait()
@@ -123,6 +125,7 @@ class WalCheckpointer:
             log.debug("wal checkpoint skipped", extra={"error": repr(e)})
 
     def _truncate(self, conn: sqlite3.Connection) -> None:
+        self._next_truncate = time.monotonic() + self.truncate_retry_s  # given up or failed: not before this
         conn.execute(f"PRAGMA busy_timeout={TRUNCATE_WAIT_MS}")
         try:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -130,9 +133,9 @@ class WalCheckpointer:
             conn.execute("PRAGMA busy_timeout=0")
         if busy:
             self.truncations_given_up += 1
-            self._next_truncate = time.monotonic() + self.truncate_retry_s
         else:
             self.truncations += 1
+            self._next_truncate = 0.0
 
 
 def checkpointer_for(engine: Engine) -> WalCheckpointer | None:
