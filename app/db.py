@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy import exc as sa_exc
@@ -62,8 +62,8 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
     survives a power loss or an OS crash; "normal" syncs only at checkpoints: a commit survives the
     process crashing, and the last ones can be lost with the machine (faster: docs/audit.md).
     """
-    if sqlite_synchronous not in ("full", "normal"):
-        raise ValueError(f"sqlite_synchronous must be 'full' or 'normal', not {sqlite_synchronous!r}")
+    if sqlite_synchronous not in get_args(SqliteSynchronous):  # it goes into a PRAGMA as text
+        raise ValueError(f"sqlite_synchronous must be one of {get_args(SqliteSynchronous)}, not {sqlite_synchronous!r}")
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":

@@ -20,6 +20,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
+from app.db import SqliteSynchronous
+
 MAX_UPLOAD_CEILING = 2 * 1024**3  # 2 GiB: above this a CSV belongs in a blob store, not a request
 
 
@@ -35,7 +37,7 @@ class Settings(BaseSettings):
     broker_url: str | None = None
     queue: str = "neurules-training"
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
-    sqlite_synchronous: Literal["full", "normal"] = "full"  # normal: faster, the last commits lost with the machine
+    sqlite_synchronous: SqliteSynchronous = "full"  # normal: faster, the last commits lost with the machine
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
