@@ -157,7 +157,9 @@ def run_driver_sql(conn: Connection, sql: str, params: list[Any]) -> list[tuple[
     and that time is on every request's path at concurrency 1. Errors still come as SQLAlchemy's
     `DBAPIError` (the same subclass `exec_driver_sql` raises), so callers handle both paths alike.
     """
-    raw = conn.connection.dbapi_connection if conn.dialect.name == "sqlite" and not conn.closed else None
+    # outside a SQLAlchemy transaction its autobegin must see the statement (or a later commit() would do nothing)
+    direct = conn.dialect.name == "sqlite" and not conn.closed and conn.in_transaction()
+    raw = conn.connection.dbapi_connection if direct else None
     if raw is None:
         result = conn.exec_driver_sql(sql, params[0] if len(params) == 1 else params)
         return [tuple(row) for row in result] if result.returns_rows else []

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
@@ -34,6 +34,19 @@ def test_one_set_many_sets_and_rows(engine: Engine) -> None:
         assert c.exec_driver_sql("SELECT count(*) FROM t").scalar_one() == 3
 
 
+def test_inside_a_transaction_sqlalchemy_executes_nothing(engine: Engine) -> None:
+    """In a transaction the statements skip SQLAlchemy's execution (no cursor event); outside one they do not."""
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    with engine.begin() as c:
+        audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(1, "a")])
+    assert seen == []
+    with engine.connect() as c:
+        audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(2, "b")])
+        c.commit()
+    assert seen == ["INSERT INTO t VALUES (?, ?)"]
+
+
 def test_rolled_back_with_the_callers_transaction(engine: Engine) -> None:
     """The driver's statements are part of the SQLAlchemy transaction: its rollback takes them back."""
     with engine.connect() as c:
@@ -43,11 +56,22 @@ def test_rolled_back_with_the_callers_transaction(engine: Engine) -> None:
         assert c.exec_driver_sql("SELECT count(*) FROM t").scalar_one() == 0
 
 
+def test_outside_a_transaction_sqlalchemy_begins_it(engine: Engine) -> None:
+    """Called before any transaction: SQLAlchemy's autobegin sees the statement, so commit() commits it."""
+    with engine.connect() as c:
+        assert not c.in_transaction()
+        audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(1, "a")])
+        assert c.in_transaction()
+        c.commit()
+    with engine.connect() as c:
+        assert c.exec_driver_sql("SELECT count(*) FROM t").scalar_one() == 1
+
+
 def test_a_constraint_error_is_sqlalchemys_integrity_error(engine: Engine) -> None:
     """The same exception class `exec_driver_sql` raises, with the driver's error as `orig` (not a 503)."""
     with engine.begin() as c:
         audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(1, "a")])
-    with engine.connect() as c, pytest.raises(sa_exc.IntegrityError) as caught:
+    with engine.begin() as c, pytest.raises(sa_exc.IntegrityError) as caught:
         audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(1, "again")])
     assert isinstance(caught.value.orig, sqlite3.IntegrityError)
     assert caught.value.statement == "INSERT INTO t VALUES (?, ?)"
@@ -60,7 +84,7 @@ def test_a_locked_database_is_an_outage(engine: Engine, tmp_path: Path) -> None:
     other.execute("BEGIN IMMEDIATE")
     try:
         with engine.connect() as c:
-            c.exec_driver_sql("PRAGMA busy_timeout=0")
+            c.exec_driver_sql("PRAGMA busy_timeout=0")  # and SQLAlchemy's transaction is open
             with pytest.raises(sa_exc.OperationalError) as caught:
                 audit.run_driver_sql(c, "INSERT INTO t VALUES (?, ?)", [(1, "a")])
         assert is_unavailable_error(caught.value)
