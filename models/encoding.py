@@ -122,19 +122,26 @@ def is_numeric_column(col: pd.Series) -> bool:
         return False
     if pd.api.types.is_numeric_dtype(col.dtype):
         if pd.api.types.is_complex_dtype(col.dtype):
-            raise ValueError("Complex data not supported")
+            raise ValueError(f"Complex data not supported (feature {col.name!r})")
         return True
     values = col.to_numpy(dtype=object)
     seen = False
     for v in values:
         if _is_missing(v):
             continue
-        if isinstance(v, complex):
-            raise ValueError("Complex data not supported")
+        if isinstance(v, (complex, np.complexfloating)):
+            raise ValueError(f"Complex data not supported (feature {col.name!r})")
         if not _is_number(v):
             return False
         seen = True
     return seen
+
+
+def _float(name: Any, v: Any) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # a whole number beyond the float range (10**400)
+        raise ValueError(f"Input column {name!r} holds a number too large for dtype('float64').") from None
 
 
 def numeric_values(col: pd.Series) -> np.ndarray:
@@ -142,10 +149,8 @@ def numeric_values(col: pd.Series) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype):
         out = col.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
-        out = np.array(
-            [np.nan if _is_missing(v) else float(v) for v in col.to_numpy(dtype=object)],
-            dtype=np.float64,
-        )
+        values = [np.nan if _is_missing(v) else _float(col.name, v) for v in col.to_numpy(dtype=object)]
+        out = np.array(values, dtype=np.float64)
     if np.isinf(out).any():
         raise ValueError(f"Input column {col.name!r} contains infinity or a value too large for dtype('float64').")
     return np.asarray(out, dtype=np.float64)
@@ -154,15 +159,43 @@ def numeric_values(col: pd.Series) -> np.ndarray:
 def category_keys(col: pd.Series) -> np.ndarray:
     """Column as an object array of category keys (None = missing)."""
     values = col.to_numpy(dtype=object)
-    codes, uniques = pd.factorize(pd.Series(values), use_na_sentinel=False)
+    try:
+        codes, uniques = pd.factorize(pd.Series(values), use_na_sentinel=False)
+    except TypeError:  # unhashable values (lists, dicts): keyed one by one, by their text (`category_key`)
+        return _keys_per_value(values)
     kinds = {isinstance(u, (bool, np.bool_)) for u in uniques if _is_number(u) or isinstance(u, (bool, np.bool_))}
     if len(kinds) > 1:  # True == 1 for hashing: booleans mixed with numbers need a key per value
-        out = np.empty(len(values), dtype=object)
-        out[:] = [category_key(v) for v in values]
-        return out
+        return _keys_per_value(values)
     keys = np.empty(len(uniques), dtype=object)
     keys[:] = [category_key(v) for v in uniques]
     return np.asarray(keys[codes])
+
+
+def _keys_per_value(values: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = [category_key(v) for v in values]
+    return out
+
+
+def _median(x: np.ndarray) -> float:
+    """The median, also of values near the float limit (the mean of the two middle values
+    1.7e308 and 1.6e308 overflows: then the median of the halves, doubled)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = float(np.median(x))
+        return m if math.isfinite(m) else float(np.median(x / 2.0)) * 2.0
+
+
+def _mean_std(x: np.ndarray) -> tuple[float, float]:
+    """Mean and std, right also for values near the float limits (computed on x / max|x| where the
+    squares overflow, near 1e308, or underflow to a std of 0, near 1e-300)."""
+    if not len(x):
+        return 0.0, 0.0
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        mean, std = float(x.mean()), float(x.std())
+        if math.isfinite(mean) and math.isfinite(std) and (std > 0 or x.min() == x.max()):
+            return mean, std
+        m = float(np.max(np.abs(x)))
+        return float((x / m).mean()) * m, float((x / m).std()) * m
 
 
 class TabularEncoder:
@@ -183,18 +216,20 @@ class TabularEncoder:
             if is_numeric_column(col):
                 x = numeric_values(col)
                 ok = ~np.isnan(x)
-                fill = float(np.median(x[ok])) if ok.any() else 0.0
+                fill = _median(x[ok]) if ok.any() else 0.0
                 xf = np.where(ok, x, fill)
-                mean = float(xf.mean()) if len(xf) else 0.0
-                std = float(xf.std()) if len(xf) else 0.0
+                mean, std = _mean_std(xf)
                 constant = not (std > 0 and np.isfinite(std)) or float(xf.min()) == float(xf.max())
                 if not constant and robust_scale:
                     # robust standardisation: median and IQR (scaled to the std of a normal), so
                     # a few extreme values do not squeeze the bulk of the data into a sliver that
                     # a fixed predicate temperature cannot resolve; the std where the IQR is 0
-                    q1, med, q3 = np.quantile(xf, [0.25, 0.5, 0.75])
-                    if q3 > q1:
-                        mean, std = float(med), float((q3 - q1) / 1.349)
+                    # (or beyond the float range: values near +-1.8e308)
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        q1, med, q3 = np.quantile(xf, [0.25, 0.5, 0.75])
+                        iqr = q3 - q1
+                    if q3 > q1 and np.isfinite(iqr) and np.isfinite(med):
+                        mean, std = float(med), float(iqr / 1.349)
                 distinct = np.unique(xf)
                 spec = ColumnSpec(
                     name=str(name),

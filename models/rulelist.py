@@ -637,7 +637,7 @@ class RuleList:
         names = self.feature_names
         if isinstance(X, Mapping):
             _require(used, X, "")
-            n = len(next(iter(X.values()))) if X else 0
+            n = _mapping_rows(X, used)
             raw = {name: _column(X[name]) for name in used}
         elif hasattr(X, "columns") and hasattr(X, "iloc"):  # a pandas DataFrame, without importing pandas
             _require(used, X.columns, "")
@@ -672,13 +672,14 @@ class RuleList:
                     out[i] = _to_float(feature.name, i, v)
             out[np.isnan(out)] = feature.fill_value
             return out
-        cache: dict[Any, CategoryKey] = {}
+        # keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys differ
+        cache: dict[tuple[type, Any], CategoryKey] = {}
         keys = []
         for v in col:
             try:
-                k = cache[v]
+                k = cache[(type(v), v)]
             except KeyError:
-                k = cache[v] = category_key(v)
+                k = cache[(type(v), v)] = category_key(v)
             except TypeError:  # unhashable value
                 k = category_key(v)
             keys.append(k)
@@ -708,9 +709,9 @@ class RuleList:
         table = self._probability_table()
         labels = np.asarray(self.classes, dtype=object)
         out = np.asarray(labels[np.argmax(table, axis=1)][self.apply(X)])
-        if all(isinstance(c, int) and not isinstance(c, bool) for c in self.classes):
+        if all(isinstance(c, int) and not isinstance(c, bool) and _INT64_MIN <= c <= _INT64_MAX for c in self.classes):
             return out.astype(np.int64)
-        return out
+        return out  # labels as they are: text, booleans, or whole numbers beyond int64 (Python ints)
 
     def _scalar(self, feature: Feature, record: Mapping[str, Any]) -> tuple[Any, Any]:
         """(raw value, normalised value) of one feature in one record."""
@@ -850,11 +851,13 @@ class RuleList:
             "        return float(v)",
             "    def cat(name):",
             "        v = record[name]",
-            "        if v is None or v == '' or (isinstance(v, float) and v != v):",
+            "        kind = type(v).__name__  # numpy's bool_ and float32 too, without importing numpy",
+            "        real = isinstance(v, float) or kind.startswith('float')",
+            "        if v is None or (isinstance(v, str) and v == '') or (real and v != v):",
             "            return None",
-            "        if isinstance(v, bool):",
+            "        if isinstance(v, bool) or kind in ('bool', 'bool_'):",
             "            return 'true' if v else 'false'",
-            "        if isinstance(v, float) and v.is_integer():",
+            "        if real and float(v).is_integer():",
             "            return str(int(v))",
             "        return str(v)",
         ]
@@ -974,11 +977,36 @@ def _column(values: Any) -> np.ndarray:
     return _objects(values)
 
 
+def _mapping_rows(X: Mapping[str, Any], used: Iterable[str]) -> int:
+    """Row count of a mapping of columns (its first column's length); ValueError when a used column is
+    no list of values (a single record's scalars) or has another length."""
+    if not X:
+        return 0
+
+    def length(name: str, values: Any) -> int:
+        flat = not isinstance(values, np.ndarray) or values.ndim == 1
+        if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__") or not flat:
+            raise ValueError(
+                f"column {name!r}: a mapping of columns needs a list of values per feature, got "
+                f"{type(values).__name__} (pass one record as a list of one mapping)"
+            )
+        return len(values)
+
+    first = next(iter(X))
+    n = length(first, X[first])
+    for name in used:
+        if length(name, X[name]) != n:
+            raise ValueError(f"column {name!r} has {len(X[name])} values, but column {first!r} has {n}")
+    return n
+
+
 def _require(names: Iterable[str], present: Any, prefix: str) -> None:
     missing = [n for n in names if n not in present]
     if missing:
         raise ValueError(f"{prefix}missing feature(s): {', '.join(missing)}")
 
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 _PLAIN_NUMBER_TYPES = frozenset({int, float, type(None), np.float64, np.float32, np.int64, np.int32})
 
@@ -988,7 +1016,10 @@ def _as_floats(col: np.ndarray) -> np.ndarray | None:
     if col.dtype.kind in "iuf":
         return col.astype(np.float64)  # always a copy: callers fill missing values in place
     if col.dtype.kind == "O" and set(map(type, col)) <= _PLAIN_NUMBER_TYPES:
-        return col.astype(np.float64)
+        try:
+            return col.astype(np.float64)
+        except OverflowError:  # an int beyond the float range: `_to_float` names its row
+            return None
     return None
 
 
@@ -998,7 +1029,11 @@ def _to_float(name: str, row: int, v: Any) -> float:
         return math.nan
     if isinstance(v, (bool, np.bool_)):
         raise ValueError(f"feature {name!r}: row {row}: expected a number, got a boolean")
+    if isinstance(v, (complex, np.complexfloating)):  # float() of a numpy complex drops the imaginary part
+        raise ValueError(f"feature {name!r}: row {row}: expected a real number, got {v!r}")
     try:
         return float(v)
+    except OverflowError:  # a whole number beyond the float range (10**400)
+        raise ValueError(f"feature {name!r}: row {row}: the number is too large for a float") from None
     except (TypeError, ValueError):
         raise ValueError(f"feature {name!r}: row {row}: expected a number, got {v!r}") from None

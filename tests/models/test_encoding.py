@@ -136,3 +136,34 @@ def test_missing_value_semantics_end_to_end() -> None:
     # unseen category: prediction is defined (falls through `in` rules, matches `not_in` rules)
     assert clf.predict(pd.DataFrame({"x": [0.0], "colour": ["purple"]})).shape == (1,)
     assert clf.score(df, y) > 0.8
+
+
+def test_values_near_the_float_limits_are_standardised() -> None:
+    y = np.arange(40) % 2
+    # the median's mean of 1.7e308 and 1.6e308 overflowed: fill_value -inf, a document from_dict refused
+    huge = TabularEncoder().fit(pd.DataFrame({"h": np.where(y == 1, 1.7e308, 1.6e308)}))
+    assert huge.columns[0].fill_value == pytest.approx(1.65e308) and not huge.columns[0].constant
+    # the std overflowed (one 1e300) or underflowed (values near 1e-300) to a column deemed constant
+    rows = np.random.default_rng(0).normal(size=40)
+    for values in (np.r_[rows[:-1], 1e300], rows * 1e-300, np.where(y == 1, 1.7e308, -1.7e308)):
+        enc = TabularEncoder().fit(pd.DataFrame({"x": values}))
+        spec = enc.columns[0]
+        assert not spec.constant and enc.n_units == 1
+        assert np.isfinite([spec.fill_value, spec.mean, spec.scale]).all() and spec.scale > 0
+    ordinary = TabularEncoder().fit(pd.DataFrame({"s": [0.0] * 8 + [5.0, 9.0]})).columns[0]
+    assert (ordinary.mean, ordinary.scale) == (1.4, float(np.std([0.0] * 8 + [5.0, 9.0])))  # unchanged
+
+
+def test_unhashable_values_are_categories_keyed_by_their_text() -> None:
+    df = pd.DataFrame({"tags": [[1], [2], [1], None], "meta": [{"k": 1}, {"k": 2}, {"k": 1}, {"k": 1}]})
+    enc = TabularEncoder().fit(df)  # was a TypeError from pandas' factorize
+    assert [c.levels for c in enc.columns] == [["[1]", "[2]", None], ["{'k': 1}", "{'k': 2}"]]
+    assert enc.transform(df).sum(axis=1).tolist() == [2.0, 2.0, 2.0, 2.0]
+
+
+def test_numbers_beyond_the_float_range_name_their_column() -> None:
+    df = pd.DataFrame({"n": np.array([1, 2, 10**400], dtype=object)})
+    with pytest.raises(ValueError, match="column 'n' holds a number too large"):
+        TabularEncoder().fit(df)
+    with pytest.raises(ValueError, match=r"Complex data not supported \(feature 'c'\)"):
+        TabularEncoder().fit(pd.DataFrame({"c": np.array([1.0, 2j], dtype=object)}))

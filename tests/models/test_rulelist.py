@@ -322,3 +322,53 @@ def test_short_thresholds_render_every_digit_they_have() -> None:
     assert stamp.text() == "1700000000.5 <= ts <= 1700000002.5"  # was 1.7e+09 <= ts <= 1.7e+09
     assert Condition(feature="t", op="between", high=1.0000000003).text() == "t <= 1.0000000003"
     assert Condition(feature="t", op="between", low=0.1 + 0.2).text() == "t >= 0.3"  # not short: 6 digits
+
+
+def test_whole_number_classes_beyond_int64_predict_as_python_ints() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["classes"] = [2**63, 2**64]  # was an OverflowError from astype(int64)
+    out = RuleList.from_dict(doc).predict(RECORDS)
+    assert out.tolist() == [2**64, 2**64, 2**63, 2**63, 2**64, 2**64, 2**63]
+    doc["classes"] = [-(2**63), 2**63 - 1]  # the int64 range itself stays int64
+    assert RuleList.from_dict(doc).predict(RECORDS).dtype == np.int64
+
+
+def test_booleans_and_numbers_in_one_column_keep_their_own_keys() -> None:
+    # True == 1 and False == 0 hash alike: a per-column cache once gave a later True the key of
+    # an earlier 1 ("1", not "true"), so predict disagreed with explain and the Python export
+    doc = copy.deepcopy(DOC)
+    doc["rules"][1]["conditions"] = [{"feature": "smoker", "op": "in", "values": ["true"]}]
+    rl = RuleList.from_dict(doc)
+    records = [{**RECORDS[1], "smoker": v} for v in (1, True, 0, False, 1.0, True, np.True_)]
+    ids = rl.apply(records).tolist()
+    assert ids == [0, 2, 0, 0, 0, 2, 2]
+    assert ids == [rl.explain(r)["rule_id"] for r in records]
+    ns: dict[str, object] = {}
+    exec(rl.to_python(), ns)
+    assert ids == [ns["predict"](r)[1] for r in records]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(10**400, r"'age': row 1: the number is too large"), (1 + 2j, r"'age': row 1: expected a real number")],
+)
+def test_huge_whole_numbers_and_complex_values_name_feature_and_row(rl: RuleList, value: object, message: str) -> None:
+    records = [dict(RECORDS[0]), dict(RECORDS[1], age=value)]
+    with pytest.raises(ValueError, match=message):
+        rl.apply(records)
+    with pytest.raises(ValueError, match=message):
+        rl.apply({k: [r[k] for r in records] for k in records[0]})
+    with pytest.raises(ValueError, match=message.replace("row 1", "row 0")):
+        rl.explain(records[1])
+    with pytest.raises(ValueError, match=r"expected a real number"):  # not its real part, silently
+        rl.apply({k: np.array([complex(v)]) if k == "age" else [v] for k, v in RECORDS[0].items()})
+
+
+def test_a_mapping_of_columns_needs_lists_of_one_length(rl: RuleList) -> None:
+    columns = {k: [r[k] for r in RECORDS] for k in RECORDS[0]}
+    short = dict(columns, smoker=columns["smoker"][:1])  # was broadcast over every row, silently
+    with pytest.raises(ValueError, match=r"column 'smoker' has 1 values, but column 'age' has 7"):
+        rl.apply(short)
+    with pytest.raises(ValueError, match=r"column 'age': a mapping of columns needs a list of values"):
+        rl.apply(RECORDS[0])  # one record's scalars (was a TypeError from len())
+    assert rl.apply(dict(columns, unused=[None])).tolist() == EXPECTED_IDS  # an unused column is not read
