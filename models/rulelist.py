@@ -822,6 +822,8 @@ class RuleList:
             present = [v for v in c.values if v is not None]
             null_in = len(present) != len(c.values)
             col = f"NULLIF(CAST({col} AS TEXT), '')"  # '' is the missing level, like NULL
+            if _is_boolean_feature(by_name[c.feature]):  # SQLite, MySQL, SQL Server keep booleans as 1 / 0
+                col = f"CASE {col} WHEN '1' THEN 'true' WHEN '0' THEN 'false' ELSE {col} END"
             inlist = f"{col} IN ({', '.join(literal(v) for v in present)})" if present else "1 = 0"
             if c.op == "in":
                 return f"({inlist} OR {col} IS NULL)" if null_in else f"({col} IS NOT NULL AND {inlist})"
@@ -998,6 +1000,12 @@ def _mapping_rows(X: Mapping[str, Any], used: Iterable[str]) -> int:
         if length(name, X[name]) != n:
             raise ValueError(f"column {name!r} has {len(X[name])} values, but column {first!r} has {n}")
     return n
+
+
+def _is_boolean_feature(feature: Feature) -> bool:
+    """A categorical feature whose training categories are booleans only (keys "true" / "false")."""
+    seen = {c for c in feature.categories if c is not None}
+    return feature.type == "categorical" and bool(seen) and seen <= {"true", "false"}
 
 
 def _require(names: Iterable[str], present: Any, prefix: str) -> None:

@@ -193,6 +193,24 @@ def test_sql_export_matches(rl: RuleList) -> None:
     assert preds == rl.predict(RECORDS).tolist()
 
 
+def test_sql_export_reads_booleans_stored_as_integers(rl: RuleList) -> None:
+    """SQLite keeps a boolean as 1 / 0: a feature trained on booleans reads them as true / false.
+
+    A categorical feature with other categories still compares '1' as the text it is."""
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE patients (age REAL, "chest pain" TEXT, smoker, unused REAL)')
+    rows = [(r["age"], r["chest pain"], r["smoker"], r["unused"]) for r in RECORDS]  # True/False stored as 1/0
+    con.executemany("INSERT INTO patients VALUES (?, ?, ?, ?)", rows)
+    assert [row[-1] for row in con.execute(rl.to_sql("patients", output="rule_id"))] == EXPECTED_IDS
+    doc = copy.deepcopy(DOC)
+    doc["features"][2]["categories"] = ["true", "false", "1"]  # "1" is a category of its own here
+    mixed = RuleList.from_dict(doc)
+    con.execute("INSERT INTO patients VALUES (50, 'typical', '1', 1.0)")
+    assert [row[-1] for row in con.execute(mixed.to_sql("patients", output="rule_id"))][-1] == mixed.apply(
+        [{"age": 50, "chest pain": "typical", "smoker": "1", "unused": 1.0}]
+    ).tolist()[0]
+
+
 def test_category_key() -> None:
     assert category_key(None) is None
     assert category_key(float("nan")) is None
