@@ -22,7 +22,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import is_unavailable_error
-from app.http.bodies import AllowedMethods, is_unreadable_body, unreadable_body_message
+from app.http.bodies import AllowedMethods, is_unreadable_body, not_json_message, unreadable_body_message
 from app.http.validation import plain_message
 from app.schemas.errors import Error
 from app.services.errors import (
@@ -129,8 +129,14 @@ async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
     return domain_error_response(exc)
 
 
-async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-    details = validation_details(list(exc.errors()))
+async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = list(exc.errors())
+    details = validation_details(errors)
+    content_type = request.headers.get("content-type")
+    for i, e in enumerate(errors):
+        not_json = not_json_message(e, content_type)
+        if not_json is not None:  # the body was never read as JSON: say why, not "must be an object"
+            details[i] = _body_detail(not_json)
     first = details[0] if details else {"field": "body", "message": "invalid"}
     msg = f"{first['field']}: {first['message']}"
     if len(details) > 1:

@@ -203,7 +203,7 @@ class RequestMetricsMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode("latin-1"))]
             await send(message)
 
         try:

@@ -3,7 +3,8 @@
 FastAPI answers a JSON body it cannot parse for a reason other than a syntax error (nesting deeper than
 the parser's recursion limit, an integer longer than Python converts, bytes that are not UTF-8) with a
 bare 400 "There was an error parsing the body", the reason in `__cause__`. The service answers 422
-`invalid_input` naming the reason instead, as documented for every operation with a body.
+`invalid_input` naming the reason instead, as documented for every operation with a body. A body sent
+with a content type that is not JSON is not parsed at all; its 422 names the content type.
 """
 
 from __future__ import annotations
@@ -11,8 +12,30 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 FASTAPI_BODY_ERROR = "There was an error parsing the body"
+OBJECT_TYPE_ERRORS = frozenset({"dict_type", "model_type", "model_attributes_type"})
+
+
+def is_json_content_type(content_type: str | None) -> bool:
+    """Whether FastAPI parses a body of this type as JSON (application/json or application/*+json)."""
+    if not content_type:
+        return False  # FastAPI's strict content type: no header, no JSON
+    main = content_type.split(";", 1)[0].strip().lower()
+    return main == "application/json" or (main.startswith("application/") and main.endswith("+json"))
+
+
+def not_json_message(error: dict[str, Any], content_type: str | None) -> str | None:
+    """`body: ...` naming the content type, when a JSON body was refused as "not an object" because it was
+    sent as another type (curl's `-d` sends application/x-www-form-urlencoded): FastAPI then passes the bytes
+    unread, and "must be an object" would blame a body that may well be one. None otherwise."""
+    if tuple(error.get("loc", ())) != ("body",) or error.get("type") not in OBJECT_TYPE_ERRORS:
+        return None
+    if is_json_content_type(content_type):
+        return None
+    sent = f"content type {content_type!r}" if content_type else "no content type"
+    return f"body: sent with {sent}, so not read as JSON; send it with 'Content-Type: application/json'"
 
 
 def is_unreadable_body(status_code: int, detail: object) -> bool:

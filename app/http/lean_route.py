@@ -26,14 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
-
-
-def _is_json(content_type: str | None) -> bool:
-    """Whether FastAPI would parse the body as JSON (application/json or application/*+json)."""
-    if not content_type:
-        return False  # FastAPI's strict content type: no header, no JSON
-    main = content_type.split(";", 1)[0].strip().lower()
-    return main == "application/json" or (main.startswith("application/") and main.endswith("+json"))
+from app.http.bodies import is_json_content_type
 
 
 def _parse_json(body: bytes) -> Any:
@@ -91,7 +84,7 @@ class LeanRoute(APIRoute):
             if d.body_params:
                 raw = await request.body()
                 if raw:
-                    body = _parse_json(raw) if _is_json(request.headers.get("content-type")) else raw
+                    body = _parse_json(raw) if is_json_content_type(request.headers.get("content-type")) else raw
             values: dict[str, Any] = {principal_name: await authenticate(request)}
             errors: list[Any] = []
             if plain_path:  # str path parameters: FastAPI's validation would return them as they are

@@ -85,14 +85,29 @@ async def _form(request: Request, limit: int) -> FormData:
     request = await _decoded(request, limit)
     try:
         return await request.form(max_files=1, max_fields=10)
-    except StarletteHTTPException:  # the body went over the size limit while it arrived
-        raise
+    except StarletteHTTPException as e:
+        if e.status_code != 400:  # the body went over the size limit while it arrived
+            raise
+        # Starlette turns the multipart parser's refusals (no boundary, a second file, a part header over
+        # its limit) into a bare 400 `http_error`: answered as the malformed body it is
+        raise _malformed(str(e.detail)) from None
     except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
-        raise Malformed(f"malformed multipart body: {e}", code="malformed_multipart") from None
+        raise _malformed(str(e)) from None
+
+
+def _malformed(reason: str) -> Malformed:
+    message = f"malformed multipart body: {reason}"
+    return Malformed(message, code="malformed_multipart", details=[{"field": "body", "message": reason}])
 
 
 def _file_part(form: FormData) -> tuple[UploadFile, str]:
     file = form.get("file")
+    if isinstance(file, str):  # a part without a file name is a text field
+        raise Invalid.field(
+            "file",
+            "the 'file' part has no file name, so it came as a text field; send it as a file part with a "
+            "filename (curl: -F file=@data.csv)",
+        )
     if not isinstance(file, UploadFile):
         raise Invalid(
             "file: missing the 'file' part (multipart field name must be 'file')",

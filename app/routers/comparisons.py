@@ -34,7 +34,8 @@ def compare(
     ] = None,
 ) -> ComparisonPublic:
     """`ref` is the base version, `other` the one compared with it. With a dataset, both are scored in the
-    request: a dataset over NEURULES_EVALUATION_SYNC_MAX_ROWS rows is a 422 `dataset_too_large_to_compare`."""
+    request: a dataset over NEURULES_EVALUATION_SYNC_MAX_ROWS rows is a 422 `dataset_too_large_to_compare`.
+    Versions trained for different targets are a 422 `targets_differ` (field `other`)."""
     body = compare_versions(
         session,
         principal.tenant_id,

@@ -51,7 +51,7 @@ def read_model(name: str, session: DbSession, principal: CurrentTenant) -> Regis
 @router.put(
     "/{name}/aliases/{alias}",
     response_model=AliasPublic,
-    responses=responses(401, 404, 422),
+    responses=responses(401, 404, 409, 422),
     summary="Create or move an alias, e.g. production -> version 3",
 )
 def put_alias(

@@ -37,6 +37,7 @@ def put_alias(
     api_key_id: str | None = None,
 ) -> AliasTarget:
     """Point `name@alias` at a version of that model (by number or id), with its event; committed."""
+    registry.serialize_on_sqlite(session)  # the alias row is read, then changed: one change at a time
     rm = registry.get_model(session, tenant_id, name)
     registry.check_alias(alias)
     mv = registry.find_version(session, tenant_id, rm, version=version, version_id=version_id)
@@ -50,11 +51,11 @@ def delete_alias(
     session: Session, store: ModelStore, tenant_id: str, name: str, alias: str, api_key_id: str | None = None
 ) -> None:
     """Remove `name@alias`, with its event; NotFound when it does not exist. Committed."""
+    registry.serialize_on_sqlite(session)  # the alias row is read, then changed: one change at a time
     rm = registry.get_model(session, tenant_id, name)
-    before = session.scalar(
-        select(ModelVersion.version)
-        .join(ModelAlias, ModelAlias.version_id == ModelVersion.id)
-        .where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
+    row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)  # a concurrent move waits for the delete
+    before = (
+        None if row is None else session.scalar(select(ModelVersion.version).where(ModelVersion.id == row.version_id))
     )
     res = session.execute(delete(ModelAlias).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias))
     if before is None or int(res.rowcount) == 0:  # type: ignore[attr-defined]  # a DML result has a row count

@@ -11,7 +11,7 @@ from app.services import datasets, registry
 from app.services.comparison import compare_on_table, diff_rule_lists
 from app.services.csvdata import parse_csv
 from app.services.errors import Invalid
-from app.services.evaluations import version_ref
+from app.services.evaluations import VersionRef, version_ref
 from app.storage import DatabaseBlobStore
 from models.rulelist import RuleList
 
@@ -29,6 +29,19 @@ def check_size(n_rows: int, sync_max_rows: int) -> None:
         )
 
 
+def check_same_target(base: RuleList, other: RuleList, base_ref: VersionRef, other_ref: VersionRef) -> None:
+    """Two versions are compared only when they predict the same column: the rule diff, the disagreement and
+    the metrics of versions predicting different things would answer a question nobody asked."""
+    if base.target != other.target:
+        raise Invalid.field(
+            "other",
+            f"{other_ref.name}@{other_ref.version} ({other_ref.id}) predicts {other.target!r} but the base version "
+            f"{base_ref.name}@{base_ref.version} ({base_ref.id}) predicts {base.target!r}; only versions trained "
+            "for the same target can be compared",
+            code="targets_differ",
+        )
+
+
 def compare_versions(
     session: Session,
     tenant_id: str,
@@ -43,9 +56,11 @@ def compare_versions(
     `sync_max_rows` rows is refused before it is read."""
     mv_base, mv_other = registry.resolve(session, tenant_id, ref), registry.resolve(session, tenant_id, other)
     base, other_rl = RuleList.from_dict(mv_base.rule_list), RuleList.from_dict(mv_other.rule_list)
+    base_ref, other_ref = version_ref(session, mv_base), version_ref(session, mv_other)
+    check_same_target(base, other_rl, base_ref, other_ref)
     out: dict[str, Any] = {
-        "base": asdict(version_ref(session, mv_base)),
-        "other": asdict(version_ref(session, mv_other)),
+        "base": asdict(base_ref),
+        "other": asdict(other_ref),
         **diff_rule_lists(base, other_rl),
         "dataset": None,
     }
@@ -59,4 +74,4 @@ def compare_versions(
     return out
 
 
-__all__ = ["check_size", "compare_versions"]
+__all__ = ["check_same_target", "check_size", "compare_versions"]

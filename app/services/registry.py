@@ -12,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.services import registry_events
-from app.services.errors import Invalid, NotFound
+from app.services.audit import take_sqlite_write_lock
+from app.services.errors import Conflict, Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
 from models.rulelist import DocumentError, RuleList, label_key
@@ -123,6 +124,19 @@ def _ways_to_name(session: Session, rm: RegisteredModel) -> str:
         ways.append(f"{rm.name}@<n> (versions {numbers[0]}..{numbers[1]})")
     ways += [f"{rm.name}@{a}" for a in aliases]
     return ", ".join(ways)
+
+
+def serialize_on_sqlite(session: Session) -> None:
+    """On SQLite, open the session's transaction with the database's write lock, before its reads.
+
+    SQLite ignores FOR UPDATE, so a read-then-write here (where an alias points, the next version number)
+    interleaved with a concurrent one: a move read the alias, a delete removed it, the move's UPDATE matched
+    nothing (a 500); events recorded a `from_version` already moved; concurrent imports of one model took
+    the same version number until one gave up (409). PostgreSQL's row locks do this there: a no-op.
+    """
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        take_sqlite_write_lock(conn)
 
 
 def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
@@ -246,6 +260,9 @@ def add_version(
     return mv
 
 
+ALIAS_ATTEMPTS = 5  # create-or-move rounds against concurrent creates and deletes of the same alias
+
+
 def set_alias(
     session: Session,
     rm: RegisteredModel,
@@ -259,21 +276,23 @@ def set_alias(
         # only a version_id can name another model's version (a number is looked up in this one)
         raise Invalid.field("version_id", f"{version.id!r} is a version of another model, not of {rm.name!r}")
     row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
-    if row is None:
+    for _ in range(ALIAS_ATTEMPTS):
+        if row is not None:
+            break
         try:
             with session.begin_nested():  # a concurrent request may create the same alias first
                 row = ModelAlias(registered_model_id=rm.id, alias=alias, version_id=version.id)
                 session.add(row)
             registry_events.record(session, rm, "alias_set", actor, alias=alias, to_version=version.version)
             return row
-        except IntegrityError:
+        except IntegrityError:  # created meanwhile: lock it and move it (None: deleted again since, create it)
             row = session.scalar(
                 select(ModelAlias)
                 .where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == alias)
                 .with_for_update()
             )
-            if row is None:
-                raise
+    if row is None:
+        raise Conflict(f"alias {rm.name}@{alias} is being changed concurrently; try again", code="alias_conflict")
     before = session.scalar(select(ModelVersion.version).where(ModelVersion.id == row.version_id))
     row.version_id = version.id
     row.updated_at = utcnow()

@@ -152,3 +152,40 @@ def test_readyz_reports_dead_embedded_worker(sqlite_api) -> None:
     sqlite_api.app.state.service.worker_check = dead
     r = sqlite_api.client.get("/readyz")
     assert r.status_code == 503 and "stopped" in r.json()["checks"]["embedded_worker"]
+
+
+def test_the_request_id_is_echoed_as_sent(sqlite_api) -> None:
+    """A request id with bytes outside ASCII came back re-encoded (b'\\xc3\\xa9' as b'\\xc3\\x83\\xc2\\xa9'),
+    so a client could not find its request by it; it is echoed byte for byte (cut to 100 characters)."""
+    import anyio
+
+    async def echoed(sent: bytes) -> list[bytes]:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": "/healthz",
+            "raw_path": b"/healthz",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"test"), (b"x-request-id", sent)],
+            "client": ("127.0.0.1", 1),
+            "server": ("test", 80),
+        }
+        started: list[dict] = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                started.append(message)
+
+        await sqlite_api.app(scope, receive, send)
+        assert started[0]["status"] == 200
+        return [v for k, v in started[0]["headers"] if k == b"x-request-id"]
+
+    for sent in (b"req-1", "caf\u00e9".encode(), b"\xff\xfe-x", b"r" * 150):
+        assert anyio.run(echoed, sent) == [sent[:100]], sent

@@ -132,3 +132,27 @@ def test_a_dataset_name_that_cannot_be_kept_is_a_422_naming_it(api, name: str, w
     assert api.count("datasets") == 0 and api.count("blobs") == 0
     r = upload(api, GOOD, name="n" * 200)
     assert r.status_code == 201 and r.json()["name"] == "n" * 200, r.text
+
+
+def test_multipart_bodies_the_parser_refuses_are_malformed_multipart_naming_the_reason(sqlite_api, doc) -> None:
+    """No boundary or a second file answered a bare 400 `http_error` (Starlette's own); a file part without a
+    file name (a text field) answered 'missing the file part'. Nothing is stored or decided."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    part = b'--xx\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\nContent-Type: text/csv\r\n\r\n'
+    cases = [
+        ("multipart/form-data", part + GOOD + b"\r\n--xx--\r\n", "boundary"),
+        ("multipart/form-data; boundary=xx", part + GOOD + b"\r\n" + part + GOOD + b"\r\n--xx--\r\n", "files"),
+    ]
+    for url in ("/v1/datasets", f"/v1/models/{v['id']}/predict.csv"):
+        for ctype, body, words in cases:
+            r = api.client.post(url, content=body, headers={**api.h(), "content-type": ctype})
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["code"] == "malformed_multipart" and err["details"][0]["field"] == "body", err
+            assert words in err["message"], err
+        r = api.client.post(url, files={"file": ("", GOOD, "text/csv")}, headers=api.h())
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["details"][0]["field"] == "file" and "no file name" in err["message"], err
+    assert api.count("datasets") == 0 and api.count("audit_log") == 0

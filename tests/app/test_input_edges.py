@@ -301,3 +301,26 @@ def test_compressed_json_body_is_named_as_such(sqlite_api, doc) -> None:
     )
     assert r.status_code == 422 and "Content-Encoding 'gzip'" in r.json()["error"]["message"], r.text
     assert sqlite_api.count("audit_log") == 0 and sqlite_api.count("jobs") == 0
+
+
+def test_a_json_body_sent_as_another_content_type_names_the_content_type(sqlite_api, doc) -> None:
+    """A JSON object sent as text/plain, as curl's `-d` form type or with no type answered 'body: must be an
+    object', blaming a body that is one; the answer names the content type. Nothing is decided or written."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    predict = json.dumps({"records": [{"age": 1, "income": 2, "smoker": "no"}]})
+    job = json.dumps({"dataset_id": "ds_x", "target": "risk"})
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", None):
+        h = {**api.h(), **({"content-type": ctype} if ctype else {})}
+        for url, body in ((f"/v1/models/{v['id']}/predict", predict), ("/v1/jobs", job)):
+            r = api.client.post(url, content=body, headers=h)
+            assert r.status_code == 422, r.text
+            err = r.json()["error"]
+            assert err["code"] == "invalid_input" and err["details"][0]["field"] == "body", err
+            assert "application/json" in err["message"] and "must be an object" not in err["message"], err
+            assert (repr(ctype) if ctype else "no content type") in err["message"], err
+    r = api.client.post(
+        f"/v1/models/{v['id']}/predict", content=b'"x"', headers={**api.h(), "content-type": "application/json"}
+    )
+    assert r.status_code == 422 and r.json()["error"]["message"] == "body: must be an object"  # JSON, not an object
+    assert api.count("audit_log") == 0 and api.count("jobs") == 0

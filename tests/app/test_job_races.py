@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from sqlalchemy import update
 
@@ -148,3 +150,40 @@ def test_a_dataset_delete_waits_for_a_job_being_submitted_on_it(pg_database, tmp
         assert kept == ds
     finally:
         gen.close()
+
+
+def _concurrently(calls, n_threads: int = 8) -> list:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
+def test_concurrent_alias_moves_and_deletes_are_never_a_500_and_events_chain(api, doc) -> None:
+    """On SQLite (no FOR UPDATE) a move read the alias, a delete removed it, the move's UPDATE matched nothing:
+    a 500; moves read the same `from_version`, so the events did not chain. Each change now sees the last."""
+    for _ in range(3):
+        api.import_model(doc)
+    path = "/v1/registered-models/risk/aliases/stage"
+    calls = [
+        (lambda v=1 + i % 3: api.client.put(path, json={"version": v}, headers=api.h()))
+        if i % 2 == 0
+        else (lambda: api.client.delete(path, headers=api.h()))
+        for i in range(60)
+    ]
+    statuses = sorted({r.status_code for r in _concurrently(calls)})
+    assert set(statuses) <= {200, 204, 404}, statuses
+    r = api.client.get("/v1/registered-models/risk/events", params={"limit": 200}, headers=api.h())
+    events = [e for e in reversed(r.json()["items"]) if e["alias"] == "stage"]  # oldest first
+    for prev, e in itertools.pairwise(events):
+        assert e["from_version"] == prev["to_version"], (prev, e)  # to_version None after a delete
+    last = api.client.get("/v1/registered-models/risk", headers=api.h()).json()["aliases"].get("stage")
+    assert (last is None) == (events[-1]["action"] == "alias_deleted")
+
+
+def test_concurrent_imports_of_one_model_all_get_a_version(api, doc) -> None:
+    """On SQLite concurrent imports took the same version number until one gave up with a 409."""
+    calls = [lambda: api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())] * 24
+    answers = _concurrently(calls)
+    assert [r.status_code for r in answers] == [201] * 24, [r.text for r in answers if r.status_code != 201]
+    assert sorted(r.json()["version"] for r in answers) == list(range(1, 25))
