@@ -20,13 +20,13 @@ from typing import Any
 import orjson
 from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
 from fastapi.exceptions import HTTPException, RequestValidationError
-from fastapi.routing import APIRoute
 from pydantic_core import PydanticUndefined as Undefined
 from starlette.requests import Request
 from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
+from app.http.strict_query import StrictQueryRoute, query_names, unknown_query_errors
 
 
 def _parse_json(body: bytes) -> Any:
@@ -49,8 +49,9 @@ def _plain_str(field: Any) -> bool:
     return info.annotation is str and not info.metadata and field.alias == field.name
 
 
-class LeanRoute(APIRoute):
-    """An APIRoute whose handler skips FastAPI's generic solver where the endpoint's parameters allow it."""
+class LeanRoute(StrictQueryRoute):
+    """An APIRoute whose handler skips FastAPI's generic solver where the endpoint's parameters allow it
+    (an unknown query parameter is a 422 on both paths, as on every `StrictQueryRoute`)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The lean handler for an eligible endpoint, FastAPI's otherwise."""
@@ -76,6 +77,7 @@ class LeanRoute(APIRoute):
         plain_path = [f.name for f in d.path_params] if all(_plain_str(f) for f in d.path_params) else None
         optional = all(not f.field_info.is_required() and not f.field_info.validate_default for f in d.query_params)
         defaults = {f.name: f.field_info.default for f in d.query_params} if optional else None
+        allowed = query_names(d)
 
         async def handler(request: Request) -> Response:
             if getattr(request.app, "dependency_overrides", None):
@@ -97,7 +99,7 @@ class LeanRoute(APIRoute):
             else:
                 query_values, query_errors = request_params_to_args(d.query_params, request.query_params)
                 values.update(query_values)
-                errors += query_errors
+                errors += query_errors + unknown_query_errors(request, allowed)
             if d.body_params:
                 body_values, body_errors = await request_body_to_args(d.body_params, body, embed)
                 values.update(body_values)

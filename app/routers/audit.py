@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query
 
 from app.deps import CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.audit import AuditList, AuditPublic, AuditVerification
 from app.services import audit, audit_verify
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"])
+router = APIRouter(prefix="/v1/audit", tags=["audit"], route_class=StrictQueryRoute)
 
 
 @router.get(

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.comparisons import ComparisonPublic
 from app.services.comparisons import compare_versions
 
-router = APIRouter(prefix="/v1/models", tags=["comparisons"])
+router = APIRouter(prefix="/v1/models", tags=["comparisons"], route_class=StrictQueryRoute)
 
 
 @router.get(

@@ -9,12 +9,13 @@ from fastapi.concurrency import run_in_threadpool
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.http.uploads import multipart_body, read_upload
 from app.schemas.datasets import DatasetList, DatasetPreview, DatasetPublic
 from app.services import dataset_preview, datasets
 from app.services.datasets import TableLimits
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictQueryRoute)
 
 
 @router.post(

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.evaluations import (
     DETAIL_KEYS,
     SUMMARY_KEYS,
@@ -24,7 +25,7 @@ from app.services.evaluations import EvaluationRequest, VersionRef
 from app.services.job_states import JobState
 from app.tables import Evaluation
 
-router = APIRouter(tags=["evaluations"])
+router = APIRouter(tags=["evaluations"], route_class=StrictQueryRoute)
 
 
 def _base(row: Evaluation, mv: VersionRef) -> dict[str, object]:

@@ -8,12 +8,13 @@ from fastapi import APIRouter, Query
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.jobs import JobCreate, JobHistory, JobHistoryPoint, JobList, JobPublic
 from app.services import job_history, jobs
 from app.services.job_states import JobState
 from app.services.job_submission import JobLimits, submit_job
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictQueryRoute)
 
 
 @router.post(

@@ -9,12 +9,13 @@ from fastapi.responses import PlainTextResponse
 
 from app.deps import CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
 from app.services import registry, versions
 from app.services.versions import ExportFormat, NamedVersion
 from app.tables import ModelVersion
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictQueryRoute)
 
 
 def summary(mv: ModelVersion, name: str) -> ModelVersionSummary:

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Query
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.monitoring import MonitoringPublic
 from app.services import model_monitoring
 from app.services.monitoring import DriftRule
 
-router = APIRouter(prefix="/v1/models", tags=["monitoring"])
+router = APIRouter(prefix="/v1/models", tags=["monitoring"], route_class=StrictQueryRoute)
 
 
 @router.get(

@@ -12,9 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.deps import AppState
+from app.http.strict_query import StrictQueryRoute
 from app.services import readiness
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], route_class=StrictQueryRoute)
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

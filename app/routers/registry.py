@@ -9,12 +9,13 @@ from sqlalchemy.orm import Session
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
+from app.http.strict_query import StrictQueryRoute
 from app.schemas.models import AliasPublic, AliasUpdate, RegisteredModelList, RegisteredModelPublic
 from app.schemas.registry_events import RegistryEventList, RegistryEventPublic
 from app.services import aliases, registry, registry_events
 from app.tables import RegisteredModel
 
-router = APIRouter(prefix="/v1/registered-models", tags=["registered models"])
+router = APIRouter(prefix="/v1/registered-models", tags=["registered models"], route_class=StrictQueryRoute)
 
 
 def to_public(session: Session, rm: RegisteredModel) -> RegisteredModelPublic:

@@ -1,0 +1,66 @@
+"""Query parameters an operation does not take are a 422, not ignored.
+
+FastAPI ignores them, so a misspelt filter (`GET /v1/audit?model_name=...` for `model_version_id`) answered
+every record as if it had been applied: a silently wrong answer to an auditor. Every /v1 route checks the
+names against the ones it declares (its dependencies' included) and names each unknown one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+
+
+def query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameter names an operation takes (as sent: aliases), its dependencies' included."""
+    names: set[str] = set()
+    for field in dependant.query_params:
+        model = field.field_info.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):  # a model of query parameters: its fields
+            names.update(f.alias or name for name, f in model.model_fields.items())
+        else:
+            names.add(field.alias)
+    for sub in dependant.dependencies:
+        names |= query_names(sub)
+    return frozenset(names)
+
+
+def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict[str, Any]]:
+    """One validation error per query parameter name the operation does not take (none without a query string)."""
+    if not request.scope.get("query_string"):
+        return []
+    takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+    return [
+        {
+            "type": "unknown_query_parameter",
+            "loc": ("query", name),
+            "msg": f"unknown query parameter; this operation takes {takes}",
+            "input": request.query_params[name],
+        }
+        for name in dict.fromkeys(request.query_params.keys())
+        if name not in allowed
+    ]
+
+
+class StrictQueryRoute(APIRoute):
+    """An APIRoute whose requests with an unknown query parameter are a 422 naming it (`query.<name>`)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, behind the check of the query's names."""
+        handler = super().get_route_handler()
+        allowed = query_names(self.dependant)
+
+        async def strict(request: Request) -> Response:
+            errors = unknown_query_errors(request, allowed)
+            if errors:
+                raise RequestValidationError(errors)
+            return await handler(request)
+
+        return strict
