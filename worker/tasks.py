@@ -220,10 +220,16 @@ def _store_result(
     outcome: TrainOutcome,
     provenance: dict[str, Any],
 ) -> str | None:
-    """In one transaction: the new model version and the job's success; None when the job is no longer ours."""
+    """In one transaction: the new model version and the job's success; None when the job is no longer ours.
+
+    A cancel asked for after the learner's last epoch check (its cross-fitting and extraction stages call no
+    callback) is honoured here: no version is stored and the job ends cancelled (`_Stop`)."""
     with db.session() as s:
-        if jobsvc.lock_if_ours(s, job_id, worker_id) is None:
+        job = jobsvc.lock_if_ours(s, job_id, worker_id)
+        if job is None:
             return None
+        if job.cancel_requested:
+            raise _Stop("cancelled")
         mv = registry.add_version(
             s,
             tenant_id=inputs.tenant_id,

@@ -129,6 +129,24 @@ def test_cancel_while_running_stops_at_next_epoch(sqlite_api) -> None:
     assert job.state == "cancelled" and job.epoch < 200 and api.count("model_versions") == 0
 
 
+def test_cancel_after_the_last_epoch_stores_no_version(api) -> None:
+    """A cancel answered 202 while the learner runs a stage without callbacks (cross-fitting, extraction)
+    ends the job cancelled: no version appears after the user was told the job stops."""
+    jid = make_job(api)
+    st = api.app.state.service
+
+    def cancel_after_training(data: bytes, target: str, params: dict, cb: Any) -> Any:
+        out = trainer()(data, target, params, cb)  # every epoch callback done
+        r = api.client.post(f"/v1/jobs/{jid}/cancel", headers=api.h())
+        assert r.status_code == 202 and r.json()["state"] == "running"
+        return out
+
+    assert run_job(st.db, st.settings, jid, trainer=cancel_after_training) == "cancelled"
+    job = job_row(api, jid)
+    assert job.state == "cancelled" and job.error == "cancelled by request" and job.model_version_id is None
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+
+
 def test_time_limit(tmp_path) -> None:
     from tests.conftest import make_api
 
