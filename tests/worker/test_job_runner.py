@@ -298,3 +298,32 @@ def test_jobs_of_a_dead_embedded_worker_are_requeued_at_once(sqlite_api) -> None
     acts = reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=f"{EMBEDDED_HOST}/")
     assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")]
     assert job_row(sqlite_api, jid).state == "queued"
+
+
+def test_the_embedded_worker_holds_its_jobs_under_its_node_name(sqlite_api, tmp_path) -> None:
+    """The jobs the embedded worker claims carry `embedded@<host>/`, the prefix its next incarnation requeues
+    at start (the solo pool's task requests name the bare host)."""
+    from app.settings import Settings
+    from worker.celery_app import make_celery
+    from worker.embedded import EMBEDDED_HOST, start_embedded_worker, stop_embedded_worker
+    from worker.tasks import TRAIN_TASK
+
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 3})
+    with api.app.state.service.db.session() as s:  # fails at once, before any training
+        job = s.get(Job, jid)
+        job.parameters = {**job.parameters, "options": {"no_such_option": 1}}
+    settings = Settings(database_url=api.url, data_dir=tmp_path / "embedded", queue="q-node", train_threads=1)
+    app = make_celery(settings)
+    running = start_embedded_worker(app, settings)
+    try:
+        app.send_task(TRAIN_TASK, args=[jid], queue="q-node")
+        for _ in range(300):
+            if job_row(api, jid).state == "failed":
+                break
+            time.sleep(0.1)
+        job = job_row(api, jid)
+        assert job.state == "failed" and "no_such_option" in (job.error or "")
+        assert (job.worker or "").startswith(f"{EMBEDDED_HOST}/"), job.worker
+    finally:
+        stop_embedded_worker(running)
