@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.exc import IntegrityError
 
@@ -220,10 +220,16 @@ def _store_result(
     outcome: TrainOutcome,
     provenance: dict[str, Any],
 ) -> str | None:
-    """In one transaction: the new model version and the job's success; None when the job is no longer ours."""
+    """In one transaction: the new model version and the job's success; None when the job is no longer ours.
+
+    A cancel asked for after the learner's last epoch check (its cross-fitting and extraction stages call no
+    callback) is honoured here: no version is stored and the job ends cancelled (`_Stop`)."""
     with db.session() as s:
-        if jobsvc.lock_if_ours(s, job_id, worker_id) is None:
+        job = jobsvc.lock_if_ours(s, job_id, worker_id)
+        if job is None:
             return None
+        if job.cancel_requested:
+            raise _Stop("cancelled")
         mv = registry.add_version(
             s,
             tenant_id=inputs.tenant_id,
@@ -270,19 +276,54 @@ class _LazyDatabase:
             return self._db
 
 
+class _NodeName:
+    """The Celery node name of the worker running an app's tasks (`embedded@host`, `celery@host`), recorded by a
+    worker bootstep when the worker starts.
+
+    `task.request.hostname` is not that name in every pool: a worker started without Celery's worker
+    optimisations (the embedded solo-pool worker) traces tasks with the machine's host name (`host`, not
+    `embedded@host`), so the jobs it claimed did not carry the prefix its next incarnation requeues at start
+    (`worker.runtime.EmbeddedWorker`), and after a restart they stayed `running` until the reaper's stale timeout.
+    """
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+    def step(self) -> type[bootsteps.Step]:
+        """A worker bootstep that records the worker's node name here."""
+        node = self
+
+        class NodeNameStep(bootsteps.Step):  # type: ignore[misc]  # celery is untyped
+            """Records the node name of the worker being built."""
+
+            label = "neurules-node-name"
+
+            def __init__(self, parent: Any, **kwargs: Any) -> None:
+                node.value = parent.hostname
+                super().__init__(parent, **kwargs)
+
+        return NodeNameStep
+
+    def of(self, task: Any) -> str | None:
+        """The name a task's job or evaluation is held under: the worker's node name, else the request's."""
+        return self.value or task.request.hostname
+
+
 def register_tasks(app: Celery, settings: Settings, db: Database | None = None) -> None:
     """Register the training, evaluation and reaper tasks, and every worker's heartbeat row, on a Celery app."""
     holder = _LazyDatabase(settings, db)
+    node = _NodeName()
     app.steps["worker"].add(heartbeat_step(holder.get, settings))
+    app.steps["worker"].add(node.step())
 
     def train(self: Any, job_id: str) -> str:
         """Train one job (idempotent: a job that is not queued is skipped); database down: the message goes back."""
-        run = partial(run_job, holder.get(), settings, job_id, worker=self.request.hostname)
+        run = partial(run_job, holder.get(), settings, job_id, worker=node.of(self))
         return _run_or_hand_back(self, run, "job", job_id)
 
     def evaluate(self: Any, evaluation_id: str) -> str:
         """Score one background evaluation (idempotent: a finished or live-held one is skipped)."""
-        run = partial(run_evaluation, holder.get(), settings, evaluation_id, worker=self.request.hostname)
+        run = partial(run_evaluation, holder.get(), settings, evaluation_id, worker=node.of(self))
         return _run_or_hand_back(self, run, "evaluation", evaluation_id)
 
     def reap() -> list[str]:

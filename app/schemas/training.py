@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 INT_MAX = 2**31 - 1
 RESERVED_OPTIONS = ("n_rules", "epochs", "random_state", "device", "verbose")
+MAX_SMOOTHING = 1e9  # counts + smoothing x classes must stay finite: 1e308 ended a job in "must sum to 1"
 NULL_MEANS_NONE = frozenset({"max_candidates", "n_threads"})  # the learner takes None for these; else null = default
 
 
@@ -95,8 +96,11 @@ class TrainingOptions(BaseModel):
     eps: Annotated[Number, Field(gt=0.0, le=0.00125)] | None = Field(
         None, description="slack of the relaxed conjunction, at most 0.00125 (default 0.001)"
     )
-    smoothing: Annotated[Number, Field(ge=0.0)] | None = Field(
-        None, description="additive smoothing of the rule probabilities measured on training rows (default 1.0)"
+    smoothing: Annotated[Number, Field(ge=0.0, le=MAX_SMOOTHING)] | None = Field(
+        None,
+        description="additive smoothing of the rule probabilities measured on training rows, at most 1e9 (far "
+        "above any row count, every rule's probabilities are uniform; near the float limit they overflow) "
+        "(default 1.0)",
     )
     max_conditions: PositiveInt | None = Field(
         None, description="the most conditions (features) one rule may have (default 6)"

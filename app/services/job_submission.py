@@ -96,6 +96,7 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
     if problem:
         raise _bad("parameters.options", problem)
     _check_restarts(options, limits)
+    _check_folds(options, body, ds)
     most = most_auto_epochs(options) if p.epochs == "auto" else None
     if most is not None and most > limits.max_epochs:
         raise _bad(
@@ -112,6 +113,18 @@ def _check_restarts(options: dict[str, Any], limits: JobLimits) -> None:
         value = options.get(name)
         if isinstance(value, int) and value > limits.max_restarts:
             raise _bad(f"parameters.options.{name}", f"at most {limits.max_restarts} (NEURULES_MAX_RESTARTS)")
+
+
+def _check_folds(options: dict[str, Any], body: JobCreate, ds: Dataset) -> None:
+    """Cross-fitting trains every restart once per fold (time grows with the folds, and the learner checks for
+    cancellation only between epochs of the main fit): more folds than rows only adds empty folds."""
+    folds = options.get("selection_folds")
+    rows = ds.n_rows - next((c["missing"] for c in ds.columns if c["name"] == body.target), 0)
+    if isinstance(folds, int) and folds > rows:
+        raise _bad(
+            "parameters.options.selection_folds",
+            f"at most {rows}, the rows with a target in dataset {ds.id} ({folds} folds would be mostly empty)",
+        )
 
 
 def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:

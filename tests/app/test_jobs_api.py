@@ -67,6 +67,8 @@ def _job(api, body: dict, key: str | None = None):
         (CSV, {"target": "target", "parameters": {"options": {"target_steps": 2**31 - 1}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"n_restarts": 2**31 - 1}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"max_restarts": 65}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"selection_folds": 61}}}, 422, "invalid_input"),
+        (CSV, {"target": "target", "parameters": {"options": {"smoothing": 1e308}}}, 422, "invalid_input"),
     ],
     ids=[
         "target absent",
@@ -89,6 +91,8 @@ def _job(api, body: dict, key: str | None = None):
         "auto epochs over max by target_steps",
         "restarts over max (were unbounded)",
         "max_restarts over max",
+        "more cross-fitting folds than rows (1000 folds on 200 rows trained for minutes, not cancellable)",
+        "smoothing near the float limit (the job failed: 'rules[0].probabilities: must sum to 1')",
     ],
 )
 def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
@@ -119,6 +123,28 @@ def test_auto_epochs_are_held_to_the_epoch_ceiling(api) -> None:
     held_out = {"target_steps": 4000, "max_epochs": 4000, "validation_fraction": 0.2}  # + a 400-epoch refit
     r = _job(api, {"dataset_id": ds, "target": "target", "parameters": {"options": held_out}})
     assert r.status_code == 422 and "5200" in r.json()["error"]["message"], r.text
+
+
+def test_selection_folds_are_held_to_the_rows(sqlite_api) -> None:
+    ds = dataset(sqlite_api)  # 60 rows, each with a target
+    r = _job(sqlite_api, {"dataset_id": ds, "target": "target", "parameters": {"options": {"selection_folds": 1000}}})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["details"][0]["field"] == "parameters.options.selection_folds" and "at most 60" in err["message"]
+    for folds in (60, 5, 0, "auto"):
+        r = _job(
+            sqlite_api, {"dataset_id": ds, "target": "target", "parameters": {"options": {"selection_folds": folds}}}
+        )
+        assert r.status_code == 202, (folds, r.text)
+
+
+def test_smoothing_is_held_below_overflow(sqlite_api) -> None:
+    ds = dataset(sqlite_api)
+    r = _job(sqlite_api, {"dataset_id": ds, "target": "target", "parameters": {"options": {"smoothing": 1e308}}})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "parameters.options.smoothing", r.text
+    r = _job(sqlite_api, {"dataset_id": ds, "target": "target", "parameters": {"options": {"smoothing": 1e9}}})
+    assert r.status_code == 202, r.text
 
 
 def test_too_many_classes_message_names_the_column(sqlite_api) -> None:

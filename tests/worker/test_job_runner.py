@@ -129,6 +129,24 @@ def test_cancel_while_running_stops_at_next_epoch(sqlite_api) -> None:
     assert job.state == "cancelled" and job.epoch < 200 and api.count("model_versions") == 0
 
 
+def test_cancel_after_the_last_epoch_stores_no_version(api) -> None:
+    """A cancel answered 202 while the learner runs a stage without callbacks (cross-fitting, extraction)
+    ends the job cancelled: no version appears after the user was told the job stops."""
+    jid = make_job(api)
+    st = api.app.state.service
+
+    def cancel_after_training(data: bytes, target: str, params: dict, cb: Any) -> Any:
+        out = trainer()(data, target, params, cb)  # every epoch callback done
+        r = api.client.post(f"/v1/jobs/{jid}/cancel", headers=api.h())
+        assert r.status_code == 202 and r.json()["state"] == "running"
+        return out
+
+    assert run_job(st.db, st.settings, jid, trainer=cancel_after_training) == "cancelled"
+    job = job_row(api, jid)
+    assert job.state == "cancelled" and job.error == "cancelled by request" and job.model_version_id is None
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+
+
 def test_time_limit(tmp_path) -> None:
     from tests.conftest import make_api
 
@@ -280,3 +298,32 @@ def test_jobs_of_a_dead_embedded_worker_are_requeued_at_once(sqlite_api) -> None
     acts = reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=f"{EMBEDDED_HOST}/")
     assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")]
     assert job_row(sqlite_api, jid).state == "queued"
+
+
+def test_the_embedded_worker_holds_its_jobs_under_its_node_name(sqlite_api, tmp_path) -> None:
+    """The jobs the embedded worker claims carry `embedded@<host>/`, the prefix its next incarnation requeues
+    at start (the solo pool's task requests name the bare host)."""
+    from app.settings import Settings
+    from worker.celery_app import make_celery
+    from worker.embedded import EMBEDDED_HOST, start_embedded_worker, stop_embedded_worker
+    from worker.tasks import TRAIN_TASK
+
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 3})
+    with api.app.state.service.db.session() as s:  # fails at once, before any training
+        job = s.get(Job, jid)
+        job.parameters = {**job.parameters, "options": {"no_such_option": 1}}
+    settings = Settings(database_url=api.url, data_dir=tmp_path / "embedded", queue="q-node", train_threads=1)
+    app = make_celery(settings)
+    running = start_embedded_worker(app, settings)
+    try:
+        app.send_task(TRAIN_TASK, args=[jid], queue="q-node")
+        for _ in range(300):
+            if job_row(api, jid).state == "failed":
+                break
+            time.sleep(0.1)
+        job = job_row(api, jid)
+        assert job.state == "failed" and "no_such_option" in (job.error or "")
+        assert (job.worker or "").startswith(f"{EMBEDDED_HOST}/"), job.worker
+    finally:
+        stop_embedded_worker(running)
