@@ -279,7 +279,7 @@ class NeuRulesClassifier:
             net, split = self._initialise(data, enc, seed)
             trained = self._train(net, split, data, enc, seed, callback, eval_set)
             self.kind_scores_, self.kind_choice_ = None, None
-            self.selected_kind_ = self._crossfit(data, enc, seed, trained.training) if not len(split[1]) else None
+            self.selected_kind_ = None if len(split[1]) else self._crossfit(data, enc, seed, trained, callback)
         t2 = time.perf_counter()
         chosen = self._select(trained, enc)
         self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
@@ -357,9 +357,18 @@ class NeuRulesClassifier:
         self.training_steps_ = progress.steps
         return trained
 
-    def _crossfit(self, data: TrainingData, enc: Encoded, seed: int, training: np.ndarray) -> str | None:
+    def _crossfit(
+        self,
+        data: TrainingData,
+        enc: Encoded,
+        seed: int,
+        trained: Trained,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> str | None:
         """The seeding kind chosen by cross-fitting (`models.crossfit`), or None when
-        `selection_folds` resolves to fewer than two folds for this many rows."""
+        `selection_folds` resolves to fewer than two folds for this many rows. The callback is
+        called once per epoch of every fold, with the main fit's last epoch (so progress stays
+        complete): returning True cancels here too."""
         from models.crossfit import choose_kind, out_of_fold, stratified_folds
         from models.seeding import DATA_SEED
         from models.selection import choose_restart
@@ -369,19 +378,29 @@ class NeuRulesClassifier:
             return None
         rng = np.random.default_rng(DATA_SEED)  # the folds depend on the data only
         folds = stratified_folds(data.y, k, rng)
+        n = self.budget_.total_epochs
+        told = (
+            None if callback is None else lambda info: callback({**info, "epoch": n, "n_epochs": n, "val_score": None})
+        )
         oof = out_of_fold(
-            data.y, self.restart_kinds_, folds, lambda fit, held: self._train_fold(data, enc, seed, fit, held)
+            data.y, self.restart_kinds_, folds, lambda fit, held: self._train_fold(data, enc, seed, fit, held, told)
         )
         self.kind_scores_ = {kind: weighted_f1(data.y, pred) for kind, pred in oof.items()}
-        usual = self.restart_kinds_[choose_restart(training, training)]
+        usual = self.restart_kinds_[choose_restart(trained.training, trained.training)]
         self.kind_choice_ = choose_kind(data.y, oof, usual, rng)
         return self.kind_choice_.kind
 
     def _train_fold(
-        self, data: TrainingData, enc: Encoded, seed: int, fit: np.ndarray, held: np.ndarray
+        self,
+        data: TrainingData,
+        enc: Encoded,
+        seed: int,
+        fit: np.ndarray,
+        held: np.ndarray,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Every restart initialised and trained on the `fit` rows as fit does (no callback):
-        their training F1 there and their classes on the `held` rows."""
+        """Every restart initialised and trained on the `fit` rows as fit does (the callback told each
+        epoch, to cancel): their training F1 there and their classes on the `held` rows."""
         import dataclasses
 
         import torch
@@ -400,7 +419,7 @@ class NeuRulesClassifier:
         generators = (torch.Generator().manual_seed(seed), self._noise_generators(kinds, seed, device))
         rows = Rows(sub, data.y[fit], device)
         empty = np.zeros(0, dtype=np.int64)
-        progress = Progress(budget.total_epochs)
+        progress = Progress(budget.total_epochs, callback)
         trained = train_restarts(
             net.to(device), rows, (every, empty), budget, self._train_settings(), generators, progress
         )

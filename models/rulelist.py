@@ -383,9 +383,12 @@ class Rule:
 def smoothed_probabilities(counts: Sequence[int], smoothing: float) -> tuple[float, ...]:
     """Laplace-smoothed class frequencies: (count + a) / (n + a * k); uniform when empty."""
     k = len(counts)
-    total = float(sum(counts)) + smoothing * k
+    n = float(sum(counts))
+    total = n + smoothing * k
     if total <= 0:
         return tuple(1.0 / k for _ in counts)
+    if math.isinf(total):  # a finite smoothing near the float limit: the same ratio, divided through by it
+        return tuple((c / smoothing + 1.0) / (n / smoothing + k) for c in counts)
     return tuple((c + smoothing) / total for c in counts)
 
 

@@ -97,3 +97,29 @@ def test_selection_folds_is_checked_with_its_name(value: object) -> None:
 
     with pytest.raises(ValueError, match="selection_folds"):
         NeuRulesClassifier(selection_folds=value)._validate_params()  # type: ignore[arg-type]
+
+
+def test_cross_fitting_tells_the_callback_and_can_be_cancelled() -> None:
+    """Every fold's epochs reach the callback (as the main fit's last epoch): returning True there cancels."""
+    pytest.importorskip("torch")
+    from models import NeuRulesClassifier, TrainingCancelled
+
+    X, y = toy_frame(240, seed=3)
+    seen: list[dict] = []
+    NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, selection_folds=2).fit(X, y, seen.append)
+    n = seen[0]["n_epochs"]
+    main, folds = seen[:n], seen[n:]
+    assert [s["epoch"] for s in main] == list(range(1, n + 1))
+    assert len(folds) >= 2 and all(s["epoch"] == n == s["n_epochs"] and s["val_score"] is None for s in folds)
+
+    calls: list[int] = []
+
+    def cancel_in_the_folds(info: dict) -> bool:
+        calls.append(info["epoch"])
+        return len(calls) > n  # the main fit runs through; the first fold epoch cancels
+
+    with pytest.raises(TrainingCancelled):
+        NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, selection_folds=2).fit(
+            X, y, cancel_in_the_folds
+        )
+    assert len(calls) == n + 1

@@ -390,3 +390,12 @@ def test_a_mapping_of_columns_needs_lists_of_one_length(rl: RuleList) -> None:
     with pytest.raises(ValueError, match=r"column 'age': a mapping of columns needs a list of values"):
         rl.apply(RECORDS[0])  # one record's scalars (was a TypeError from len())
     assert rl.apply(dict(columns, unused=[None])).tolist() == EXPECTED_IDS  # an unused column is not read
+
+
+def test_smoothing_near_the_float_limit_gives_probabilities_that_sum_to_one() -> None:
+    """(count + s) / (n + s k) with s * k past the float range: the same ratio, still a valid document."""
+    from models.rulelist import smoothed_probabilities
+
+    p = smoothed_probabilities([3, 1], 1e308)
+    assert p == pytest.approx((0.5, 0.5)) and abs(sum(p) - 1.0) < 1e-12
+    assert smoothed_probabilities([3, 1], 1.0) == (4 / 6, 2 / 6)
