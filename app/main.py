@@ -69,6 +69,8 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `invalid_input` | a parameter or body field (message names it); a query parameter the operation does not take (`query.<name>`: a misspelt filter is refused, never ignored); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8); a path segment holding an encoded `/` (`%2F`), which no name, alias or id contains |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
 | 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
+| 422 | `target_differs` | a job or an imported version predicting another target than the model's versions (field `target` / `rule_list.target`): a model predicts one target |
+| 422 | `targets_differ` | a comparison of two versions predicting different targets (field `other`) |
 | 422 | `dataset_too_large_to_compare` | a comparison's dataset over `NEURULES_EVALUATION_SYNC_MAX_ROWS` rows (field `dataset_id`): evaluate each version in the background instead |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from app.db import Database, is_unavailable_error
 from app.services import jobs as jobsvc
 from app.services import registry
+from app.services.errors import DomainError
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend
 from app.settings import Settings
@@ -189,7 +190,7 @@ def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome
     if type(e).__name__ == "TrainingCancelled" or isinstance(e.__cause__ or e.__context__, _Stop):
         reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
         return _end(db, job_id, worker_id, reason)
-    if isinstance(e, TrainingInputError):
+    if isinstance(e, (TrainingInputError, DomainError)):  # a reason for the user (the model's target, say)
         msg = str(e)
     else:
         log.error("training failed", extra={"job_id": job_id}, exc_info=e)

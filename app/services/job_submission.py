@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.schemas.jobs import JobCreate
-from app.services import datasets
+from app.services import datasets, registry
 from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
@@ -142,6 +142,9 @@ def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreat
     """Check, store and enqueue a job; when the broker refuses, the row is removed and Unavailable raised."""
     ds = datasets.get_dataset(session, tenant_id, body.dataset_id)
     model_name = check_job(body, ds, limits)
+    rm = registry.find_model(session, tenant_id, model_name)
+    if rm is not None:  # refused now, not after training (the version would be refused then)
+        registry.check_same_target(session, rm, body.target, "target")
     job = Job(
         id=new_id("job"),
         tenant_id=tenant_id,

@@ -141,9 +141,7 @@ def serialize_on_sqlite(session: Session) -> None:
 
 def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
     """A named model of the tenant; NotFound otherwise."""
-    rm = session.scalar(
-        select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
-    )
+    rm = find_model(session, tenant_id, name)
     if rm is None:
         raise NotFound(f"model {name!r} not found")
     return rm
@@ -159,6 +157,34 @@ def get_or_create_model(session: Session, tenant_id: str, name: str) -> Register
         session.add(rm)
         session.flush()
     return rm
+
+
+def check_same_target(session: Session, rm: RegisteredModel, target: str, field: str) -> None:
+    """A registered model predicts one target: a version for another one is refused (`target_differs`).
+
+    Its aliases would otherwise move a client from predicting one column to predicting another, and its
+    versions' comparisons, evaluations and monitoring would set different questions side by side.
+    """
+    latest = session.scalar(
+        select(ModelVersion.rule_list)
+        .where(ModelVersion.registered_model_id == rm.id)
+        .order_by(ModelVersion.version.desc())
+        .limit(1)
+    )
+    if latest is not None and latest.get("target") != target:
+        raise Invalid.field(
+            field,
+            f"model {rm.name!r} predicts {latest.get('target')!r}; a version predicting {target!r} needs a model "
+            "name of its own",
+            code="target_differs",
+        )
+
+
+def find_model(session: Session, tenant_id: str, name: str) -> RegisteredModel | None:
+    """A named model of the tenant, None when it does not exist."""
+    return session.scalar(
+        select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
+    )
 
 
 def non_finite_path(obj: Any, path: str) -> str | None:
@@ -239,6 +265,7 @@ def add_version(
         ) from None
     _check_class_keys(rl)
     rm = get_or_create_model(session, tenant_id, name)
+    check_same_target(session, rm, rl.target, "rule_list.target")
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))
     mv = ModelVersion(
         id=new_id("mv"),

@@ -125,14 +125,15 @@ def test_versions_of_different_targets_are_refused_naming_other(sqlite_api, doc)
     v1 = api.import_model(doc)
     other_target = copy.deepcopy(doc)
     other_target["target"] = "defaulted"  # same features and classes, another label: still not comparable
-    v2 = api.import_model(other_target)  # risk@2, the same registered model
+    v2 = api.import_model(other_target, name="defaulted")  # a model of its own (one model predicts one target)
     ds = upload(api, csv_bytes(labelled_rows(20)))
-    for q in ({"other": "risk@2"}, {"other": v2["id"], "dataset_id": ds["id"]}):
+    for q in ({"other": "defaulted@1"}, {"other": v2["id"], "dataset_id": ds["id"]}):
         r = api.client.get(f"/v1/models/{v1['id']}/compare", params=q, headers=api.h())
         assert r.status_code == 422, r.text
         err = r.json()["error"]
         assert err["code"] == "targets_differ" and err["details"][0]["field"] == "other"
-        assert "'defaulted'" in err["message"] and "'risk'" in err["message"] and "risk@2" in err["message"]
-    r = api.client.get("/v1/models/risk@2/compare", params={"other": "risk@1"}, headers=api.h())
+        assert "'defaulted'" in err["message"] and "'risk'" in err["message"] and "defaulted@1" in err["message"]
+    r = api.client.get("/v1/models/defaulted@1/compare", params={"other": "risk@1"}, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["code"] == "targets_differ"  # either way round
-    assert api.client.get("/v1/models/risk@2/compare", params={"other": "risk@2"}, headers=api.h()).status_code == 200
+    same = api.client.get("/v1/models/defaulted@1/compare", params={"other": "defaulted@1"}, headers=api.h())
+    assert same.status_code == 200

@@ -179,3 +179,30 @@ def test_an_invalid_document_names_the_element_at_fault(api, doc: dict[str, Any]
     assert r.json()["error"]["details"][0]["field"] == "rule_list.rules[0].conditions[0].low", r.json()
     r = api.client.post("/v1/models", json={"name": "risk", "rule_list": [1]}, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "rule_list", r.text
+
+
+def test_a_model_predicts_one_target(api, doc: dict[str, Any]) -> None:
+    """A version predicting another column is refused for an existing model (its aliases would move a client
+    from one question to another), as an import and as a training job, before anything is written."""
+    import copy
+
+    api.import_model(doc)
+    other = copy.deepcopy(doc)
+    other["target"] = "defaulted"
+    r = api.client.post("/v1/models", json={"name": "risk", "rule_list": other}, headers=api.h())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "target_differs" and err["details"][0]["field"] == "rule_list.target"
+    assert "'risk'" in err["message"] and "'defaulted'" in err["message"]
+    assert api.count("model_versions") == 1
+    csv = b"age,income,smoker,defaulted\n" + b"".join(
+        f"{20 + i},{i},{'yes' if i % 2 else 'no'},{i % 2}\n".encode() for i in range(40)
+    )
+    up = api.client.post("/v1/datasets", files={"file": ("d.csv", csv, "text/csv")}, headers=api.h())
+    job = {"dataset_id": up.json()["id"], "target": "defaulted", "model_name": "risk"}
+    r = api.client.post("/v1/jobs", json=job, headers=api.h())
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "target_differs" and r.json()["error"]["details"][0]["field"] == "target"
+    assert api.count("jobs") == 0 and api.queue.sent == []
+    assert api.import_model(other, name="defaulted")["version"] == 1  # under a name of its own
+    assert api.client.post("/v1/jobs", json={**job, "model_name": "defaulted"}, headers=api.h()).status_code == 202
