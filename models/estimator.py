@@ -263,8 +263,10 @@ class NeuRulesClassifier:
 
         callback(progress) is called once per epoch (all stages together) with epoch, n_epochs,
         loss and val_score: the weighted F1 on eval_set of the best restart's zero-temperature
-        network every few epochs and at the last one, else None. Returning True cancels training
-        and raises `TrainingCancelled`.
+        network every few epochs and at the last one, else None. Cross-fitting
+        (`selection_folds`) then calls it per fold epoch with the last epoch again and `stage`
+        "crossfit", so it can still cancel. Returning True cancels training and raises
+        `TrainingCancelled`.
         """
         from models.stages import encode
 
@@ -367,8 +369,9 @@ class NeuRulesClassifier:
     ) -> str | None:
         """The seeding kind chosen by cross-fitting (`models.crossfit`), or None when
         `selection_folds` resolves to fewer than two folds for this many rows. The callback is
-        called once per epoch of every fold, with the main fit's last epoch (so progress stays
-        complete): returning True cancels here too."""
+        called once per epoch of every fold, with the main fit's last epoch and `stage`
+        "crossfit" (progress stays complete; a caller records nothing new): returning True
+        cancels here too."""
         from models.crossfit import choose_kind, out_of_fold, stratified_folds
         from models.seeding import DATA_SEED
         from models.selection import choose_restart
@@ -379,9 +382,8 @@ class NeuRulesClassifier:
         rng = np.random.default_rng(DATA_SEED)  # the folds depend on the data only
         folds = stratified_folds(data.y, k, rng)
         n = self.budget_.total_epochs
-        told = (
-            None if callback is None else lambda info: callback({**info, "epoch": n, "n_epochs": n, "val_score": None})
-        )
+        fold_info = {"epoch": n, "n_epochs": n, "val_score": None, "stage": "crossfit"}
+        told = None if callback is None else lambda info: callback({**info, **fold_info})
         oof = out_of_fold(
             data.y, self.restart_kinds_, folds, lambda fit, held: self._train_fold(data, enc, seed, fit, held, told)
         )

@@ -675,14 +675,16 @@ class RuleList:
                     out[i] = _to_float(feature.name, i, v)
             out[np.isnan(out)] = feature.fill_value
             return out
-        # keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys differ
-        cache: dict[tuple[type, Any], CategoryKey] = {}
+        # other values keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys
+        # differ; a text (the usual value, CSV cells) is its own key, without building a tuple per value
+        cache: dict[Any, CategoryKey] = {}
         keys = []
         for v in col:
+            key = v if type(v) is str else (type(v), v)
             try:
-                k = cache[(type(v), v)]
+                k = cache[key]
             except KeyError:
-                k = cache[(type(v), v)] = category_key(v)
+                k = cache[key] = category_key(v)
             except TypeError:  # unhashable value
                 k = category_key(v)
             keys.append(k)

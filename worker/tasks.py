@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from app.db import Database, is_unavailable_error
 from app.services import jobs as jobsvc
 from app.services import registry
-from app.services.errors import DomainError
+from app.services.errors import Invalid
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend
 from app.settings import Settings
@@ -101,8 +101,11 @@ def _progress_callback(
     def write_and_check(progress: dict[str, Any], now: float) -> bool:
         """Write the progress point when one is due; whether cancellation was asked for."""
         epoch, n_epochs = int(progress.get("epoch", 0)), int(progress.get("n_epochs", 0))
+        due = epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0
         with db.session() as s:
-            if epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0:
+            # cross-fitting repeats the last epoch per fold: checked for a cancel, not recorded (the job keeps
+            # the main fit's loss and score, its history one point per epoch)
+            if due and progress.get("stage") != "crossfit":
                 jobsvc.write_progress(s, job_id, worker_id, progress)
                 last_write[0] = now
             return jobsvc.cancel_requested(s, job_id)
@@ -190,7 +193,7 @@ def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome
     if type(e).__name__ == "TrainingCancelled" or isinstance(e.__cause__ or e.__context__, _Stop):
         reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
         return _end(db, job_id, worker_id, reason)
-    if isinstance(e, (TrainingInputError, DomainError)):  # a reason for the user (the model's target, say)
+    if isinstance(e, (TrainingInputError, Invalid)):  # a reason for the user (the model's target, say)
         msg = str(e)
     else:
         log.error("training failed", extra={"job_id": job_id}, exc_info=e)

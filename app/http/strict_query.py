@@ -2,7 +2,8 @@
 
 FastAPI ignores them, so a misspelt filter (`GET /v1/audit?model_name=...` for `model_version_id`) answered
 every record as if it had been applied: a silently wrong answer to an auditor. Every /v1 route checks the
-names against the ones it declares (its dependencies' included) and names each unknown one.
+names against the ones it declares (its dependencies' included) and names each unknown one. The ops
+routes (health, readiness, metrics) are left lenient: probes and scrapers add parameters of their own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
+
+from app.deps import authenticate, current_principal
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -49,17 +52,29 @@ def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict
     ]
 
 
+def takes_a_key(dependant: Dependant) -> bool:
+    """Whether the operation authenticates its caller (depends on `current_principal`, directly or not)."""
+    return any(sub.call is current_principal or takes_a_key(sub) for sub in dependant.dependencies)
+
+
 class StrictQueryRoute(APIRoute):
-    """An APIRoute whose requests with an unknown query parameter are a 422 naming it (`query.<name>`)."""
+    """An APIRoute whose requests with an unknown query parameter are a 422 naming it (`query.<name>`).
+
+    An operation that takes an API key checks the key first: a request without a valid one is a 401, as
+    it is with a known parameter (so the 422, which lists the operation's parameters, needs a key).
+    """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """FastAPI's handler, behind the check of the query's names."""
         handler = super().get_route_handler()
         allowed = query_names(self.dependant)
+        keyed = takes_a_key(self.dependant)
 
         async def strict(request: Request) -> Response:
             errors = unknown_query_errors(request, allowed)
             if errors:
+                if keyed:
+                    await authenticate(request)  # 401 first, as FastAPI's own order would have it
                 raise RequestValidationError(errors)
             return await handler(request)
 

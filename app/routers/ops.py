@@ -12,10 +12,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.deps import AppState
-from app.http.strict_query import StrictQueryRoute
 from app.services import readiness
 
-router = APIRouter(tags=["ops"], route_class=StrictQueryRoute)
+router = APIRouter(tags=["ops"])  # lenient query: probes and scrapers add parameters (cache busters, params:)
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

@@ -264,6 +264,7 @@ def add_version(
             f"rule_list: {msg}", code="invalid_rule_list", details=[{"field": where, "message": msg}]
         ) from None
     _check_class_keys(rl)
+    serialize_on_sqlite(session)  # the next version number is read, then taken (validation done: lock held briefly)
     rm = get_or_create_model(session, tenant_id, name)
     check_same_target(session, rm, rl.target, "rule_list.target")
     last = session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.registered_model_id == rm.id))

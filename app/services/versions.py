@@ -50,7 +50,6 @@ def import_version(
     """Store a rule list trained elsewhere as the next version of `name` (committed)."""
     for _ in range(IMPORT_ATTEMPTS):  # a concurrent import of the same name can take our version number: retry
         try:
-            registry.serialize_on_sqlite(session)
             mv = registry.add_version(
                 session,
                 tenant_id=tenant_id,

@@ -110,7 +110,9 @@ def test_cross_fitting_tells_the_callback_and_can_be_cancelled() -> None:
     n = seen[0]["n_epochs"]
     main, folds = seen[:n], seen[n:]
     assert [s["epoch"] for s in main] == list(range(1, n + 1))
-    assert len(folds) >= 2 and all(s["epoch"] == n == s["n_epochs"] and s["val_score"] is None for s in folds)
+    assert len(folds) >= 2
+    assert all(s["epoch"] == n == s["n_epochs"] and s["val_score"] is None and s["stage"] == "crossfit" for s in folds)
+    assert all("stage" not in s for s in main)
 
     calls: list[int] = []
 

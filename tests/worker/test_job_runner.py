@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import select
 
 from app.services import jobs as jobsvc
-from app.tables import Job, ModelVersion, utcnow
+from app.tables import Job, JobProgressPoint, ModelVersion, utcnow
 from models.rulelist import Condition, Feature, RuleList
 from worker.tasks import reap_and_requeue, run_job
 from worker.training import train_rule_list
@@ -327,3 +328,17 @@ def test_the_embedded_worker_holds_its_jobs_under_its_node_name(sqlite_api, tmp_
         assert (job.worker or "").startswith(f"{EMBEDDED_HOST}/"), job.worker
     finally:
         stop_embedded_worker(running)
+
+
+def test_cross_fitting_keeps_the_jobs_score_and_history(sqlite_api) -> None:
+    """Cross-fitting's fold epochs are checked for a cancel but not recorded: the job keeps the main fit's
+    final loss and score, and its history one point per recorded epoch (none repeated)."""
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 6, "n_rules": 3, "options": {"selection_folds": 2, "n_restarts": 2}})
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid) == "succeeded"
+    job = job_row(api, jid)
+    assert job.epoch == job.n_epochs == 6 and job.val_score is not None
+    with st.db.sessionmaker() as s:
+        epochs = list(s.scalars(select(JobProgressPoint.epoch).where(JobProgressPoint.job_id == jid)))
+    assert epochs and len(epochs) == len(set(epochs)) and max(epochs) == 6, epochs
