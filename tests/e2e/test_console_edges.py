@@ -742,3 +742,67 @@ def test_try_asks_for_the_other_value_instead_of_sending_an_empty_category(tab: 
     expect(other).to_be_hidden()
     page.get_by_role("button", name="Decide", exact=True).click()
     expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()
+
+
+def test_long_names_break_in_their_cell_and_leave_the_other_columns_in_view(tab: Tab, console: Console) -> None:
+    """A 200-character dataset name and a 100-character model name (both allowed) break inside their cells: the
+    lists' other columns (rows, size, upload time; versions, aliases) stay in the table's box, not scrolled out."""
+    from playwright.sync_api import expect
+
+    long_ds = "d" * 200
+    upload_csv(console, long_ds, ["u", "label"], [[i, i % 2] for i in range(10)])
+    long_model = "m" * 100
+    import_model(console, long_model, rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    for fragment, name, last in [("datasets", long_ds, "Uploaded"), ("models", long_model, "Created")]:
+        page.goto(_url(console, fragment))
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
+        box = page.locator(".table-wrap").last
+        sizes = box.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+        assert sizes[0] <= sizes[1], f"#/{fragment}: the table is {sizes[0]} px wide in a {sizes[1]} px box"
+        header = box.get_by_role("columnheader", name=last).bounding_box()
+        frame = box.bounding_box()
+        assert header and frame and header["x"] + header["width"] <= frame["x"] + frame["width"] + 1, header
+        shot(tab, f"43-long-name-{fragment}")
+
+
+def test_a_broken_escape_in_the_address_and_an_unknown_model_to_compare(tab: Tab, console: Console) -> None:
+    """A link with a broken %-escape says there is no such page (not the script's "URI malformed"); comparing the
+    versions of a model that does not exist answers the API's 404, not "This model has one version"."""
+    from playwright.sync_api import expect
+
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/%E0%A4/1"))
+    expect(page.locator("main .notice-warning")).to_contain_text("No page at #/models/%E0%A4/1")
+    expect(page.get_by_text("URI malformed")).to_have_count(0)
+    expect(page.get_by_role("link", name="Go to datasets")).to_be_visible()
+
+    page.goto(_url(console, "models/no-such-model/compare"))
+    error = page.locator("main .notice-error")
+    expect(error).to_contain_text("model 'no-such-model' not found")
+    expect(page.get_by_text("This model has one version")).to_have_count(0)
+
+
+def test_a_cancelled_job_is_not_shown_as_a_failure(tab: Tab, console: Console) -> None:
+    """A job the reader cancelled keeps why in `error` ("cancelled by request"): the page says it was cancelled,
+    in a warning, not "Training failed" in an error box."""
+    from playwright.sync_api import expect
+
+    ds = upload_csv(console, "to-cancel", ["u", "label"], [[i, i % 2] for i in range(40)])
+    r = console.api.post(
+        "/v1/jobs", json={"dataset_id": ds["id"], "target": "label", "parameters": {"n_rules": 2, "epochs": 5000}}
+    )
+    assert r.status_code == 202, r.text
+    assert console.api.post(f"/v1/jobs/{r.json()['id']}/cancel").status_code < 300
+    job = wait_job(console, r.json()["id"])
+    assert job["state"] == "cancelled" and job["error"], job
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"jobs/{job['id']}"))
+    expect(page.locator(".job-status .badge").first).to_have_text("cancelled")
+    expect(page.locator("main .notice-warning")).to_contain_text(f"Cancelled: {job['error']}")
+    expect(page.locator("main .notice-error")).to_have_count(0)
+    expect(page.get_by_text("Training failed")).to_have_count(0)
+    shot(tab, "44-job-cancelled")

@@ -70,6 +70,15 @@ async function render() {
     return;
   }
   const [m, page, section] = match;
+  let params;
+  try {
+    params = m.slice(1).map(decodeURIComponent);
+  } catch {
+    // a broken %-escape (a hand-edited or cut link): decodeURIComponent throws "URI malformed"
+    showNav(true, section);
+    mount(main, notice("warning", `No page at #${path}: the address holds a broken %-escape. `, h("a", { href: "#/datasets", text: "Go to datasets" })));
+    return;
+  }
   showNav(true, section);
   mount(main, h("p", { class: "muted", text: "Loading…" }));
   const ctx = {
@@ -79,7 +88,6 @@ async function render() {
     rerender: render,
   };
   try {
-    const params = m.slice(1).map(decodeURIComponent);
     const view = await page(ctx, ...params);
     if (token === renderToken) {
       mount(main, view);

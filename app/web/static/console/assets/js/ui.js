@@ -40,7 +40,11 @@ export function errorBox(err, context) {
   );
 }
 
-/** A table from column definitions [{label, value(row) -> node|text, num}] and rows. */
+/**
+ * A table from column definitions [{label, value(row) -> node|text, num, wrap}] and rows. `wrap`: the column holds
+ * the user's names (datasets, files, models, aliases): a long one breaks inside its cell instead of pushing the
+ * other columns out of the box.
+ */
 export function table(columns, rows, { caption, empty = "Nothing here yet.", cls = "" } = {}) {
   if (!rows.length) return h("p", { class: "muted empty", text: empty });
   return scrollBox(
@@ -53,7 +57,7 @@ export function table(columns, rows, { caption, empty = "Nothing here yet.", cls
       h(
         "tbody",
         {},
-        rows.map((row) => h("tr", {}, columns.map((c) => h("td", { class: c.num ? "num" : "" }, c.value(row))))),
+        rows.map((row) => h("tr", {}, columns.map((c) => h("td", { class: [c.num ? "num" : "", c.wrap ? "wrap" : ""].join(" ").trim() }, c.value(row))))),
       ),
     ),
   );

@@ -80,7 +80,8 @@ function tooLargeHelp(name, base, other) {
 
 /** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
 export async function comparePage(ctx, name) {
-  const [versions, datasets] = await Promise.all([get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
+  // the registered model first: a name that is not one answers its 404 (the version list of an unknown name is empty)
+  const [, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
   const nums = versions.items.map((v) => [v.version, `version ${v.version}`]);
   const q = ctx.query;
   // a base alone (version 1's "Compare…": none before it) is compared with the newest version

@@ -50,8 +50,8 @@ function uploadForm(onDone) {
 function datasetTable(items) {
   return table(
     [
-      { label: "Name", value: (d) => h("a", { href: `#/datasets/${seg(d.id)}`, text: d.name }) },
-      { label: "File", value: (d) => d.filename },
+      { label: "Name", value: (d) => h("a", { href: `#/datasets/${seg(d.id)}`, text: d.name }), wrap: true },
+      { label: "File", value: (d) => d.filename, wrap: true },
       { label: "Rows", value: (d) => fmt(d.n_rows), num: true },
       { label: "Columns", value: (d) => fmt(d.n_columns), num: true },
       { label: "Size", value: (d) => bytes(d.size_bytes), num: true },

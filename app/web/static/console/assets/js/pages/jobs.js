@@ -25,7 +25,7 @@ export async function jobsPage(ctx) {
         table(
           [
             { label: "Job", value: (j) => h("a", { href: `#/jobs/${seg(j.id)}`, text: j.id }) },
-            { label: "Model", value: (j) => j.model_name },
+            { label: "Model", value: (j) => j.model_name, wrap: true },
             { label: "Target", value: (j) => h("code", { text: j.target }) },
             { label: "State", value: (j) => badge(j.state) },
             { label: "Progress", value: (j) => meter(progressOf(j), { label: "progress", text: `${j.progress.epoch}/${j.progress.n_epochs || "?"}` }) },
@@ -124,7 +124,9 @@ export async function jobPage(ctx, id) {
       status,
       h("div", { class: "job-status" }, h("span", { class: "state-line" }, "State: ", badge(job.state), job.cancel_requested && ACTIVE.has(job.state) ? badge("cancelling", "cancelled") : null), meter(progressOf(job), { label: "progress", text: `epoch ${p.epoch} of ${p.n_epochs || "?"}` })),
       facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", job.dataset_id ? h("a", { href: `#/datasets/${seg(job.dataset_id)}`, text: job.dataset_id }) : "deleted"], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
-      job.error ? notice("error", h("strong", { text: "Training failed: " }), job.error) : null,
+      // a cancelled job keeps why in `error` ("cancelled by request"): the reader asked for it, it did not fail
+      job.error && job.state === "cancelled" ? notice("warning", h("strong", { text: "Cancelled: " }), job.error) : null,
+      job.error && job.state !== "cancelled" ? notice("error", h("strong", { text: "Training failed: " }), job.error) : null,
     );
   };
 

@@ -16,7 +16,7 @@ export async function modelsPage() {
       "Models",
       table(
         [
-          { label: "Name", value: (m) => h("a", { href: `#/models/${seg(m.name)}`, text: m.name }) },
+          { label: "Name", value: (m) => h("a", { href: `#/models/${seg(m.name)}`, text: m.name }), wrap: true },
           { label: "Versions", value: (m) => fmt(m.n_versions), num: true },
           { label: "Latest", value: (m) => (m.latest_version ? h("a", { href: `#/models/${seg(m.name)}/${m.latest_version}`, text: `v${m.latest_version}` }) : "—") },
           { label: "Aliases", value: (m) => aliasBadges(m.aliases) },
@@ -92,7 +92,7 @@ async function eventsView(name) {
       [
         { label: "When", value: (e) => when(e.at) },
         { label: "Action", value: (e) => badge(e.action, "neutral") },
-        { label: "Alias", value: (e) => e.alias ?? "—" },
+        { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
         { label: "From", value: (e) => (e.from_version ? `v${e.from_version}` : "—") },
         { label: "To", value: (e) => (e.to_version ? `v${e.to_version}` : "—") },
         { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
@@ -189,7 +189,7 @@ function versionsTable(model, versions) {
 function aliasTable(model, versions, onRemove) {
   return table(
     [
-      { label: "Alias", value: (a) => h("code", { text: `${model.name}@${a.alias}` }) },
+      { label: "Alias", value: (a) => h("code", { text: `${model.name}@${a.alias}` }), wrap: true },
       { label: "Version", value: (a) => (a.version ? h("a", { href: `#/models/${seg(model.name)}/${a.version}`, text: `version ${a.version}` }) : a.id) },
       { label: "Remove", value: (a) => button("Remove…", (ev) => onRemove(a, ev.currentTarget), { kind: "danger-quiet", "aria-label": `Remove alias ${a.alias}` }) },
     ],

@@ -110,7 +110,7 @@ function evaluationsTable(items, names) {
     [
       { label: "Evaluation", value: (e) => h("a", { href: `#/evaluations/${seg(e.id)}`, text: when(e.created_at) }) },
       { label: "State", value: (e) => badge(e.state) },
-      { label: "Dataset", value: (e) => datasetLink(e.dataset_id, names) },
+      { label: "Dataset", value: (e) => datasetLink(e.dataset_id, names), wrap: true },
       { label: "Rows", value: (e) => fmt(e.n_rows), num: true },
       { label: "Accuracy", value: (e) => fmt(e.metrics?.accuracy), num: true },
       { label: "Weighted F1", value: (e) => fmt(e.metrics?.f1_weighted), num: true },
