@@ -72,11 +72,13 @@ def test_the_log_stays_bounded_under_steady_commits(tmp_path: Path) -> None:
     """Commits that never pause: the writer's backstop restarts the log, so it does not grow with the commits.
 
     Past the backstop the writer checkpoints after every commit until one finds the checkpoint lock free
-    (the thread holds it while it runs): the log overshoots the backstop, by up to ~500 frames on a loaded
-    2-core machine, but does not grow with the number of commits.
+    (the thread holds it while it runs): the log overshoots the backstop, by 200-700 frames on a quiet 2-core
+    machine and by up to ~2,000 during a full test run on a slow one, but does not grow with the number of
+    commits. The bound is half the commits: without the backstop the log reached 4,632 frames here (the
+    thread's checkpoints let some writers restart it), and without the thread too, one frame a commit.
     """
     path = tmp_path / "b.db"
-    backstop, commits = 200, 4000  # each commit adds at least one frame
+    backstop, commits = 200, 8000  # each commit adds at least one frame
     conn = _wal_db(path, autocheckpoint=backstop)
     ck = WalCheckpointer(str(path), interval_s=0.005)
     ck.start()
@@ -85,7 +87,7 @@ def test_the_log_stays_bounded_under_steady_commits(tmp_path: Path) -> None:
     finally:
         ck.stop()
     frames = ((tmp_path / "b.db-wal").stat().st_size - 32) // (4096 + 24)
-    assert frames <= 1500 < commits  # without a restart: >= 4,000
+    assert frames <= commits // 2  # the log's high-water mark: the file never shrinks
     assert ck.checkpoints >= 1
     conn.close()
 
