@@ -37,7 +37,7 @@ def _threshold(grid: UnitGrid, bound: float, lower: bool) -> float | None:
     None: unbounded; +inf (lower) / -inf (upper): nothing can pass."""
     if np.isinf(bound):
         return None if (bound < 0) == lower else bound
-    for off_grid in (True, False):  # the last snap moves whole numbers off the grid; a "pruned" snapshot did not
+    for off_grid in (True, False):  # the last snap moves thresholds off the decimal grid; a "pruned" snapshot did not
         snapped, short = snap_lower(grid, bound, off_grid) if lower else snap_upper(grid, bound, off_grid)
         if short is not None and np.isfinite(short) and np.float32(snapped) == np.float32(bound):
             return short

@@ -2,8 +2,9 @@
 
 Each one is part of training, applied to the network itself and measured by the benchmark:
 - `snap_bounds_`: every bound moves to the shortest decimal (in original units) inside the gap
-  between the two training values it lies between (in the last snap, in a whole-number column,
-  half a unit outward of a whole number, so no whole-number row lies on it), or to +-inf beyond
+  between the two training values it lies between (in the last snap, in a column whose training
+  values have at most d decimals, a threshold with at most d decimals moves half a unit of the d-th
+  decimal outward, so no row written with d decimals lies on it), or to +-inf beyond
   the training range: no training row changes side; vacuous predicates (both bounds infinite) are
   switched off;
 - `prune_predicates_`: predicates whose failure alone cannot block their rule at zero
@@ -39,8 +40,24 @@ class UnitGrid:
     z: np.ndarray
     mean: float
     scale: float
-    integral: bool = False  # every training value a whole number: bounds avoid whole numbers (no row on a bound)
+    decimals: int | None = None  # every training value has at most this many decimals: bounds avoid that grid
     fill_value: float = float("nan")  # what a missing value becomes: no bound is moved onto it
+
+
+MAX_DECIMALS = 6  # columns written with more decimals than this are treated as continuous
+
+
+def _on_decimal_grid(values: np.ndarray, d: int) -> bool:
+    """Whether every value is written exactly with d decimals (up to binary rounding)."""
+    scaled = np.asarray(values, dtype=np.float64) * 10.0**d
+    return bool(np.all(np.abs(scaled - np.round(scaled)) <= 8 * np.spacing(np.abs(scaled))))
+
+
+def value_decimals(values: np.ndarray) -> int | None:
+    """The fewest decimals (0..MAX_DECIMALS) that write every value, None when none do (or no values)."""
+    if not len(values):
+        return None
+    return next((d for d in range(MAX_DECIMALS + 1) if _on_decimal_grid(values, d)), None)
 
 
 def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) -> list[UnitGrid]:
@@ -53,8 +70,9 @@ def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) ->
             z = ((values - spec.mean) / spec.scale).astype(np.float32)
             # the fill value (the median, 20.5 between 20 and 21) stands for missing rows, not for a value seen
             seen = values[np.isfinite(values) & (values != spec.fill_value)]
-            integral = bool(len(seen)) and bool(np.all(seen == np.floor(seen)))
-            grids.append(UnitGrid(unit.feature, values, z, spec.mean, spec.scale, integral, spec.fill_value))
+            grids.append(
+                UnitGrid(unit.feature, values, z, spec.mean, spec.scale, value_decimals(seen), spec.fill_value)
+            )
         else:
             z = np.unique(Z[:, u]).astype(np.float32)
             grids.append(UnitGrid(unit.feature, z.astype(np.float64), z, 0.0, 1.0))
@@ -105,22 +123,26 @@ def snap_upper(grid: UnitGrid, b: float, off_grid: bool = False) -> tuple[float,
 
 
 def _gap_threshold(grid: UnitGrid, i: int, shift: float) -> float:
-    """The short decimal in the gap (grid.values[i - 1], grid.values[i]); with `shift` (the last snap), a
-    whole-number one of a whole-number column moved half a unit outward (20 -> 19.5 for a lower bound,
-    20.5 for an upper one): whole-number rows are decided as at 20, and none
-    (an unseen 20) lies exactly on the bound, where the network's predicate is 1/2 and could disagree
-    with the list. Done in the last snap only, so training up to it is unchanged; never out of the gap
-    (grid.values[i - 1], grid.values[i]), and never onto the fill value (a missing row, filled with a
-    median such as 20.5, would then lie on it)."""
+    """The short decimal in the gap (grid.values[i - 1], grid.values[i]); with `shift` (the last snap), one
+    written with no more decimals than the column's training values (`grid.decimals`, d) moved half a unit
+    of the d-th decimal outward (20 -> 19.5 for a lower bound, 20.5 for an upper one in a whole-number
+    column; 12.37 -> 12.375 for an upper one in a column of two decimals): rows written like the training
+    values are decided as at the short threshold, and none (an unseen 20, or 12.37) lies exactly on the
+    bound, where the network's predicate is 1/2 and could disagree with the list. Done in the last snap
+    only, so training up to it is unchanged; never out of the gap (grid.values[i - 1], grid.values[i]),
+    and never onto the fill value (a missing row, filled with a median such as 20.5, would then lie on it)."""
     t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
-    moved = t + shift
+    d = grid.decimals
+    if not shift or d is None or not _on_decimal_grid(np.array([t]), d):
+        return t
+    moved = round(t + shift * 10.0**-d, d + 1)
     inside = grid.values[i - 1] < moved < grid.values[i] and moved != grid.fill_value
-    return moved if shift and grid.integral and float(t).is_integer() and inside else t
+    return moved if inside else t
 
 
 def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid], off_grid: bool = False) -> None:
     """Snap every weighted bound into its gap between training values; drop vacuous predicates
-    (`off_grid`: whole-number thresholds of whole-number columns moved half a unit outward)."""
+    (`off_grid`: thresholds on a column's decimal grid moved half a unit of its last decimal outward)."""
     with torch.no_grad():
         lo_t, hi_t = ordered_bounds(net.lower, net.upper)
         lo, hi = lo_t.cpu().numpy().astype(np.float64), hi_t.cpu().numpy().astype(np.float64)

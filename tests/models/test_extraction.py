@@ -168,12 +168,42 @@ def test_whole_number_columns_get_bounds_no_whole_number_row_lies_on() -> None:
     assert all(v is None or float(f"{v:.6g}") == v for v in early), pruned.to_text()
 
 
+def test_columns_written_with_few_decimals_get_bounds_no_such_row_lies_on() -> None:
+    """As for whole numbers, one decimal further: in a column of two decimals, a bound snapped to an unseen
+    12.37 (between training values 12.36 and 12.38) put every test row of 12.37 on it (a tie)."""
+    from models.estimator import NeuRulesClassifier
+
+    rng = np.random.default_rng(1)
+    x = np.round(rng.integers(0, 300, 800) * 0.02 + 10.0, 2)  # even hundredths only in training
+    other = rng.integers(0, 100, 800)
+    y = ((x <= 12.37) ^ (other < 10)).astype(int)
+    X = pd.DataFrame({"x": x, "other": other})
+    clf = NeuRulesClassifier(n_rules=3, random_state=0, n_restarts=2, target_steps=200).fit(X, y)
+    bounds = [c for r in clf.rule_list_.rules for c in r.conditions if c.op == "between" and c.feature == "x"]
+    values = [v for c in bounds for v in (c.low, c.high) if v is not None]
+    assert values and not any(abs(v * 100 - round(v * 100)) < 1e-6 for v in values), clf.rule_list_.to_text()
+    assert all(len(repr(v).split(".")[-1]) <= 3 for v in values), clf.rule_list_.to_text()  # still short
+    odd = np.round(np.arange(500, 800) * 0.02 - 0.01, 2)  # odd hundredths 9.99..15.97: never seen
+    unseen = pd.DataFrame({"x": odd, "other": np.arange(len(odd)) % 100})
+    assert np.array_equal(clf.predict_network(unseen, stage="final"), clf.predict(unseen))
+
+
+def test_value_decimals_finds_the_fewest_decimals_that_write_every_value() -> None:
+    from models.structure import MAX_DECIMALS, value_decimals
+
+    assert value_decimals(np.array([1.0, 20.0, -3.0])) == 0
+    assert value_decimals(np.array([12.37, 0.1, 3.0])) == 2  # 12.37 * 100 is 1236.9999999999998 in binary
+    assert value_decimals(np.array([0.5, 1e9 + 0.25])) == 2
+    assert value_decimals(np.array([1 / 3])) is None and value_decimals(np.array([])) is None
+    assert value_decimals(np.array([10.0**-MAX_DECIMALS])) == MAX_DECIMALS
+
+
 def test_a_bound_moves_off_the_grid_only_inside_its_gap_and_never_onto_the_fill_value() -> None:
     from models.structure import UnitGrid
 
     def grid(values: list[float], fill: float) -> UnitGrid:
         v = np.array(values)
-        return UnitGrid(0, v, v.astype(np.float32), 0.0, 1.0, integral=True, fill_value=fill)
+        return UnitGrid(0, v, v.astype(np.float32), 0.0, 1.0, decimals=0, fill_value=fill)
 
     plain = grid([18.0, 20.0, 22.0], fill=19.0)
     assert snap_lower(plain, 21.0, True)[1] == 20.5 and snap_upper(plain, 21.0, True)[1] == 21.5
