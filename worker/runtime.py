@@ -46,18 +46,25 @@ class Reaper:
 
 
 class EmbeddedWorker:
-    """The in-process Celery worker of embedded mode; first requeues the jobs its previous incarnation held."""
+    """The in-process Celery worker of embedded mode; first requeues the jobs its previous incarnation held.
 
-    def __init__(self, db: Database, settings: Settings, celery_app: Celery) -> None:
+    `sole_worker`: this process holds the database's lock (`worker.database_lock`), so no other embedded worker
+    of this host runs on it and every running job held under `embedded@<host>/` is an orphan. Without it (a server
+    database) nothing is requeued at start: the reaper requeues orphans once their heartbeats are stale.
+    """
+
+    def __init__(self, db: Database, settings: Settings, celery_app: Celery, *, sole_worker: bool) -> None:
         self.db, self.settings, self.celery_app = db, settings, celery_app
+        self.sole_worker = sole_worker
         self._worker: RunningWorker | None = None
 
     def start(self) -> None:
-        """Requeue orphans of the previous embedded worker, then start consuming the training queue."""
-        try:  # one embedded worker per service: jobs its previous incarnation held are orphans now
-            reap_and_requeue(self.db, self.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/")
-        except Exception:
-            log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
+        """Requeue orphans of the previous embedded worker (when it is provably gone), then start consuming."""
+        if self.sole_worker:
+            try:  # the lock proves the previous incarnation gone: the jobs it held are orphans now
+                reap_and_requeue(self.db, self.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/")
+            except Exception:
+                log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
         self._worker = start_embedded_worker(self.celery_app, self.settings)
 
     def check(self) -> None:

@@ -12,12 +12,14 @@ import sys
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 from app.admin import migrate
 from app.observability import configure_logging
 from app.process_tuning import tune_server_process
 from app.settings import Settings
+from worker import database_lock
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -50,7 +52,10 @@ def _serve_process(index: int, host: str, port: int, settings: Settings) -> None
 
     if index > 0:  # one embedded worker per service, in process 0
         settings = settings.model_copy(update={"embedded_worker": False})
-    app = build_service(settings)
+    try:
+        app = build_service(settings)
+    except database_lock.DatabaseInUse as e:  # another service took the database since `serve` checked it
+        sys.exit(f"neurules-admin: {e}")
     # predict.csv's numeric chunks are typed by pandas: import it now (~0.4 s holding the GIL), not while
     # the first CSV of a busy process stalls its event loop; then it is frozen with the start-up heap
     import pandas  # noqa: F401
@@ -66,7 +71,10 @@ def _serve_process(index: int, host: str, port: int, settings: Settings) -> None
         timeout_keep_alive=30,
         server_header=False,
     )
-    uvicorn.Server(config).run(sockets=[reuseport_socket(host, port)])
+    server = uvicorn.Server(config)
+    server.run(sockets=[reuseport_socket(host, port)])
+    if not server.started:  # uvicorn returns normally when the application's start-up failed
+        sys.exit("neurules-admin: the server did not start (see the log above)")
 
 
 def serve(settings: Settings, host: str, port: int, workers: int, run_migrations: bool) -> None:
@@ -75,6 +83,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     if port_in_use(host, port):
         sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock_database(settings)
     if run_migrations and settings.migrate_on_start:
         migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
     logging.getLogger("neurules.cli").info(
@@ -88,6 +97,8 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     if workers <= 1:
         _serve_process(0, host, port, settings)
         return
+    if lock is not None:  # the process that runs the embedded worker (process 0) takes it for its lifetime
+        database_lock.release(lock)
     prom_dir = settings.data_dir / "prometheus"
     shutil.rmtree(prom_dir, ignore_errors=True)
     prom_dir.mkdir(parents=True)
@@ -100,6 +111,17 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     for p in procs:
         p.start()
     _supervise(procs)
+
+
+def _lock_database(settings: Settings) -> Path | None:
+    """Fail fast, before migrating, when another service runs an embedded worker on this SQLite database; else
+    hold its lock (see `worker.database_lock`). The lock file, or None when nothing is locked."""
+    if not settings.run_embedded_worker:
+        return None
+    try:
+        return database_lock.acquire(settings)
+    except database_lock.DatabaseInUse as e:
+        sys.exit(f"neurules-admin: {e}")
 
 
 def _supervise(procs: Sequence[BaseProcess]) -> None:

@@ -1,0 +1,105 @@
+"""Two `neurules-admin serve` on one data directory: the second refuses to start, and the first keeps serving
+and training its running job (the second used to requeue that job as an orphan of a previous embedded worker
+and train it a second time beside the first; see `worker.database_lock`)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ADMIN, Proc, admin, clean_env, free_port, wait_ready
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+CSV = "a,b,target\n" + "".join(f"{i % 17},{(i * 7) % 13},{int(i % 17 > 8)}\n" for i in range(120))
+
+
+def held_by(db: Path, job_id: str) -> tuple[str, str | None, int]:
+    """The job's state, worker and attempts as the database has them."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        state, worker, attempts = c.execute(
+            "SELECT state, worker, attempts FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    return state, worker, attempts
+
+
+def exit_status(second: Proc, before: tuple[str, str | None, int], db: Path, job_id: str) -> int | None:
+    """The second service's exit status; None when it is still running after 30 s or took the first one's job."""
+    deadline = time.monotonic() + 30
+    while second.p.poll() is None and time.monotonic() < deadline and held_by(db, job_id) == before:
+        time.sleep(0.1)
+    return second.p.poll()
+
+
+def test_a_second_service_on_the_same_data_refuses_to_start(tmp_path: Path) -> None:
+    env = clean_env()  # `make run`: no environment, ./var of the working directory
+    admin(["create-tenant", "t"], env, tmp_path)
+    key = admin(["create-key", "t"], env, tmp_path)
+    url = f"http://127.0.0.1:{free_port()}"
+    first = Proc([*ADMIN, "serve", "--port", url.rsplit(":", 1)[1]], env, tmp_path, tmp_path / "first.log")
+    try:
+        wait_ready(url, first)
+        with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=10) as c:
+            ds = c.post("/v1/datasets", files={"file": ("d.csv", CSV.encode(), "text/csv")}).json()["id"]
+            job = c.post(
+                "/v1/jobs", json={"dataset_id": ds, "target": "target", "parameters": {"n_rules": 3, "epochs": 5000}}
+            ).json()["id"]
+            deadline = time.monotonic() + 60
+            while (got := c.get(f"/v1/jobs/{job}").json())["state"] != "running":
+                assert got["state"] == "queued" and time.monotonic() < deadline, (got, first.tail())
+                time.sleep(0.1)
+            db = tmp_path / "var" / "neurules.sqlite3"
+            before = held_by(db, job)
+
+            second = Proc([*ADMIN, "serve", "--port", str(free_port())], env, tmp_path, tmp_path / "second.log")
+            try:
+                code = exit_status(second, before, db, job)
+            finally:
+                second.stop()
+            said = second.tail()
+            lock = os.path.realpath(db) + ".lock"
+            assert code is not None and code != 0, said
+            assert lock in said and f"held by pid {first.p.pid}" in said, said
+            assert "Traceback" not in said, said
+
+            assert c.get("/readyz").status_code == 200  # the first one serves on ...
+            got = c.get(f"/v1/jobs/{job}").json()
+            assert got["state"] == "running" and got["attempts"] == 1 and got["error"] is None, got
+            assert held_by(db, job) == before == ("running", before[1], 1)  # ... its job still its own
+            assert before[1] is not None and f"/{first.p.pid}/" in before[1]
+            c.post(f"/v1/jobs/{job}/cancel")  # stop training before the server stops
+    finally:
+        first.stop()
+    assert "reaped stale job" not in first.tail(100_000)
+
+
+def test_with_two_server_processes_the_one_running_the_embedded_worker_holds_the_lock(tmp_path: Path) -> None:
+    """`serve --workers 2`: process 0 runs the embedded worker and holds the lock for its own lifetime (a killed
+    supervisor leaves it running, and its jobs must stay its own); a second `serve` names that process."""
+    env = clean_env()
+    port = free_port()
+    first = Proc([*ADMIN, "serve", "--port", str(port), "--workers", "2"], env, tmp_path, tmp_path / "first.log")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", first)
+        lock = Path(os.path.realpath(tmp_path / "var" / "neurules.sqlite3.lock"))
+        holder = int(lock.read_text())
+        assert holder != first.p.pid
+        assert int(Path(f"/proc/{holder}/stat").read_text().rsplit(")", 1)[1].split()[1]) == first.p.pid  # its child
+        second = subprocess.run(
+            [*ADMIN, "serve", "--port", str(free_port()), "--workers", "2"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode != 0 and f"{lock} is held by pid {holder}" in second.stderr, second.stderr
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+    finally:
+        first.stop()

@@ -1,0 +1,138 @@
+"""One embedded worker per SQLite database (`worker.database_lock`): the lock, its holder, a killed holder, and
+the embedded worker requeueing at start only where the lock proves it alone (real processes in
+tests/e2e/test_two_embedded_services.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.services import jobs as jobsvc
+from app.settings import Settings
+from tests.conftest import ROOT
+from tests.worker.test_job_runner import job_row, make_job
+from worker.database_lock import DatabaseInUse, acquire, lock_path, release
+
+HOLD = """
+import sys, time
+from app.settings import Settings
+from worker import database_lock
+try:
+    database_lock.acquire(Settings(data_dir=sys.argv[1]))
+except database_lock.DatabaseInUse as e:
+    print(f"in use: {e}", flush=True)
+    sys.exit(7)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def holder(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    """Another process taking the data directory's database lock, and what it said: `held`, or (exit status 7)
+    why it was refused."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(data_dir)], env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert p.stdout is not None
+    said = p.stdout.readline().strip()
+    if said != "held":
+        p.wait(10)
+        p.stdout.close()
+    return p, said
+
+
+def stop(p: subprocess.Popen[str]) -> None:
+    """SIGKILL a holder (the kernel drops its lock) and reap it."""
+    p.kill()
+    p.wait()
+    if p.stdout is not None:
+        p.stdout.close()
+
+
+@pytest.fixture
+def released(tmp_path: Path) -> Iterator[Settings]:
+    """Settings on a fresh data directory; whatever lock this process took on it is given back afterwards."""
+    settings = Settings(data_dir=tmp_path / "var")
+    yield settings
+    path = lock_path(settings)
+    assert path is not None
+    release(path)
+
+
+def test_the_lock_lies_beside_the_sqlite_file_and_only_there(tmp_path: Path) -> None:
+    data = tmp_path / "var"
+    assert lock_path(Settings(data_dir=data)) == Path(os.path.realpath(data / "neurules.sqlite3.lock"))
+    other = tmp_path / "elsewhere" / "db.sqlite3"
+    assert lock_path(Settings(data_dir=data, database_url=f"sqlite:///{other}")) == Path(
+        os.path.realpath(f"{other}.lock")
+    )
+    assert lock_path(Settings(database_url="sqlite://")) is None  # in memory: no other process can open it
+    assert lock_path(Settings(database_url="sqlite:///:memory:")) is None
+    assert lock_path(Settings(database_url="postgresql+psycopg://u@h/db")) is None  # not this host's to lock
+
+
+def test_a_second_process_is_refused_with_the_path_and_the_holder(released: Settings) -> None:
+    path = acquire(released)
+    assert path is not None and acquire(released) == path  # again in the same process: fine
+    assert path.read_text() == f"{os.getpid()}\n"
+    other, said = holder(released.data_dir)
+    assert other.returncode == 7 and said.startswith("in use: ")
+    assert str(path) in said and f"held by pid {os.getpid()}" in said, said
+    release(path)
+    again, said = holder(released.data_dir)  # given back: the next one takes it
+    stop(again)
+    assert said == "held"
+
+
+def test_a_killed_holder_leaves_no_stale_lock(released: Settings) -> None:
+    other, said = holder(released.data_dir)
+    try:
+        assert said == "held"
+        with pytest.raises(DatabaseInUse) as refused:
+            acquire(released)
+        assert refused.value.holder == other.pid and f"held by pid {other.pid}" in str(refused.value)
+    finally:
+        stop(other)  # SIGKILL: no chance to clean anything up
+    path = lock_path(released)
+    assert path is not None and path.read_text() == f"{other.pid}\n"  # the dead holder's pid is still written...
+    assert acquire(released) == path  # ... and decides nothing: the kernel dropped its lock
+
+
+def test_build_service_refuses_a_database_another_embedded_worker_holds(tmp_path: Path) -> None:
+    from worker.service import build_service
+
+    other, said = holder(tmp_path / "var")
+    try:
+        assert said == "held"
+        with pytest.raises(DatabaseInUse):
+            build_service(Settings(data_dir=tmp_path / "var"), configure_logs=False)
+        api_only = build_service(Settings(data_dir=tmp_path / "var", embedded_worker=False), configure_logs=False)
+        api_only.state.service.db.dispose()  # an API without an embedded worker needs no lock
+    finally:
+        stop(other)
+
+
+@pytest.mark.parametrize("sole_worker", [True, False])
+def test_the_embedded_worker_requeues_at_start_only_when_it_is_the_only_one(
+    sqlite_api, monkeypatch: pytest.MonkeyPatch, sole_worker: bool
+) -> None:
+    """Holding the lock, every running job under `embedded@<host>/` is an orphan of its previous incarnation;
+    without it (a server database) such a job may be another live embedded worker's: left to the reaper."""
+    from worker import runtime
+    from worker.embedded import EMBEDDED_HOST
+
+    jid = make_job(sqlite_api)
+    st = sqlite_api.app.state.service
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, f"{EMBEDDED_HOST}/999/abc")
+    started: list[object] = []
+    monkeypatch.setattr(runtime, "start_embedded_worker", lambda app, settings: started.append(app))
+    runtime.EmbeddedWorker(st.db, st.settings, None, sole_worker=sole_worker).start()  # type: ignore[arg-type]
+    assert started == [None]
+    assert job_row(sqlite_api, jid).state == ("queued" if sole_worker else "running")

@@ -1,0 +1,97 @@
+"""One embedded training worker per SQLite database: an exclusive lock held for the process's lifetime.
+
+The embedded worker holds its jobs under `embedded@<host>/...` and, when it starts, requeues every running job
+under that prefix as an orphan of its previous incarnation (`worker.runtime.EmbeddedWorker`). That is right only
+while no other embedded worker on this host uses the same database: a second service started on the same data
+(`make run` twice, a systemd unit and a manual start) would take the first one's running jobs and train them
+again beside it. So the process that runs the embedded worker first takes an exclusive `flock` on
+`<database file>.lock`, beside the SQLite file, and keeps it until it exits. The kernel drops the lock when the
+process ends however it ends (SIGKILL, a crash, a power cut), so no stale lock blocks the next start; the file's
+content (the holder's pid) only names the holder in the message, it decides nothing.
+
+A server database (PostgreSQL) cannot be locked from this host's file system: there the embedded worker does not
+requeue at start and its orphans are requeued by the reaper once their heartbeats are stale, like any worker's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from app.settings import Settings
+
+
+class DatabaseInUse(RuntimeError):
+    """Another process runs an embedded worker on this SQLite database."""
+
+    def __init__(self, path: Path, holder: int | None) -> None:
+        self.path, self.holder = path, holder
+        who = f"pid {holder}" if holder is not None else "another process (pid not known yet)"
+        super().__init__(
+            f"another NeuRules service with an embedded worker is running on the database "
+            f"{path.with_suffix('')}: its lock {path} is held by {who}. Stop that service first, or give this "
+            f"one its own NEURULES_DATA_DIR (one embedded worker per database; NEURULES_EMBEDDED_WORKER=false "
+            f"serves the API without one)"
+        )
+
+
+_held: dict[Path, int] = {}  # lock file -> the descriptor holding it, in this process
+_guard = threading.Lock()
+
+
+def lock_path(settings: Settings) -> Path | None:
+    """The lock file of the settings' SQLite database file (`<file>.lock`); None for an in-memory or server database."""
+    if not settings.is_sqlite:
+        return None
+    url = make_url(settings.resolved_database_url)
+    name = url.database
+    if not name or name == ":memory:" or url.query.get("mode") == "memory":
+        return None
+    return Path(os.path.realpath(name + ".lock"))
+
+
+def acquire(settings: Settings) -> Path | None:
+    """Take the database's lock for the rest of this process's life (again in the same process: a no-op);
+    the lock file, or None where there is nothing to lock (see `lock_path`). DatabaseInUse when another
+    process holds it."""
+    path = lock_path(settings)
+    if path is None:
+        return None
+    with _guard:
+        if path in _held:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise DatabaseInUse(path, holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _held[path] = fd
+        return path
+
+
+def release(path: Path) -> None:
+    """Give a lock this process holds back (the kernel does it anyway when the process ends)."""
+    with _guard:
+        fd = _held.pop(path, None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor of the open file releases the flock
+
+
+def _read_pid(fd: int) -> int | None:
+    """The holder's pid as it wrote it (None while it has not yet, or when the file is not ours)."""
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return None
