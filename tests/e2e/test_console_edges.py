@@ -806,3 +806,161 @@ def test_a_cancelled_job_is_not_shown_as_a_failure(tab: Tab, console: Console) -
     expect(page.locator("main .notice-error")).to_have_count(0)
     expect(page.get_by_text("Training failed")).to_have_count(0)
     shot(tab, "44-job-cancelled")
+
+
+def test_a_compare_link_naming_a_version_that_does_not_exist_says_so(tab: Tab, console: Console) -> None:
+    """A link to compare a version the model does not have (a typo, or one from before a version went away) says
+    that version does not exist, and its select asks for a choice: it once showed another version selected in
+    its place, which "Compare" would then have compared. An alias in the link is read as its version."""
+    from playwright.sync_api import expect
+
+    import_model(console, "gone", rule_list_doc())
+    import_model(console, "gone", rule_list_doc())
+    r = console.api.put("/v1/registered-models/gone/aliases/production", json={"version": 1})
+    assert r.status_code == 200, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/gone/compare?base=7&other=2"))
+    warning = page.locator("main .notice-warning")
+    expect(warning).to_contain_text("gone has no version 7")
+    expect(warning).to_contain_text("It has versions 1, 2")
+    base = page.get_by_label("Base version")
+    expect(base).to_have_value("")
+    expect(base.locator("option:checked")).to_have_text("version 7 (does not exist): choose one")
+    expect(page.get_by_label("Other version")).to_have_value("2")
+    expect(page.get_by_role("heading", name=re.compile("^Rules: "))).to_have_count(0)
+    assert not [u for u in tab.requests if "/compare?" in u], "a comparison was asked for a version that is not there"
+    page.get_by_role("button", name="Compare").click()  # the select still asks for a version: nothing is compared
+    assert base.evaluate("(el) => el.validity.valueMissing")
+    base.select_option("1")
+    page.get_by_role("button", name="Compare").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(warning).to_have_count(0)
+
+    page.goto(_url(console, "models/gone/compare?base=1&other=9"))
+    expect(warning).to_contain_text("gone has no version 9")
+    expect(page.get_by_label("Other version")).to_have_value("")
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    page.goto(_url(console, "models/gone/compare?base=production&other=2"))
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    shot(tab, "45-compare-missing-version")
+
+
+def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:
+    """An evaluation or a comparison on a file without some of the model's columns is refused (missing_columns):
+    the console names each missing column once (the API's message lists them all, its details name each again
+    under one field: both were shown, the list twice)."""
+
+    import_model(console, "lacks", rule_list_doc())
+    import_model(console, "lacks", rule_list_doc())
+    ds = upload_csv(console, "only-age", ["age", "risk"], [[20 + i, "low" if i % 2 else "high"] for i in range(30)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/lacks/1"))
+    page.get_by_label("Labelled dataset").select_option(ds["id"])
+    page.get_by_label("Target column").select_option("risk")
+    page.get_by_role("button", name="Run evaluation").click()
+    _names_each_missing_column_once(page.locator(".eval-form [role=alert]"))
+    page.goto(_url(console, f"models/lacks/compare?base=1&other=2&dataset={ds['id']}"))
+    _names_each_missing_column_once(page.locator("main .notice-error"))
+    shot(tab, "46-missing-columns-once")
+
+
+def _names_each_missing_column_once(refusal: Any) -> None:
+    from playwright.sync_api import expect
+
+    expect(refusal).to_contain_text("missing_columns")
+    text = refusal.inner_text()
+    assert text.count("income") == 1 and text.count("smoker") == 1, text
+    assert "dataset_id" not in text, text
+
+
+RTL_DOC: dict[str, Any] = {
+    "format": "neurules.rulelist",
+    "version": 1,
+    "target": "סיכון",
+    "classes": ["נמוך", "גבוה"],
+    "features": [
+        {"name": "גיל", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
+        {"name": "الدخل", "type": "numeric", "fill_value": 30.0, "min": 0.0, "max": 200.0},
+        {"name": "עישון", "type": "categorical", "categories": ["כן", "לא", "לפעמים בערב", None]},
+    ],
+    "rules": [
+        {
+            "conditions": [
+                {"feature": "גיל", "op": "between", "low": 60.0, "high": None},
+                {"feature": "עישון", "op": "in", "values": ["כן", "לפעמים בערב"]},
+            ],
+            "class_counts": [3, 40],
+            "probabilities": [4 / 45, 41 / 45],
+        },
+        {
+            "conditions": [{"feature": "الدخل", "op": "between", "low": 5.0, "high": 10.0}],
+            "class_counts": [10, 20],
+            "probabilities": [11 / 32, 21 / 32],
+        },
+    ],
+    "default": {"class_counts": [120, 30], "probabilities": [121 / 152, 31 / 152]},
+    "smoothing": 1.0,
+    "metadata": {},
+}
+
+# the horizontal middle of each piece of an element's text, in the order given (first occurrence of each)
+CENTRES = """(el, pieces) => {
+  const nodes = [];
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n, at = 0; (n = walk.nextNode()); at += n.data.length) nodes.push([n, at]);
+  const locate = (i) => { const [n, at] = nodes.find(([n, at]) => i < at + n.data.length); return [n, i - at]; };
+  const text = el.textContent;
+  return pieces.map((piece) => {
+    const i = text.indexOf(piece);
+    if (i < 0) return null;
+    const range = document.createRange();
+    range.setStart(...locate(i));
+    const [n, off] = locate(i + piece.length - 1);
+    range.setEnd(n, off + 1);
+    const box = range.getBoundingClientRect();
+    return box.left + box.width / 2;
+  });
+}"""
+
+
+def _reads_in_order(locator: Any, pieces: list[str]) -> None:
+    """The pieces of the element's text are laid out left to right in the order given (the rule syntax's)."""
+    xs = locator.evaluate(CENTRES, pieces)
+    assert None not in xs, (locator.text_content(), pieces, xs)
+    assert xs == sorted(xs), f"{locator.text_content()!r} does not read {pieces} left to right: {xs}"
+
+
+def test_right_to_left_names_and_values_keep_each_condition_in_order(tab: Tab, console: Console) -> None:
+    """Hebrew and Arabic column names and category values: each condition still reads name, operator, value left
+    to right (the browser's bidi algorithm once pulled the operators and numbers into the right-to-left runs:
+    `גיל >= 60` showed as `60 =< גיל`, `{כן, לפעמים בערב}` with its values swapped)."""
+    from playwright.sync_api import expect
+
+    import_model(console, "rtl", RTL_DOC)
+    texts = console.api.get("/v1/models/rtl@1").json()["condition_texts"]
+    assert texts == [["גיל >= 60", "עישון in {כן, לפעמים בערב}"], ["5 <= الدخل <= 10"]], texts
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/rtl/1"))
+    chips = page.locator(".rule-list .chip")
+    expect(chips).to_have_count(3)
+    expect(chips.nth(0)).to_have_text(texts[0][0])  # the server's text, verbatim
+    _reads_in_order(chips.nth(0), ["גיל", ">=", "60"])
+    _reads_in_order(chips.nth(1), ["עישון", " in ", "כן", "לפעמים בערב", "}"])
+    _reads_in_order(chips.nth(2), ["5", "الدخل", "10"])
+    _reads_in_order(page.locator(".rule-list .decision").first, ["סיכון", "=", "גבוה"])
+    shot(tab, "47-rtl-version")
+
+    page.goto(_url(console, "models/rtl/1/try"))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="The default rule fired")).to_be_visible()
+    _reads_in_order(page.locator(".decision-line"), ["סיכון", "=", "נמוך", "by the default rule"])
+    failed = page.locator(".not-fired li")
+    expect(failed).to_have_count(2)
+    _reads_in_order(failed.nth(0).locator("code.fails"), ["גיל", ">=", "60"])
+    _reads_in_order(failed.nth(0).locator("div code"), ["גיל", ">=", "60", "and", "עישון", "כן", "לפעמים בערב"])
+    _reads_in_order(failed.nth(1).locator("code.fails"), ["5", "<=", "الدخل", "10"])
+    shot(tab, "48-rtl-try")
