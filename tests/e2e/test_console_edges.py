@@ -850,7 +850,8 @@ def test_a_compare_link_naming_a_version_that_does_not_exist_says_so(tab: Tab, c
 def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:
     """An evaluation or a comparison on a file without some of the model's columns is refused (missing_columns):
     the console names each missing column once (the API's message lists them all, its details name each again
-    under one field: both were shown, the list twice)."""
+    under one field: both were shown, the list twice). A refusal naming several cells lists each one."""
+    from playwright.sync_api import expect
 
     import_model(console, "lacks", rule_list_doc())
     import_model(console, "lacks", rule_list_doc())
@@ -865,6 +866,24 @@ def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:
     page.goto(_url(console, f"models/lacks/compare?base=1&other=2&dataset={ds['id']}"))
     _names_each_missing_column_once(page.locator("main .notice-error"))
     shot(tab, "46-missing-columns-once")
+
+    # cells that are not numbers: the message names the first, the list every other one (all with the same
+    # message, on other lines: the list once left them all out, leaving "(and 2 more problem(s))" unnamed)
+    bad = upload_csv(
+        console,
+        "bad-ages",
+        ["age", "income", "smoker", "risk"],
+        [["old" if i < 3 else 40 + i, 20, "no", "low"] for i in range(30)],
+    )
+    page.goto(_url(console, "models/lacks/1"))
+    page.get_by_label("Labelled dataset").select_option(bad["id"])
+    page.get_by_label("Target column").select_option("risk")
+    page.get_by_role("button", name="Run evaluation").click()
+    refusal = page.locator(".eval-form [role=alert]")
+    expect(refusal).to_contain_text("line 2.age: expected a number, got 'old' (and 2 more problem(s))")
+    expect(refusal.locator("li")).to_have_text(
+        ["line 3.age expected a number, got 'old'", "line 4.age expected a number, got 'old'"]
+    )
 
 
 def _names_each_missing_column_once(refusal: Any) -> None:
