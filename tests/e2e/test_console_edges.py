@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import DATASETS, rule_list_doc
 from tests.e2e.console_kit import (
+    SETTLE,
     Console,
     Tab,
     import_model,
@@ -983,3 +984,38 @@ def test_right_to_left_names_and_values_keep_each_condition_in_order(tab: Tab, c
     _reads_in_order(failed.nth(0).locator("div code"), ["גיל", ">=", "60", "and", "עישון", "כן", "לפעמים בערב"])
     _reads_in_order(failed.nth(1).locator("code.fails"), ["5", "<=", "الدخل", "10"])
     shot(tab, "48-rtl-try")
+
+
+def test_long_names_and_values_in_rules_break_instead_of_widening_the_page(tab: Tab, console: Console) -> None:
+    """A 180-character category and a 128-character column name (both allowed) in a rule: the chips, the try-a-record
+    labels and the explanation's rule text break inside their boxes; the page never scrolls sideways (the rule
+    card's chips once ran 300 px past the card, the try page's label and rule text past the screen)."""
+    from playwright.sync_api import expect
+
+    long_value, long_name = "x" * 180, "feature_" + "n" * 120
+    doc = _one_rule_doc()
+    doc["features"] = [
+        {"name": long_name, "type": "numeric", "fill_value": 5.0, "min": 0.0, "max": 10.0},
+        {"name": "note", "type": "categorical", "categories": [long_value, "short", None]},
+    ]
+    doc["rules"][0]["conditions"] = [
+        {"feature": "note", "op": "in", "values": [long_value, "short"]},
+        {"feature": long_name, "op": "between", "low": 1.0, "high": 3.0},
+    ]
+    import_model(console, "long-words", doc)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/long-words/1"))
+    expect(page.locator(".rule-list .chip")).to_have_count(2)
+    page.evaluate(SETTLE)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the version page is {widths[0]} px wide on a {widths[1]} px screen"
+    page.goto(_url(console, "models/long-words/1/try"))
+    page.get_by_label("note", exact=True).select_option(long_value)
+    page.get_by_label(long_name, exact=True).fill("2")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Rule 1 fired")).to_be_visible()
+    page.evaluate(SETTLE)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the try page is {widths[0]} px wide on a {widths[1]} px screen"
+    shot(tab, "49-long-words-try")
