@@ -833,6 +833,7 @@ def test_a_compare_link_naming_a_version_that_does_not_exist_says_so(tab: Tab, c
     assert not [u for u in tab.requests if "/compare?" in u], "a comparison was asked for a version that is not there"
     page.get_by_role("button", name="Compare").click()  # the select still asks for a version: nothing is compared
     assert base.evaluate("(el) => el.validity.valueMissing")
+    expect(base.locator("option[value='1']")).to_have_text("version 1 (production)")  # what is live, named
     base.select_option("1")
     page.get_by_role("button", name="Compare").click()
     expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()

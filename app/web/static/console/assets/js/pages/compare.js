@@ -100,7 +100,9 @@ function resolveVersion(asked, model, versions) {
 export async function comparePage(ctx, name) {
   // the registered model first: a name that is not one answers its 404 (the version list of an unknown name is empty)
   const [model, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
-  const nums = versions.items.map((v) => [v.version, `version ${v.version}`]);
+  // each version with its aliases (production, staging…): the reviewer compares a candidate with what is live
+  const aliasesOf = (v) => Object.entries(model.aliases || {}).filter(([, id]) => id === v.id).map(([a]) => a);
+  const nums = versions.items.map((v) => [v.version, `version ${v.version}${aliasesOf(v).length ? ` (${aliasesOf(v).join(", ")})` : ""}`]);
   const q = ctx.query;
   // a base alone (version 1's "Compare…": none before it) is compared with the newest version
   const newest = versions.items[0]?.version;
