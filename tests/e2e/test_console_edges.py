@@ -1020,3 +1020,25 @@ def test_long_names_and_values_in_rules_break_instead_of_widening_the_page(tab: 
     widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1], f"the try page is {widths[0]} px wide on a {widths[1]} px screen"
     shot(tab, "49-long-words-try")
+
+
+def test_a_decision_that_never_reached_the_service_is_not_called_refused(tab: Tab, console: Console) -> None:
+    """The network drops the "Decide" request: the page says the record was not decided because the service did not
+    answer (it said "The service refused the record: the service did not answer"), keeps what was typed, and the
+    next try decides it."""
+    from playwright.sync_api import expect
+
+    import_model(console, "offline", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/offline/1/try"))
+    page.get_by_label("age", exact=True).fill("70")
+    page.route("**/predict", lambda route: route.abort())
+    page.get_by_role("button", name="Decide", exact=True).click()
+    failure = page.locator(".try-answer [role=alert]")
+    expect(failure).to_contain_text("The record was not decided: the service did not answer")
+    expect(failure).not_to_contain_text("refused")
+    page.unroute("**/predict")
+    expect(page.get_by_label("age", exact=True)).to_have_value("70")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()

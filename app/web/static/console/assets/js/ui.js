@@ -37,6 +37,15 @@ function repeats(message, d) {
   return column !== null && message.includes(column[1] ?? column[2]);
 }
 
+/**
+ * The heading of a failed call's error: `refused` when the service answered no to the request itself (a 4xx),
+ * `failed` when it did not answer or could not serve it (network error, 5xx): "The service refused the record:
+ * the service did not answer" said the opposite of what happened.
+ */
+export function failureContext(err, refused, failed) {
+  return err instanceof ApiError && err.status >= 400 && err.status < 500 ? refused : failed;
+}
+
 /** The API's own message for a failed call, with the field details, shown where the call was made. */
 export function errorBox(err, context) {
   const isApi = err instanceof ApiError;

@@ -7,7 +7,7 @@ import { ApiError, get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
-import { busy, errorBox, field, notice, pageHeader, section, table } from "../ui.js";
+import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
 
 const MISSING = "__missing__";
 const OTHER = "__other__";
@@ -198,7 +198,7 @@ export async function tryPage(ctx, name, version) {
       try {
         mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
       } catch (err) {
-        mount(out, errorBox(err, "The service refused the record"));
+        mount(out, errorBox(err, failureContext(err, "The service refused the record", "The record was not decided")));
       }
     });
   };
