@@ -847,6 +847,10 @@ def test_a_compare_link_naming_a_version_that_does_not_exist_says_so(tab: Tab, c
     expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
     expect(page.get_by_label("Base version")).to_have_value("1")
     shot(tab, "45-compare-missing-version")
+    # a dataset that is gone: the select keeps it (it showed "(rules only)", which "Compare" then compared)
+    page.goto(_url(console, "models/gone/compare?base=1&other=2&dataset=ds_gone"))
+    expect(page.locator("main .notice-error")).to_contain_text("dataset 'ds_gone' not found")
+    expect(page.get_by_label("On dataset (optional)")).to_have_value("ds_gone")
 
 
 def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:

@@ -123,7 +123,12 @@ export async function comparePage(ctx, name) {
   };
   const baseSel = versionSelect(askedBase, base, versions.items[1]?.version || newest, "base");
   const otherSel = versionSelect(askedOther, other, newest, "other");
-  const dsSel = select([["", "(rules only)"], ...datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`])], { name: "dataset", value: q.get("dataset") || "" });
+  // a dataset the link names that the list does not hold (deleted, or beyond the newest 200) stays selected by its
+  // id, so the form shows what was compared (or what the 404 is about) instead of "(rules only)"
+  const askedDs = q.get("dataset") || "";
+  const dsOptions = datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`]);
+  if (askedDs && !datasets.items.some((d) => d.id === askedDs)) dsOptions.unshift([askedDs, askedDs]);
+  const dsSel = select([["", "(rules only)"], ...dsOptions], { name: "dataset", value: askedDs });
   const form = h(
     "form",
     { class: "compare-form" },
