@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import DATASETS, rule_list_doc
 from tests.e2e.console_kit import (
+    SETTLE,
     Console,
     Tab,
     import_model,
@@ -806,3 +807,242 @@ def test_a_cancelled_job_is_not_shown_as_a_failure(tab: Tab, console: Console) -
     expect(page.locator("main .notice-error")).to_have_count(0)
     expect(page.get_by_text("Training failed")).to_have_count(0)
     shot(tab, "44-job-cancelled")
+
+
+def test_a_compare_link_naming_a_version_that_does_not_exist_says_so(tab: Tab, console: Console) -> None:
+    """A link to compare a version the model does not have (a typo, or one from before a version went away) says
+    that version does not exist, and its select asks for a choice: it once showed another version selected in
+    its place, which "Compare" would then have compared. An alias in the link is read as its version."""
+    from playwright.sync_api import expect
+
+    import_model(console, "gone", rule_list_doc())
+    import_model(console, "gone", rule_list_doc())
+    r = console.api.put("/v1/registered-models/gone/aliases/production", json={"version": 1})
+    assert r.status_code == 200, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/gone/compare?base=7&other=2"))
+    warning = page.locator("main .notice-warning")
+    expect(warning).to_contain_text("gone has no version 7")
+    expect(warning).to_contain_text("It has versions 1, 2")
+    base = page.get_by_label("Base version")
+    expect(base).to_have_value("")
+    expect(base.locator("option:checked")).to_have_text("version 7 (does not exist): choose one")
+    expect(page.get_by_label("Other version")).to_have_value("2")
+    expect(page.get_by_role("heading", name=re.compile("^Rules: "))).to_have_count(0)
+    assert not [u for u in tab.requests if "/compare?" in u], "a comparison was asked for a version that is not there"
+    page.get_by_role("button", name="Compare").click()  # the select still asks for a version: nothing is compared
+    assert base.evaluate("(el) => el.validity.valueMissing")
+    expect(base.locator("option[value='1']")).to_have_text("version 1 (production)")  # what is live, named
+    base.select_option("1")
+    page.get_by_role("button", name="Compare").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(warning).to_have_count(0)
+
+    page.goto(_url(console, "models/gone/compare?base=1&other=9"))
+    expect(warning).to_contain_text("gone has no version 9")
+    expect(page.get_by_label("Other version")).to_have_value("")
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    page.goto(_url(console, "models/gone/compare?base=production&other=2"))
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    expect(page.get_by_label("Base version")).to_have_value("1")
+    shot(tab, "45-compare-missing-version")
+    # a dataset that is gone: the select keeps it (it showed "(rules only)", which "Compare" then compared)
+    page.goto(_url(console, "models/gone/compare?base=1&other=2&dataset=ds_gone"))
+    expect(page.locator("main .notice-error")).to_contain_text("dataset 'ds_gone' not found")
+    expect(page.get_by_label("On dataset (optional)")).to_have_value("ds_gone")
+
+
+def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:
+    """An evaluation or a comparison on a file without some of the model's columns is refused (missing_columns):
+    the console names each missing column once (the API's message lists them all, its details name each again
+    under one field: both were shown, the list twice). A refusal naming several cells lists each one."""
+    from playwright.sync_api import expect
+
+    import_model(console, "lacks", rule_list_doc())
+    import_model(console, "lacks", rule_list_doc())
+    ds = upload_csv(console, "only-age", ["age", "risk"], [[20 + i, "low" if i % 2 else "high"] for i in range(30)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/lacks/1"))
+    page.get_by_label("Labelled dataset").select_option(ds["id"])
+    page.get_by_label("Target column").select_option("risk")
+    page.get_by_role("button", name="Run evaluation").click()
+    _names_each_missing_column_once(page.locator(".eval-form [role=alert]"))
+    page.goto(_url(console, f"models/lacks/compare?base=1&other=2&dataset={ds['id']}"))
+    _names_each_missing_column_once(page.locator("main .notice-error"))
+    shot(tab, "46-missing-columns-once")
+
+    # cells that are not numbers: the message names the first, the list every other one (all with the same
+    # message, on other lines: the list once left them all out, leaving "(and 2 more problem(s))" unnamed)
+    bad = upload_csv(
+        console,
+        "bad-ages",
+        ["age", "income", "smoker", "risk"],
+        [["old" if i < 3 else 40 + i, 20, "no", "low"] for i in range(30)],
+    )
+    page.goto(_url(console, "models/lacks/1"))
+    page.get_by_label("Labelled dataset").select_option(bad["id"])
+    page.get_by_label("Target column").select_option("risk")
+    page.get_by_role("button", name="Run evaluation").click()
+    refusal = page.locator(".eval-form [role=alert]")
+    expect(refusal).to_contain_text("line 2.age: expected a number, got 'old' (and 2 more problem(s))")
+    expect(refusal.locator("li")).to_have_text(
+        ["line 3.age expected a number, got 'old'", "line 4.age expected a number, got 'old'"]
+    )
+
+
+def _names_each_missing_column_once(refusal: Any) -> None:
+    from playwright.sync_api import expect
+
+    expect(refusal).to_contain_text("missing_columns")
+    text = refusal.inner_text()
+    assert text.count("income") == 1 and text.count("smoker") == 1, text
+    assert "dataset_id" not in text, text
+
+
+RTL_DOC: dict[str, Any] = {
+    "format": "neurules.rulelist",
+    "version": 1,
+    "target": "סיכון",
+    "classes": ["נמוך", "גבוה"],
+    "features": [
+        {"name": "גיל", "type": "numeric", "fill_value": 50.0, "min": 20.0, "max": 80.0},
+        {"name": "الدخل", "type": "numeric", "fill_value": 30.0, "min": 0.0, "max": 200.0},
+        {"name": "עישון", "type": "categorical", "categories": ["כן", "לא", "לפעמים בערב", None]},
+    ],
+    "rules": [
+        {
+            "conditions": [
+                {"feature": "גיל", "op": "between", "low": 60.0, "high": None},
+                {"feature": "עישון", "op": "in", "values": ["כן", "לפעמים בערב"]},
+            ],
+            "class_counts": [3, 40],
+            "probabilities": [4 / 45, 41 / 45],
+        },
+        {
+            "conditions": [{"feature": "الدخل", "op": "between", "low": 5.0, "high": 10.0}],
+            "class_counts": [10, 20],
+            "probabilities": [11 / 32, 21 / 32],
+        },
+    ],
+    "default": {"class_counts": [120, 30], "probabilities": [121 / 152, 31 / 152]},
+    "smoothing": 1.0,
+    "metadata": {},
+}
+
+# the horizontal middle of each piece of an element's text, in the order given (first occurrence of each)
+CENTRES = """(el, pieces) => {
+  const nodes = [];
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n, at = 0; (n = walk.nextNode()); at += n.data.length) nodes.push([n, at]);
+  const locate = (i) => { const [n, at] = nodes.find(([n, at]) => i < at + n.data.length); return [n, i - at]; };
+  const text = el.textContent;
+  return pieces.map((piece) => {
+    const i = text.indexOf(piece);
+    if (i < 0) return null;
+    const range = document.createRange();
+    range.setStart(...locate(i));
+    const [n, off] = locate(i + piece.length - 1);
+    range.setEnd(n, off + 1);
+    const box = range.getBoundingClientRect();
+    return box.left + box.width / 2;
+  });
+}"""
+
+
+def _reads_in_order(locator: Any, pieces: list[str]) -> None:
+    """The pieces of the element's text are laid out left to right in the order given (the rule syntax's)."""
+    xs = locator.evaluate(CENTRES, pieces)
+    assert None not in xs, (locator.text_content(), pieces, xs)
+    assert xs == sorted(xs), f"{locator.text_content()!r} does not read {pieces} left to right: {xs}"
+
+
+def test_right_to_left_names_and_values_keep_each_condition_in_order(tab: Tab, console: Console) -> None:
+    """Hebrew and Arabic column names and category values: each condition still reads name, operator, value left
+    to right (the browser's bidi algorithm once pulled the operators and numbers into the right-to-left runs:
+    `גיל >= 60` showed as `60 =< גיל`, `{כן, לפעמים בערב}` with its values swapped)."""
+    from playwright.sync_api import expect
+
+    import_model(console, "rtl", RTL_DOC)
+    texts = console.api.get("/v1/models/rtl@1").json()["condition_texts"]
+    assert texts == [["גיל >= 60", "עישון in {כן, לפעמים בערב}"], ["5 <= الدخل <= 10"]], texts
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/rtl/1"))
+    chips = page.locator(".rule-list .chip")
+    expect(chips).to_have_count(3)
+    expect(chips.nth(0)).to_have_text(texts[0][0])  # the server's text, verbatim
+    _reads_in_order(chips.nth(0), ["גיל", ">=", "60"])
+    _reads_in_order(chips.nth(1), ["עישון", " in ", "כן", "לפעמים בערב", "}"])
+    _reads_in_order(chips.nth(2), ["5", "الدخل", "10"])
+    _reads_in_order(page.locator(".rule-list .decision").first, ["סיכון", "=", "גבוה"])
+    shot(tab, "47-rtl-version")
+
+    page.goto(_url(console, "models/rtl/1/try"))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="The default rule fired")).to_be_visible()
+    _reads_in_order(page.locator(".decision-line"), ["סיכון", "=", "נמוך", "by the default rule"])
+    failed = page.locator(".not-fired li")
+    expect(failed).to_have_count(2)
+    _reads_in_order(failed.nth(0).locator("code.fails"), ["גיל", ">=", "60"])
+    _reads_in_order(failed.nth(0).locator("div code"), ["גיל", ">=", "60", "and", "עישון", "כן", "לפעמים בערב"])
+    _reads_in_order(failed.nth(1).locator("code.fails"), ["5", "<=", "الدخل", "10"])
+    shot(tab, "48-rtl-try")
+
+
+def test_long_names_and_values_in_rules_break_instead_of_widening_the_page(tab: Tab, console: Console) -> None:
+    """A 180-character category and a 128-character column name (both allowed) in a rule: the chips, the try-a-record
+    labels and the explanation's rule text break inside their boxes; the page never scrolls sideways (the rule
+    card's chips once ran 300 px past the card, the try page's label and rule text past the screen)."""
+    from playwright.sync_api import expect
+
+    long_value, long_name = "x" * 180, "feature_" + "n" * 120
+    doc = _one_rule_doc()
+    doc["features"] = [
+        {"name": long_name, "type": "numeric", "fill_value": 5.0, "min": 0.0, "max": 10.0},
+        {"name": "note", "type": "categorical", "categories": [long_value, "short", None]},
+    ]
+    doc["rules"][0]["conditions"] = [
+        {"feature": "note", "op": "in", "values": [long_value, "short"]},
+        {"feature": long_name, "op": "between", "low": 1.0, "high": 3.0},
+    ]
+    import_model(console, "long-words", doc)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/long-words/1"))
+    expect(page.locator(".rule-list .chip")).to_have_count(2)
+    page.evaluate(SETTLE)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the version page is {widths[0]} px wide on a {widths[1]} px screen"
+    page.goto(_url(console, "models/long-words/1/try"))
+    page.get_by_label("note", exact=True).select_option(long_value)
+    page.get_by_label(long_name, exact=True).fill("2")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Rule 1 fired")).to_be_visible()
+    page.evaluate(SETTLE)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"the try page is {widths[0]} px wide on a {widths[1]} px screen"
+    shot(tab, "49-long-words-try")
+
+
+def test_a_decision_that_never_reached_the_service_is_not_called_refused(tab: Tab, console: Console) -> None:
+    """The network drops the "Decide" request: the page says the record was not decided because the service did not
+    answer (it said "The service refused the record: the service did not answer"), keeps what was typed, and the
+    next try decides it."""
+    from playwright.sync_api import expect
+
+    import_model(console, "offline", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/offline/1/try"))
+    page.get_by_label("age", exact=True).fill("70")
+    page.route("**/predict", lambda route: route.abort())
+    page.get_by_role("button", name="Decide", exact=True).click()
+    failure = page.locator(".try-answer [role=alert]")
+    expect(failure).to_contain_text("The record was not decided: the service did not answer")
+    expect(failure).not_to_contain_text("refused")
+    page.unroute("**/predict")
+    expect(page.get_by_label("age", exact=True)).to_have_value("70")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()

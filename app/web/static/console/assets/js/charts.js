@@ -3,6 +3,7 @@
 // "Show data" toggle with the numbers as a table.
 
 import { fmt, h, nextId, pct, s, scrollBox } from "./dom.js";
+import { ruleCode, ruleNodes } from "./ruletext.js";
 
 export const PALETTE = ["#1f5f6b", "#c2572b", "#5a6fb0", "#7a9a3a", "#a0488a", "#b08a1e", "#3c8d8a", "#8a5a44", "#4d4d4d", "#d17d9c"];
 
@@ -40,7 +41,7 @@ function dataToggle(headers, rows, caption = "the chart's numbers") {
         "table",
         { class: "data compact" },
         h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col", text: x })))),
-        h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", { text: fmt(c, 4) }))))),
+        h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c instanceof Node ? c : fmt(c, 4)))))),
       ),
     ),
   );
@@ -204,7 +205,7 @@ export function shareBars({ title, items, aLabel = "live", bLabel = "training" }
     { class: "chart-figure" },
     h("figcaption", { text: title }),
     svg,
-    dataToggle(["rule", aLabel, bLabel], items.map((it) => [it.title || it.label, pct(it.a), pct(it.b)])),
+    dataToggle(["rule", aLabel, bLabel], items.map((it) => [it.title ? ruleCode(it.title) : it.label, pct(it.a), pct(it.b)])),
   );
 }
 
@@ -343,7 +344,7 @@ function sharePanel(rule, buckets, { since, until, yMax, width, height }) {
     "li",
     { class: "panel", "data-rule-id": rule.id },
     h("div", { class: "panel-head" }, h("span", { class: "panel-name", title: rule.title || rule.name, text: rule.name }), h("span", { class: "panel-figures" }, h("strong", { text: pct(live) }), " vs ", pct(rule.training), diff === null ? null : h("span", { class: `panel-diff${Math.abs(diff) >= 0.05 ? " panel-diff-big" : ""}`, text: ` (${diff >= 0 ? "+" : "−"}${(Math.abs(diff) * 100).toFixed(1)} pts)` }))),
-    rule.title ? h("div", { class: "panel-rule muted small", text: rule.title }) : null,
+    rule.title ? h("div", { class: "panel-rule muted small", dir: "ltr" }, ruleNodes(rule.title)) : null,
     svg,
   );
 }

@@ -5,16 +5,16 @@
 import { fmt, h, pct } from "./dom.js";
 import { PALETTE } from "./charts.js";
 import { meter } from "./ui.js";
+import { ruleNodes, userText } from "./ruletext.js";
 
 /**
  * A condition chip showing the server's text for it verbatim (`condition_texts` of the version, written by
  * the one renderer the service uses everywhere: original units, `x = 1` for 0/1 columns); the feature's
- * name inside it is emphasised, nothing is rewritten.
+ * name inside it is emphasised, nothing is rewritten. Names and values are isolated (ruletext.js), so a
+ * right-to-left name does not reorder the condition around it.
  */
 export function chip(text, feature) {
-  const at = feature ? text.indexOf(feature) : -1;
-  const parts = at < 0 ? [text] : [text.slice(0, at), h("span", { class: "chip-feature", text: feature }), text.slice(at + feature.length)];
-  return h("span", { class: "chip", "data-feature": feature || null }, parts.filter((p) => p !== ""));
+  return h("span", { class: "chip", dir: "ltr", "data-feature": feature || null }, ruleNodes(text, { featureClass: "chip-feature" }));
 }
 
 /** The predicted class of a rule: arg max of its probabilities, first class on ties. */
@@ -34,7 +34,7 @@ export function classBars(classes, probabilities) {
     classes.map((c, i) => {
       const bar = meter(probabilities[i], { label: `P(${c})` });
       bar.querySelector(".meter-fill").style.backgroundColor = PALETTE[i % PALETTE.length];
-      return h("div", { class: "class-bar" }, h("span", { class: "class-name", text: `P(${fmt(c)})` }), bar);
+      return h("div", { class: "class-bar" }, h("span", { class: "class-name" }, "P(", userText(fmt(c)), ")"), bar);
     }),
   );
 }
@@ -69,7 +69,7 @@ export function ruleListView(doc, texts, heldout = new Map()) {
         h("span", { class: "kw", text: keyword }),
         ruleId === 0 ? null : h("span", { class: "chips" }, rule.conditions.length ? rule.conditions.map((c, k) => chip(conditionTexts[k], c.feature)) : h("span", { class: "chip", text: "always" })),
         h("span", { class: "kw", text: ruleId === 0 ? "" : "then" }),
-        h("span", { class: "decision" }, `${doc.target} = `, h("strong", { text: fmt(pred) })),
+        h("span", { class: "decision", dir: "ltr" }, userText(doc.target), " = ", h("strong", {}, userText(fmt(pred)))),
       ),
       h(
         "div",

@@ -24,12 +24,42 @@ export function notice(kind, ...content) {
   return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, content);
 }
 
+/**
+ * Whether the error's message already says what a detail says, so listing it again would repeat it: the message
+ * names the first problem as `field: message` (the details then list it and the others), or is the detail's own
+ * message, or (`missing_columns`) lists every missing column that the detail names again as "missing column 'x'".
+ * A detail with the same message as the first one but another field (a second missing field) says something new.
+ */
+function repeats(message, d) {
+  if (d.message === message) return true;
+  if (d.field ? message.includes(`${d.field}: ${d.message}`) : message.includes(d.message)) return true;
+  const column = /^missing column (?:'(.*)'|"(.*)")$/s.exec(d.message);
+  return column !== null && message.includes(column[1] ?? column[2]);
+}
+
+/**
+ * The heading of a failed call's error: `refused` when the service answered no to the request itself (a 4xx),
+ * `failed` when it did not answer or could not serve it (network error, 5xx): "The service refused the record:
+ * the service did not answer" said the opposite of what happened.
+ */
+export function failureContext(err, refused, failed) {
+  return err instanceof ApiError && err.status >= 400 && err.status < 500 ? refused : failed;
+}
+
 /** The API's own message for a failed call, with the field details, shown where the call was made. */
 export function errorBox(err, context) {
   const isApi = err instanceof ApiError;
   const message = isApi ? err.message : String(err && err.message ? err.message : err);
-  // a detail that only repeats the message (one field named in both) is left out
-  const details = isApi ? err.details.filter((d) => d && d.message && !message.includes(d.message)) : [];
+  const seen = new Set();
+  const details = isApi
+    ? err.details.filter((d) => {
+        if (!d || !d.message || repeats(message, d)) return false;
+        const key = `${d.field || ""}\u0000${d.message}`; // the same detail twice is shown once
+        if (seen.has(key)) return false;
+        seen.add(key);
+        return true;
+      })
+    : [];
   return h(
     "div",
     { class: "notice notice-error", role: "alert", "data-error-code": isApi ? err.code : "client_error" },

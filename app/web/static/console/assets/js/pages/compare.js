@@ -4,15 +4,16 @@
 import { get, qs, seg } from "../api.js";
 import { fmt, h, pct } from "../dom.js";
 import { heatTable } from "../charts.js";
+import { ruleCode } from "../ruletext.js";
 import { errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 function conditionDiff(c) {
   return h(
     "ul",
     { class: "cond-diff" },
-    c.removed.map((t) => h("li", { class: "diff-removed" }, h("span", { class: "diff-mark", text: "− " }), h("code", { text: t }))),
-    c.added.map((t) => h("li", { class: "diff-added" }, h("span", { class: "diff-mark", text: "+ " }), h("code", { text: t }))),
-    c.changed.map((x) => h("li", { class: "diff-changed" }, h("span", { class: "diff-mark", text: "~ " }), h("code", { text: x.base }), " → ", h("code", { text: x.other }))),
+    c.removed.map((t) => h("li", { class: "diff-removed" }, h("span", { class: "diff-mark", text: "− " }), ruleCode(t))),
+    c.added.map((t) => h("li", { class: "diff-added" }, h("span", { class: "diff-mark", text: "+ " }), ruleCode(t))),
+    c.changed.map((x) => h("li", { class: "diff-changed" }, h("span", { class: "diff-mark", text: "~ " }), ruleCode(x.base), " → ", ruleCode(x.other))),
   );
 }
 
@@ -34,11 +35,11 @@ function rulesDiff(r, base, other) {
       { empty: "No rule changed." },
     ),
     h("h3", { text: `Added in ${o} (${r.added.length})` }),
-    table([{ label: "Rule", value: (x) => `${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => h("code", { class: "diff-added", text: x.text }) }], r.added, { empty: "None." }),
+    table([{ label: "Rule", value: (x) => `${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => ruleCode(x.text, { class: "diff-added" }) }], r.added, { empty: "None." }),
     h("h3", { text: `Removed from ${b} (${r.removed.length})` }),
-    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id}` }, { label: "Conditions", value: (x) => h("code", { class: "diff-removed", text: x.text }) }], r.removed, { empty: "None." }),
+    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id}` }, { label: "Conditions", value: (x) => ruleCode(x.text, { class: "diff-removed" }) }], r.removed, { empty: "None." }),
     h("h3", { text: `Unchanged (${r.unchanged.length})` }),
-    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id} = ${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => h("code", { text: x.text }) }], r.unchanged, { empty: "None." }),
+    table([{ label: "Rule", value: (x) => `${b} #${x.base_rule_id} = ${o} #${x.other_rule_id}` }, { label: "Conditions", value: (x) => ruleCode(x.text) }], r.unchanged, { empty: "None." }),
   );
 }
 
@@ -78,18 +79,56 @@ function tooLargeHelp(name, base, other) {
   return notice("info", "Evaluate ", versions, " on this file instead (the version page's “Run an evaluation”: large files are scored in the background), then compare their metrics; or compare on a sample of the file.");
 }
 
+/**
+ * The version a link names (a number, an alias of the model or "latest"), as the number the version selects hold;
+ * null when the model has no such version (a hand-edited link, or one to a version that is gone).
+ */
+/** A version as a link names it: "version 7", or an alias-like word as it was written. */
+const asWritten = (asked) => (/^\d+$/.test(asked) ? `version ${asked}` : `version “${asked}”`);
+
+function resolveVersion(asked, model, versions) {
+  if (asked === null || asked === "") return null;
+  const numbers = new Set(versions.map((v) => String(v.version)));
+  if (numbers.has(asked)) return asked;
+  if (asked === "latest") return versions.length ? String(versions[0].version) : null;
+  const id = Object.hasOwn(model.aliases || {}, asked) ? model.aliases[asked] : null;
+  const aliased = id ? versions.find((v) => v.id === id) : null;
+  return aliased ? String(aliased.version) : null;
+}
+
 /** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
 export async function comparePage(ctx, name) {
   // the registered model first: a name that is not one answers its 404 (the version list of an unknown name is empty)
-  const [, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
-  const nums = versions.items.map((v) => [v.version, `version ${v.version}`]);
+  const [model, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
+  // each version with its aliases (production, staging…): the reviewer compares a candidate with what is live
+  const aliasesOf = (v) => Object.entries(model.aliases || {}).filter(([, id]) => id === v.id).map(([a]) => a);
+  const nums = versions.items.map((v) => [v.version, `version ${v.version}${aliasesOf(v).length ? ` (${aliasesOf(v).join(", ")})` : ""}`]);
   const q = ctx.query;
   // a base alone (version 1's "Compare…": none before it) is compared with the newest version
   const newest = versions.items[0]?.version;
-  const other = q.get("other") || (q.get("base") && String(newest) !== q.get("base") ? String(newest) : null);
-  const baseSel = select(nums, { name: "base", value: q.get("base") || versions.items[1]?.version || newest });
-  const otherSel = select(nums, { name: "other", value: other || newest });
-  const dsSel = select([["", "(rules only)"], ...datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`])], { name: "dataset", value: q.get("dataset") || "" });
+  const askedBase = q.get("base");
+  const askedOther = q.get("other") || (askedBase && String(newest) !== askedBase ? String(newest) : null);
+  const base = resolveVersion(askedBase, model, versions.items);
+  const other = resolveVersion(askedOther, model, versions.items);
+  // a version the link names that the model does not have is said so, in the select too: never silently replaced
+  // by another version (which "Compare" would then compare)
+  const missing = [askedBase && !base ? askedBase : null, askedOther && !other ? askedOther : null].filter(Boolean);
+  const versionSelect = (asked, found, fallback, fieldName) => {
+    if (asked && !found) {
+      const el = select([["", `${asWritten(asked)} (does not exist): choose one`], ...nums], { name: fieldName, value: "", required: true });
+      el.setAttribute("aria-invalid", "true");
+      return el;
+    }
+    return select(nums, { name: fieldName, value: found || fallback, required: true });
+  };
+  const baseSel = versionSelect(askedBase, base, versions.items[1]?.version || newest, "base");
+  const otherSel = versionSelect(askedOther, other, newest, "other");
+  // a dataset the link names that the list does not hold (deleted, or beyond the newest 200) stays selected by its
+  // id, so the form shows what was compared (or what the 404 is about) instead of "(rules only)"
+  const askedDs = q.get("dataset") || "";
+  const dsOptions = datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`]);
+  if (askedDs && !datasets.items.some((d) => d.id === askedDs)) dsOptions.unshift([askedDs, askedDs]);
+  const dsSel = select([["", "(rules only)"], ...dsOptions], { name: "dataset", value: askedDs });
   const form = h(
     "form",
     { class: "compare-form" },
@@ -101,15 +140,19 @@ export async function comparePage(ctx, name) {
     location.hash = `#/models/${seg(name)}/compare${qs({ base: baseSel.value, other: otherSel.value, dataset: dsSel.value })}`;
   });
   let result = null;
-  if (q.get("base") && other) {
+  if (missing.length) {
+    const have = nums.length ? `It has ${nums.length === 1 ? "version" : "versions"} ${versions.items.map((v) => v.version).reverse().join(", ")}.` : "It has no version.";
+    const which = [...new Set(missing)].map(asWritten).join(" or ");
+    result = notice("warning", h("strong", { text: `${name} has no ${which}` }), ` (the link names a version that does not exist, or no longer exists). ${have} Choose the versions to compare above.`);
+  } else if (base && other) {
     try {
-      const c = await get(`/v1/models/${seg(`${name}@${q.get("base")}`)}/compare${qs({ other: `${name}@${other}`, dataset_id: q.get("dataset") })}`);
+      const c = await get(`/v1/models/${seg(`${name}@${base}`)}/compare${qs({ other: `${name}@${other}`, dataset_id: q.get("dataset") })}`);
       result = [
         section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
         c.dataset ? section("On the dataset", datasetView(c.dataset, c.base, c.other)) : null,
       ];
     } catch (err) {
-      result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, q.get("base"), other) : null];
+      result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, base, other) : null];
     }
   } else if (versions.items.length < 2) result = notice("info", "This model has one version; train another to compare.");
   return h("div", {}, pageHeader(`Compare versions of ${name}`, h("span", {}, h("a", { href: `#/models/${seg(name)}`, text: name }))), section("Choose", form), result);

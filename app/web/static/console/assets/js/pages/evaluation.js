@@ -4,6 +4,7 @@
 import { get, seg } from "../api.js";
 import { fmt, h, mount, pct, when } from "../dom.js";
 import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
+import { ruleCode, userText } from "../ruletext.js";
 import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 
 function metricFacts(m, classes) {
@@ -35,12 +36,12 @@ function rulesTable(rules) {
   return table(
     [
       { label: "Rule", value: (r) => (r.rule_id === 0 ? "default" : `rule ${r.rule_id}`) },
-      { label: "Conditions", value: (r) => h("code", { class: "rule-text", text: r.rule_text }) },
+      { label: "Conditions", value: (r) => ruleCode(r.rule_text, { class: "rule-text" }) },
       { label: "Predicts", value: (r) => fmt(r.prediction) },
       { label: "Rows", value: (r) => fmt(r.n), num: true },
       { label: "Share (training)", value: (r) => `${pct(r.share)} (${pct(r.training_share)})`, num: true },
       { label: "Accuracy on its rows", value: (r) => (r.accuracy === null ? h("span", { class: "muted", text: "no row" }) : meter(r.accuracy, { label: "accuracy", kind: "ok" })) },
-      { label: "Class counts", value: (r) => Object.entries(r.class_counts || {}).map(([k, v]) => `${k}: ${v}`).join(", ") },
+      { label: "Class counts", value: (r) => Object.entries(r.class_counts || {}).map(([k, v], i) => [i ? ", " : "", userText(k), `: ${v}`]) },
     ],
     rules,
     { caption: "Each rule on the evaluation rows (list order, then the default rule)" },

@@ -6,7 +6,8 @@
 import { ApiError, get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
-import { busy, errorBox, field, notice, pageHeader, section, table } from "../ui.js";
+import { ruleCode, userText } from "../ruletext.js";
+import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
 
 const MISSING = "__missing__";
 const OTHER = "__other__";
@@ -56,7 +57,7 @@ function recordValue(c) {
 function conditionsTable(conditions) {
   return table(
     [
-      { label: "Condition", value: (c) => h("code", { text: c.text }) },
+      { label: "Condition", value: (c) => ruleCode(c.text) },
       { label: "Record's value", value: recordValue },
       { label: "Holds", value: (c) => (c.holds ? h("span", { class: "holds", text: "✓ yes" }) : h("span", { class: "fails", text: "✗ no" })) },
     ],
@@ -76,10 +77,10 @@ function notFiredList(items) {
         { "data-rule-id": r.rule_id },
         h("span", { class: "rule-id", text: `rule ${r.rule_id}` }),
         " did not fire: ",
-        h("code", { class: "fails", text: r.failed_condition.text }),
+        ruleCode(r.failed_condition.text, { class: "fails" }),
         " is false for ",
-        h("strong", {}, recordValue(r.failed_condition)),
-        h("div", { class: "muted small" }, "rule: ", h("code", { text: r.rule_text })),
+        h("strong", {}, userText(recordValue(r.failed_condition))),
+        h("div", { class: "muted small" }, "rule: ", ruleCode(r.rule_text)),
       ),
     ),
   );
@@ -90,7 +91,7 @@ function counterfactualView(cf, classes, target, apply) {
   return h(
     "div",
     { class: "counterfactual" },
-    h("p", {}, `Smallest change (${cf.n_changes} feature${cf.n_changes === 1 ? "" : "s"}) that makes `, h("strong", { text: `${target} = ${fmt(cf.prediction)}` }), ":"),
+    h("p", {}, `Smallest change (${cf.n_changes} feature${cf.n_changes === 1 ? "" : "s"}) that makes `, h("strong", { dir: "ltr" }, userText(target), " = ", userText(fmt(cf.prediction))), ":"),
     table(
       [
         { label: "Feature", value: (c) => h("code", { text: c.feature }) },
@@ -99,7 +100,7 @@ function counterfactualView(cf, classes, target, apply) {
       ],
       cf.changes,
     ),
-    h("p", {}, `Then rule ${cf.rule_id === 0 ? "0 (default)" : cf.rule_id} decides: `, h("code", { text: cf.rule_text })),
+    h("p", {}, `Then rule ${cf.rule_id === 0 ? "0 (default)" : cf.rule_id} decides: `, ruleCode(cf.rule_text)),
     classBars(classes, classes.map((c) => cf.probabilities[String(c)])),
     cf.exact === false ? notice("warning", "The search stopped at its budget (a very long list): this change works, but a smaller one may exist.") : null,
     h("button", { type: "button", class: "btn btn-secondary", text: "Apply this change and decide again", onclick: () => apply(cf.changes) }),
@@ -125,7 +126,7 @@ function unseenView(unseen) {
   return notice(
     "warning",
     h("strong", { text: `Value${entries.length === 1 ? "" : "s"} not seen in training: ` }),
-    entries.map(([feature, value], i) => [i ? ", " : "", h("code", { text: feature }), " = ", h("code", { text: fmt(value) })]),
+    entries.map(([feature, value], i) => [i ? ", " : "", h("code", {}, userText(feature)), " = ", h("code", {}, userText(fmt(value)))]),
     ". The rule list treats such a value as outside every condition's set of categories, so it was decided without an error: check it for a typo.",
   );
 }
@@ -139,12 +140,12 @@ function answerView(res, doc, apply) {
     { class: "answer" },
     section(
       "Decision",
-      h("p", { class: "decision-line" }, `${doc.target} = `, h("strong", { class: "decision-value", text: fmt(p.prediction) }), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
+      h("p", { class: "decision-line" }, userText(doc.target), " = ", h("strong", { class: "decision-value" }, userText(fmt(p.prediction))), ` by ${ex.is_default ? "the default rule" : `rule ${ex.rule_id}`} (training support ${ex.support}) of version ${answer.model_version.version}.`),
       unseenView(p.unseen_categories),
       classBars(answer.classes, answer.classes.map((c) => p.probabilities[String(c)])),
       h("p", { class: "muted small" }, "This decision was recorded in the audit log, like any other: ", h("a", { href: `#/audit${qs({ seq: p.audit_seq })}`, text: `record ${p.audit_seq} of this tenant's audit chain` }), "."),
     ),
-    section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, h("code", { text: ex.rule_text })), conditionsTable(ex.conditions)),
+    section(ex.is_default ? "The default rule fired" : `Rule ${ex.rule_id} fired`, h("p", {}, ruleCode(ex.rule_text)), conditionsTable(ex.conditions)),
     section("Earlier rules that did not fire", notFiredList(ex.not_fired)),
     section("What would change the decision", p.counterfactual ? counterfactualView(p.counterfactual, answer.classes, doc.target, apply) : cfError ? errorBox(cfError, "Counterfactuals are not available on this server") : notice("info", "The server returned no counterfactual.")),
   );
@@ -197,7 +198,7 @@ export async function tryPage(ctx, name, version) {
       try {
         mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
       } catch (err) {
-        mount(out, errorBox(err, "The service refused the record"));
+        mount(out, errorBox(err, failureContext(err, "The service refused the record", "The record was not decided")));
       }
     });
   };

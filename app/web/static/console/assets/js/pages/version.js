@@ -4,7 +4,7 @@
 import { get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
-import { badge, busy, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
+import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** Whether an evaluation scored the file the version was trained on (same SHA-256): null when that cannot be told. */
 async function isTrainingFile(ev, mv) {
@@ -162,7 +162,7 @@ export async function evaluationForm(ref, doc, datasets) {
         const evn = await post(`/v1/models/${ref}/evaluations`, { dataset_id: ds.value, target: target.value, slice_by: slice.value || null });
         location.hash = `#/evaluations/${seg(evn.id)}`;
       } catch (err) {
-        mount(message, errorBox(err, "Evaluation refused"));
+        mount(message, errorBox(err, failureContext(err, "Evaluation refused", "The evaluation did not start")));
       }
     });
   });
