@@ -2,8 +2,10 @@
 
 FastAPI ignores them, so a misspelt filter (`GET /v1/audit?model_name=...` for `model_version_id`) answered
 every record as if it had been applied: a silently wrong answer to an auditor. Every /v1 route checks the
-names against the ones it declares (its dependencies' included) and names each unknown one. The ops
-routes (health, readiness, metrics) are left lenient: probes and scrapers add parameters of their own.
+names against the ones it declares (its dependencies' included) and names each unknown one. A parameter
+given twice (`?state=queued&state=running`, `?limit=600&limit=5`) is a 422 too: FastAPI took the last and
+dropped the others, another filter silently not applied. The ops routes (health, readiness, metrics) are
+left lenient: probes and scrapers add parameters of their own.
 """
 
 from __future__ import annotations
@@ -36,20 +38,33 @@ def query_names(dependant: Dependant) -> frozenset[str]:
 
 
 def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict[str, Any]]:
-    """One validation error per query parameter name the operation does not take (none without a query string)."""
+    """One validation error per query parameter name the operation does not take, and per name given more than
+    once (none without a query string; no operation takes a list in its query)."""
     if not request.scope.get("query_string"):
         return []
     takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
-    return [
-        {
-            "type": "unknown_query_parameter",
-            "loc": ("query", name),
-            "msg": f"unknown query parameter; this operation takes {takes}",
-            "input": request.query_params[name],
-        }
-        for name in dict.fromkeys(request.query_params.keys())
-        if name not in allowed
-    ]
+    names = request.query_params.keys()
+    errors = []
+    for name in dict.fromkeys(names):
+        if name not in allowed:
+            errors.append(
+                {
+                    "type": "unknown_query_parameter",
+                    "loc": ("query", name),
+                    "msg": f"unknown query parameter; this operation takes {takes}",
+                    "input": request.query_params[name],
+                }
+            )
+        elif len(values := request.query_params.getlist(name)) > 1:
+            errors.append(
+                {
+                    "type": "repeated_query_parameter",
+                    "loc": ("query", name),
+                    "msg": f"given {len(values)} times ({', '.join(map(repr, values[:5]))}); give it once",
+                    "input": values,
+                }
+            )
+    return errors
 
 
 def takes_a_key(dependant: Dependant) -> bool:
