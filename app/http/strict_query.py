@@ -10,9 +10,11 @@ left lenient: probes and scrapers add parameters of their own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import orjson
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -21,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
+from app.http.bodies import is_json_content_type
+from app.http.jsonbody import repeated_key, repeated_key_error
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -67,6 +71,26 @@ def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict
     return errors
 
 
+async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
+    """A JSON body with a key given twice in one object: its error (FastAPI's parser keeps the last value).
+
+    A body that does not parse is left to FastAPI, which names what is wrong with it."""
+    if request.method not in ("POST", "PUT", "PATCH") or not is_json_content_type(request.headers.get("content-type")):
+        return []
+    raw = await request.body()  # kept by the request: FastAPI reads the same bytes
+    if not raw:
+        return []
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            parsed = json.loads(raw)
+        except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
+            return []
+    path = repeated_key(raw, parsed)
+    return [] if path is None else [repeated_key_error(path)]
+
+
 def takes_a_key(dependant: Dependant) -> bool:
     """Whether the operation authenticates its caller (depends on `current_principal`, directly or not)."""
     return any(sub.call is current_principal or takes_a_key(sub) for sub in dependant.dependencies)
@@ -86,7 +110,7 @@ class StrictQueryRoute(APIRoute):
         keyed = takes_a_key(self.dependant)
 
         async def strict(request: Request) -> Response:
-            errors = unknown_query_errors(request, allowed)
+            errors = unknown_query_errors(request, allowed) + await _repeated_key_errors(request)
             if errors:
                 if keyed:
                     await authenticate(request)  # 401 first, as FastAPI's own order would have it
