@@ -26,14 +26,23 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
+from app.http.jsonbody import repeated_key, repeated_key_error
 from app.http.strict_query import StrictQueryRoute, query_names, unknown_query_errors
 
 
 def _parse_json(body: bytes) -> Any:
+    """The parsed body; a key given twice in an object is a 422 naming it (`repeated_key`)."""
     try:
-        return orjson.loads(body)
+        parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
-        pass
+        parsed = _parse_json_stdlib(body)
+    repeated = repeated_key(body, parsed)
+    if repeated is not None:
+        raise RequestValidationError([repeated_key_error(repeated)], body=parsed)
+    return parsed
+
+
+def _parse_json_stdlib(body: bytes) -> Any:
     try:  # what orjson refuses but json takes (NaN, UTF-16), or json's own error
         return json.loads(body)
     except json.JSONDecodeError as e:

@@ -2,15 +2,19 @@
 
 FastAPI ignores them, so a misspelt filter (`GET /v1/audit?model_name=...` for `model_version_id`) answered
 every record as if it had been applied: a silently wrong answer to an auditor. Every /v1 route checks the
-names against the ones it declares (its dependencies' included) and names each unknown one. The ops
-routes (health, readiness, metrics) are left lenient: probes and scrapers add parameters of their own.
+names against the ones it declares (its dependencies' included) and names each unknown one. A parameter
+given twice (`?state=queued&state=running`, `?limit=600&limit=5`) is a 422 too: FastAPI took the last and
+dropped the others, another filter silently not applied. The ops routes (health, readiness, metrics) are
+left lenient: probes and scrapers add parameters of their own.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import orjson
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -19,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
+from app.http.bodies import is_json_content_type
+from app.http.jsonbody import repeated_key, repeated_key_error
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -36,20 +42,53 @@ def query_names(dependant: Dependant) -> frozenset[str]:
 
 
 def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict[str, Any]]:
-    """One validation error per query parameter name the operation does not take (none without a query string)."""
+    """One validation error per query parameter name the operation does not take, and per name given more than
+    once (none without a query string; no operation takes a list in its query)."""
     if not request.scope.get("query_string"):
         return []
     takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
-    return [
-        {
-            "type": "unknown_query_parameter",
-            "loc": ("query", name),
-            "msg": f"unknown query parameter; this operation takes {takes}",
-            "input": request.query_params[name],
-        }
-        for name in dict.fromkeys(request.query_params.keys())
-        if name not in allowed
-    ]
+    names = request.query_params.keys()
+    errors = []
+    for name in dict.fromkeys(names):
+        if name not in allowed:
+            errors.append(
+                {
+                    "type": "unknown_query_parameter",
+                    "loc": ("query", name),
+                    "msg": f"unknown query parameter; this operation takes {takes}",
+                    "input": request.query_params[name],
+                }
+            )
+        elif len(values := request.query_params.getlist(name)) > 1:
+            errors.append(
+                {
+                    "type": "repeated_query_parameter",
+                    "loc": ("query", name),
+                    "msg": f"given {len(values)} times ({', '.join(map(repr, values[:5]))}); give it once",
+                    "input": values,
+                }
+            )
+    return errors
+
+
+async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
+    """A JSON body with a key given twice in one object: its error (FastAPI's parser keeps the last value).
+
+    A body that does not parse is left to FastAPI, which names what is wrong with it."""
+    if request.method not in ("POST", "PUT", "PATCH") or not is_json_content_type(request.headers.get("content-type")):
+        return []
+    raw = await request.body()  # kept by the request: FastAPI reads the same bytes
+    if not raw:
+        return []
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            parsed = json.loads(raw)
+        except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
+            return []
+    path = repeated_key(raw, parsed)
+    return [] if path is None else [repeated_key_error(path)]
 
 
 def takes_a_key(dependant: Dependant) -> bool:
@@ -71,7 +110,7 @@ class StrictQueryRoute(APIRoute):
         keyed = takes_a_key(self.dependant)
 
         async def strict(request: Request) -> Response:
-            errors = unknown_query_errors(request, allowed)
+            errors = unknown_query_errors(request, allowed) + await _repeated_key_errors(request)
             if errors:
                 if keyed:
                     await authenticate(request)  # 401 first, as FastAPI's own order would have it

@@ -24,8 +24,10 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"], route_class=StrictQueryRo
 def list_audit(
     session: DbSession,
     principal: CurrentTenant,
-    model_version_id: Annotated[str | None, Query()] = None,
-    input_digest: Annotated[str | None, Query(description="SHA-256 of the record's canonical JSON")] = None,
+    model_version_id: Annotated[str | None, Query(min_length=1)] = None,
+    input_digest: Annotated[
+        str | None, Query(min_length=1, description="SHA-256 of the record's canonical JSON")
+    ] = None,
     seq: Annotated[
         int | None,
         Query(ge=1, le=2**63 - 1, description="the record at this place in the chain (a decision's `audit_seq`)"),

@@ -28,7 +28,10 @@ def compare(
     state: AppState,
     other: Annotated[str, Query(min_length=1, max_length=200, description="the other version's reference")],
     dataset_id: Annotated[
-        str | None, Query(max_length=40, description="score both on this dataset: disagreement, cross-table, metrics")
+        str | None,
+        Query(
+            min_length=1, max_length=40, description="score both on this dataset: disagreement, cross-table, metrics"
+        ),
     ] = None,
     target: Annotated[
         str | None, Query(min_length=1, max_length=300, description="label column (default: the model's target)")

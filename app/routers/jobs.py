@@ -38,8 +38,8 @@ def list_jobs(
     session: DbSession,
     principal: CurrentTenant,
     state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
-    dataset_id: Annotated[str | None, Query()] = None,
-    model_name: Annotated[str | None, Query()] = None,
+    dataset_id: Annotated[str | None, Query(min_length=1)] = None,
+    model_name: Annotated[str | None, Query(min_length=1)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> JobList:

@@ -65,7 +65,7 @@ def import_model(body: ModelCreate, session: DbSession, principal: CurrentTenant
 def list_versions(
     session: DbSession,
     principal: CurrentTenant,
-    name: Annotated[str | None, Query(description="only versions of this named model")] = None,
+    name: Annotated[str | None, Query(min_length=1, description="only versions of this named model")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> ModelVersionList:

@@ -74,14 +74,21 @@ async def predict(
     body: PredictionCreate,
     principal: CurrentTenant,
     request: Request,
-    explain: Annotated[bool, Query(description="false: no explanation, whatever the body's `explain` says")] = True,
+    explain: Annotated[
+        bool | None,
+        Query(
+            description="false: no explanation (the body's `explain` \"none\"); true: an explanation (the body's "
+            'mode, "rules" by default). Contradicting the body\'s `explain` is a 422 `conflicting_explain`'
+        ),
+    ] = None,
 ) -> Response:
     """Validate records against the model's fields, evaluate the rule list, audit, answer."""
     state = service_state(request)  # not a dependency: one less to solve on the hot path
+    with counted_rejections(state, "conflicting_explain"):
+        mode = predictions.explain_mode(body.explain, "explain" in body.model_fields_set, explain)
     with counted_rejections(state, "too_many_records"):
         predictions.check_record_count(len(body.records), state.settings.max_records_per_request)
     model = await load_model(state, principal.tenant_id, ref)
-    mode = body.explain if explain else "none"
     with counted_rejections(state, "invalid_record"):
         if mode == "counterfactual":  # a search per record: off the event loop
             results = await run_in_threadpool(predictions.decide_records, model, body.records, explain=mode)

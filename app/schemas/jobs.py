@@ -35,7 +35,10 @@ class JobCreate(BaseModel):
     dataset_id: str
     target: str = Field(description="column to predict")
     model_name: str | None = Field(
-        None, description="registered model the result is stored under (default: the dataset's name)"
+        None,
+        description="registered model the result is stored under: 1 to 100 letters, digits, '_', '.' or '-', "
+        "starting with a letter or digit, taken as sent (an empty name is refused, not replaced); left out: "
+        "made from the dataset's name",
     )
     parameters: TrainingParameters = Field(default_factory=TrainingParameters)
 

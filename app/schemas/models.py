@@ -41,7 +41,10 @@ class ModelCreate(BaseModel):
         json_schema_extra={"examples": [{"name": "credit-risk", "rule_list": EXAMPLE_RULE_LIST, "metrics": {}}]},
     )
 
-    name: str = Field(description="registered model name (letters, digits, '_', '.', '-')")
+    name: str = Field(
+        description="registered model name: 1 to 100 letters, digits, '_', '.' or '-', starting with a letter or "
+        "digit (taken as sent: nothing is trimmed or shortened)"
+    )
     rule_list: dict[str, Any] = Field(description="a `neurules.rulelist` document (see docs/rulelist-format.md)")
     metrics: dict[str, Any] = Field(default_factory=dict)
 

@@ -21,7 +21,7 @@ class PredictionCreate(BaseModel):
         "rules",
         description="rules: the deciding rule and the earlier ones that failed; counterfactual: that, plus the "
         "smallest change of the record that leads to another class; none: the decision only "
-        "(the query `explain=false` also means none)",
+        "(the query's older `explain=false` also means none; a query `explain` contradicting this one is a 422)",
     )
 
 

@@ -388,13 +388,13 @@ class _Check:
             return None
         if self.separators is not None:
             for name, seps in self.separators.items():
-                seps.add(table.columns[name], first)
+                seps.add(table.columns[name], first, table.lines.line)
         if not typed or not self.header_ok or self._settled():
             return Chunk(first, table.n_rows, {}, exact=True)
         columns = {n: decimal_comma.rewritten(c) if n in self.rewrite else c for n, c in table.columns.items()}
-        table = csvdata.Table(table.header, columns, table.n_rows)
+        table = csvdata.Table(table.header, columns, table.n_rows, table.lines)
         try:
-            cols = serving.table_columns(self.model, table, ignore_extra=self.ignore_extra, line_offset=first)
+            cols = serving.table_columns(self.model, table, ignore_extra=self.ignore_extra)
         except RecordError as e:
             self._note(e.details)
             return Chunk(first, table.n_rows, {}, exact=True)
@@ -511,7 +511,7 @@ def type_chunk(
     if fast is not None:
         return fast
     table = csvdata.parse_rows(text, header, delimiter, max_rows=10**9, line_offset=line - 1, rows_before=first_index)
-    cols = serving.table_columns(model, table, ignore_extra=ignore_extra, line_offset=first_index)
+    cols = serving.table_columns(model, table, ignore_extra=ignore_extra)
     return Chunk(first_index, table.n_rows, cols, exact=True)
 
 

@@ -2,6 +2,11 @@
 
 The API uses it to validate and profile uploads; the worker uses the same parser to build the
 training table, so both sides agree on types and on which tokens mean "missing".
+
+Messages name places one way (README, "CSV files"): `line N` is a line of the file as an editor numbers
+it (the header is line 1; blank lines and the lines inside a quoted cell count); `row i` is a data record
+counting from 0, as predict.csv's `index` column and `records[i]` do (blank lines are no rows). A message
+about a record names both, `row i (line N)`, N being the line the record starts on.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import csv
 import hashlib
 import io
 import math
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,12 +64,35 @@ class ColumnProfile:
 
 
 @dataclass(frozen=True)
+class RowLines:
+    """Where a table's data rows are: row `first_row + r` of the file starts on line `line(r)`.
+
+    Consecutive rows sit on consecutive lines; `marks` (local row, line) restart the count after a blank
+    line or a record spanning several lines, so a file without either keeps one mark.
+    """
+
+    marks: tuple[tuple[int, int], ...] = ((0, 2),)
+    first_row: int = 0
+
+    def line(self, r: int) -> int:
+        """The file line (header = 1) the table's row r (from 0 within the table) starts on."""
+        k = bisect_right(self.marks, (r, math.inf)) - 1
+        row, line = self.marks[max(k, 0)]
+        return line + r - row
+
+    def where(self, r: int) -> str:
+        """`row i (line N)` for the table's row r (i counts the file's data rows from 0)."""
+        return f"row {self.first_row + r} (line {self.line(r)})"
+
+
+@dataclass(frozen=True)
 class Table:
-    """A parsed CSV: header and raw cells per column (None for missing tokens)."""
+    """A parsed CSV: header and raw cells per column (None for missing tokens), and where its rows are."""
 
     header: list[str]
     columns: dict[str, list[str | None]]
     n_rows: int
+    lines: RowLines = field(default_factory=RowLines)
 
 
 def decode(data: bytes, line_offset: int = 0) -> str:
@@ -95,14 +124,14 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def _check_nul(header: list[str], row: list[str], line: int) -> None:
-    """Refuse a NUL character, naming its line and column (no database can store it in text)."""
+def _check_nul(header: list[str], row: list[str], where: str) -> None:
+    """Refuse a NUL character, naming its record (`where`) and column (no database can store it in text)."""
     for j, cell in enumerate(row):
         if "\x00" in cell:
             column = f"column {j + 1} ({header[j]!r})" if j < len(header) else f"column {j + 1}"
             raise CSVError(
                 "csv_nul_byte",
-                f"line {line}, {column}: contains a NUL character (byte 0); remove it (is the file a text CSV? "
+                f"{where}, {column}: contains a NUL character (byte 0); remove it (is the file a text CSV? "
                 "save it as UTF-8 text)",
             )
 
@@ -118,7 +147,7 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
         raise CSVError("csv_malformed", f"line 1: {e}") from None
     header = [h.strip() for h in header]
     if has_nul:
-        _check_nul(header, header, 1)
+        _check_nul(header, header, "line 1 (the header)")
     if len(header) > max_columns:
         raise CSVError("csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed")
     if unnamed_ok and len(header) > 1:
@@ -145,21 +174,29 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
 
 def _read_rows(
     reader: Any, header: list[str], max_rows: int, has_nul: bool, line_offset: int = 0, rows_before: int = 0
-) -> tuple[list[list[str | None]], int]:
-    """Cells per column (None for missing tokens) and the number of data rows (`rows_before` already read)."""
+) -> tuple[list[list[str | None]], int, RowLines]:
+    """Cells per column (None for missing tokens), the number of data rows (`rows_before` already read) and
+    the line each starts on."""
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in header]
     n = 0
+    marks: list[tuple[int, int]] = []
+    next_line = -1  # the line the next row starts on when nothing shifts it
+    end = reader.line_num  # the last line read
     try:
         for row in reader:
+            start, end = end + 1 + line_offset, reader.line_num
             if not row:
                 continue  # blank line
+            if start != next_line:
+                marks.append((n, start))
+            next_line = start + 1
             if has_nul:
-                _check_nul(header, row, reader.line_num + line_offset)
+                _check_nul(header, row, f"row {rows_before + n} (line {start})")
             if len(row) != width:
                 raise CSVError(
                     "csv_ragged_rows",
-                    f"line {reader.line_num + line_offset}: {len(row)} fields, but the header has {width} columns",
+                    f"row {rows_before + n} (line {start}): {len(row)} fields, but the header has {width} columns",
                 )
             n += 1
             if n + rows_before > max_rows:
@@ -169,7 +206,7 @@ def _read_rows(
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
-    return cols, n
+    return cols, n, RowLines(tuple(marks) or ((0, end + 1 + line_offset),), rows_before)
 
 
 def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
@@ -186,13 +223,13 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
     has_nul = "\x00" in text
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     header = _read_header(reader, max_columns, has_nul)
-    cols, n = _read_rows(reader, header, max_rows, has_nul, line_offset)
+    cols, n, lines = _read_rows(reader, header, max_rows, has_nul, line_offset)
     if n == 0:
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
     columns = dict(zip(header, cols, strict=True))
     if delimiter != ",":
-        columns = decimal_comma.normalise(columns)
-    return Table(header=header, columns=columns, n_rows=n)
+        columns = decimal_comma.normalise(columns, lines.line)
+    return Table(header=header, columns=columns, n_rows=n, lines=lines)
 
 
 def read_header(text: str, delimiter: str, *, max_columns: int = 10**6, unnamed_ok: bool = False) -> list[str]:
@@ -209,8 +246,8 @@ def parse_rows(
     `line_offset`: physical lines of the file before `text`; `rows_before`: data rows before it (for the row limit).
     """
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    cols, n = _read_rows(reader, header, max_rows, "\x00" in text, line_offset, rows_before)
-    return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n)
+    cols, n, lines = _read_rows(reader, header, max_rows, "\x00" in text, line_offset, rows_before)
+    return Table(header=header, columns=dict(zip(header, cols, strict=True)), n_rows=n, lines=lines)
 
 
 def to_float(cell: str) -> float | None:
@@ -221,8 +258,8 @@ def to_float(cell: str) -> float | None:
         return None
 
 
-def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
-    """Infer numeric vs categorical and count missing/distinct values."""
+def profile_column(name: str, cells: list[str | None], lines: RowLines | None = None) -> ColumnProfile:
+    """Infer numeric vs categorical and count missing/distinct values (`lines`: where the rows are, for messages)."""
     present = [c for c in cells if c is not None]
     missing = len(cells) - len(present)
     distinct_values = set(present)
@@ -233,7 +270,7 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
             row = next(i for i, c in enumerate(cells) if c is not None and math.isinf(to_float(c) or 0.0))
             raise CSVError(
                 "csv_non_finite",
-                f"column {name!r}: data row {row + 1} has {cells[row]!r}, which is not a "
+                f"column {name!r}: {(lines or RowLines()).where(row)} has {cells[row]!r}, which is not a "
                 "finite number; use an empty cell or NA for a missing value",
             )
         # distinct numbers, as training reads a numeric target (`1`, `01` and `1.0` are one class); beyond 2**53,
@@ -250,7 +287,7 @@ def profile_column(name: str, cells: list[str | None]) -> ColumnProfile:
 
 def profile(table: Table) -> list[ColumnProfile]:
     """Profile every column; an all-missing column is rejected (it carries no information)."""
-    out = [profile_column(name, table.columns[name]) for name in table.header]
+    out = [profile_column(name, table.columns[name], table.lines) for name in table.header]
     empty = [p.name for p in out if p.missing == table.n_rows]
     if empty:
         raise CSVError(

@@ -9,9 +9,12 @@ guessing and is refused. Comma-separated files are left alone (a quoted `"3,5"` 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.services.errors import Invalid
+
+Where = tuple[int, int, str]  # a cell: its data row (from 0), the line its record starts on, its text
 
 DECIMAL_COMMA = re.compile(r"^[+-]?(\d+,\d*|,\d+)([eE][+-]?\d+)?$")
 THOUSANDS_COMMA = re.compile(r"^[+-]?\d{1,3}(\.\d{3})+,\d*$")  # 1.234,5
@@ -36,55 +39,57 @@ class ColumnSeparators:
     name: str
     comma: bool = False  # a cell holds a ','
     text: bool = False  # a cell is not a number
-    thousands: tuple[int, str] | None = None  # the first cell with a thousands separator
-    decimal_comma: tuple[int, str] | None = None
-    point: tuple[int, str] | None = None
+    thousands: Where | None = None  # the first cell with a thousands separator
+    decimal_comma: Where | None = None
+    point: Where | None = None
 
-    def add(self, cells: list[str | None], first_row: int) -> None:
-        """Take the next cells of the column; `first_row`: the file's data row index of the first."""
-        for i, c in enumerate(cells, start=first_row):
+    def add(self, cells: list[str | None], first_row: int, line_of: Callable[[int], int]) -> None:
+        """Take the next cells of the column; `first_row`: the file's data row index (from 0) of the first,
+        `line_of`: the file line the r-th of these cells' records starts on."""
+        for r, c in enumerate(cells):
             if c is None:
                 continue
             if "," not in c:  # a number only if float reads it (both patterns need a comma)
                 if not self.text and not _is_float(c):
                     self.text = True
                 elif not self.text and self.point is None and "." in c:
-                    self.point = (i, c)
+                    self.point = (first_row + r, line_of(r), c)
                 continue
             self.comma = True
             if not self.text:
-                self._add_comma(i, c)
+                self._add_comma((first_row + r, line_of(r), c))
 
-    def _add_comma(self, i: int, c: str) -> None:
+    def _add_comma(self, cell: Where) -> None:
         """A cell with a comma: a decimal comma, a thousands separator, or text (float reads no comma)."""
+        c = cell[2]
         thousands = THOUSANDS_COMMA.match(c)
         decimal = DECIMAL_COMMA.match(c)
         if not thousands and not decimal:
             self.text = True
             return
         if thousands and self.thousands is None:
-            self.thousands = (i, c)
+            self.thousands = cell
         if decimal and self.decimal_comma is None:
-            self.decimal_comma = (i, c)
+            self.decimal_comma = cell
         if self.point is None and "." in c and not thousands:
-            self.point = (i, c)
+            self.point = cell
 
     def rewrite(self) -> bool:
         """Whether the column's commas are decimal commas (read as points); DecimalSeparatorError when unreadable."""
         if not self.comma or self.text:
             return False
         if self.thousands is not None:
-            row, cell = self.thousands
+            row, line, cell = self.thousands
             raise DecimalSeparatorError(
-                f"column {self.name!r}: data row {row + 1} has {cell!r} with a thousands separator; "
+                f"column {self.name!r}: row {row} (line {line}) has {cell!r} with a thousands separator; "
                 "remove the '.' thousands separators (decimal commas are fine)",
                 code="csv_thousands_separator",
             )
         if self.decimal_comma is not None and self.point is not None:
-            (comma, c_cell), (point, p_cell) = self.decimal_comma, self.point
+            (comma, c_line, c_cell), (point, p_line, p_cell) = self.decimal_comma, self.point
             raise DecimalSeparatorError(
-                f"column {self.name!r} mixes decimal commas (data row {comma + 1}: {c_cell!r}) and decimal points "
-                f"(data row {point + 1}: {p_cell!r}); write every number of a column the same way",
+                f"column {self.name!r} mixes decimal commas (row {comma}, line {c_line}: {c_cell!r}) and decimal "
+                f"points (row {point}, line {p_line}: {p_cell!r}); write every number of a column the same way",
                 code="csv_mixed_decimal_separators",
             )
         return True
@@ -95,13 +100,14 @@ def rewritten(cells: list[str | None]) -> list[str | None]:
     return [None if c is None else c.replace(",", ".") for c in cells]
 
 
-def normalise_column(name: str, cells: list[str | None]) -> list[str | None]:
-    """The column with decimal commas turned into points; unchanged when it has none or holds text."""
+def normalise_column(name: str, cells: list[str | None], line_of: Callable[[int], int]) -> list[str | None]:
+    """The column with decimal commas turned into points; unchanged when it has none or holds text
+    (`line_of`: the file line row r starts on, for the messages)."""
     seps = ColumnSeparators(name)
-    seps.add(cells, 0)
+    seps.add(cells, 0, line_of)
     return rewritten(cells) if seps.rewrite() else cells
 
 
-def normalise(columns: dict[str, list[str | None]]) -> dict[str, list[str | None]]:
+def normalise(columns: dict[str, list[str | None]], line_of: Callable[[int], int]) -> dict[str, list[str | None]]:
     """Every column of a `;`/tab/`|`-separated table with its decimal commas read (see the module doc)."""
-    return {name: normalise_column(name, cells) for name, cells in columns.items()}
+    return {name: normalise_column(name, cells, line_of) for name, cells in columns.items()}

@@ -14,7 +14,6 @@ from app.services import datasets, registry
 from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
-from app.services.registry import NAME_RE
 from app.services.training_params import check_options, most_auto_epochs
 from app.tables import Dataset, Job, new_id, utcnow
 
@@ -131,11 +130,11 @@ def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
     """Validate a job request against the dataset profile and limits; returns the model name."""
     _check_target(body, ds, limits)
     _check_parameters(body, ds, limits)
-    # the name sent is checked as sent (never shortened); the one made from the dataset's name is cut to fit
-    name = body.model_name or (re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).strip("-.") or "model")[:100]
-    if not NAME_RE.match(name):
-        raise _bad("model_name", "letters, digits, '_', '.', '-' only; at most 100; must not start with '-' or '.'")
-    return name
+    if body.model_name is not None:  # checked as sent: an empty name is refused, not replaced by the default
+        return registry.check_name(body.model_name, "model_name")
+    # none sent: made from the dataset's name, cut to fit (a name starts with a letter or digit: `_x.csv` -> `x`)
+    name = (re.sub(r"[^A-Za-z0-9_.-]", "-", ds.name).lstrip("-._").rstrip("-.") or "model")[:100]
+    return registry.check_name(name, "model_name")
 
 
 def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreate, limits: JobLimits) -> Job:

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from app.services import audit, batch, serving
 from app.services.auth import Principal
-from app.services.errors import TooLarge
+from app.services.errors import Invalid, TooLarge
 from app.services.serving import ServedModel
 from models.counterfactual import counterfactual
 
@@ -20,6 +20,32 @@ def check_record_count(n: int, limit: int) -> None:
     """TooLarge when a JSON request carries more records than allowed."""
     if n > limit:
         raise TooLarge(f"records: {n} records; at most {limit} per request (use the CSV batch endpoint for more)")
+
+
+def explain_mode(body: ExplainMode, body_given: bool, query: bool | None) -> ExplainMode:
+    """What to explain, from the body's `explain` and the query's `explain` (None: not in the query).
+
+    The query's boolean is the older switch: `false` means "none", `true` an explanation (the body's mode,
+    "rules" when the body gives none). Both given and disagreeing is a 422 naming both: neither silently wins.
+    """
+    if query is None:
+        return body
+    if not body_given:
+        return "rules" if query else "none"
+    if query == (body != "none"):
+        return body
+    message = (
+        f'the query\'s explain={str(query).lower()} contradicts the body\'s "explain": "{body}"; send one of them '
+        '(the body\'s takes "rules", "counterfactual" or "none")'
+    )
+    raise Invalid(
+        message,
+        code="conflicting_explain",
+        details=[
+            {"field": "query.explain", "message": f"{str(query).lower()} contradicts the body's explain"},
+            {"field": "explain", "message": f"{body!r} contradicts the query's explain={str(query).lower()}"},
+        ],
+    )
 
 
 def decide_records(model: ServedModel, records: list[Any], *, explain: ExplainMode) -> list[dict[str, Any]]:

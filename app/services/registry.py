@@ -48,13 +48,18 @@ def parse_ref(ref: str) -> Ref:
     return Ref(name=name, alias=tail)
 
 
-def check_name(name: str) -> str:
-    """Validate a model name."""
+NAME_RULE = "1 to 100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+
+def check_name(name: str, field: str = "name") -> str:
+    """Validate a model name as a client sent it (`field`: where, for the 422): NAME_RE, no other form.
+
+    One rule wherever a name comes in (a job's `model_name`, an import's `name`): it is the name's segment of
+    `name@alias` in URLs, so nothing is trimmed, shortened or replaced.
+    """
     if not NAME_RE.match(name):
-        raise Invalid(
-            f"name: {name!r} is not a valid model name (letters, digits, '_', '.', '-'; at most 100; no '@')",
-            details=[{"field": "name", "message": "invalid model name"}],
-        )
+        shown = repr(name) if len(name) <= 120 else f"{name[:100]!r}... ({len(name)} characters)"
+        raise Invalid.field(field, f"{shown} is not a valid model name: {NAME_RULE}")
     return name
 
 
@@ -254,6 +259,7 @@ def add_version(
 ) -> ModelVersion:
     """Validate a rule-list document and store it as the next immutable version of `name` (with its
     `version_created` event, by the API key or the job that made it)."""
+    check_name(name)  # the first field of an import: its 422 comes before the document's
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)

@@ -259,10 +259,9 @@ def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -
         raise RecordError(details)
 
 
-def table_columns(
-    model: ServedModel, table: Table, *, ignore_extra: bool = False, line_offset: int = 0
-) -> dict[str, list[Any]]:
-    """The model's columns of a parsed CSV, typed (floats, None for missing); errors name line and column."""
+def table_columns(model: ServedModel, table: Table, *, ignore_extra: bool = False) -> dict[str, list[Any]]:
+    """The model's columns of a parsed CSV, typed (floats, None for missing); errors name line and column
+    (`line N.feature`, N the line the record starts on) and the row (from 0, as the answer's `index`)."""
     check_header(model, table.header, ignore_extra=ignore_extra)
     details: list[dict[str, Any]] = []
     cols: dict[str, list[Any]] = {}
@@ -279,8 +278,10 @@ def table_columns(
             v = to_float(c)
             if v is None or math.isinf(v):
                 kind = "a number" if v is None else "a finite number"
-                line = r + 2 + line_offset
-                details.append({"field": f"line {line}.{f.name}", "message": f"expected {kind}, got {c!r}"[:200]})
+                row, line = table.lines.first_row + r, table.lines.line(r)
+                got = repr(c) if len(c) <= 150 else f"{c[:150]!r}..."
+                message = f"expected {kind}, got {got} (row {row})"
+                details.append({"field": f"line {line}.{f.name}", "message": message, "row": row, "line": line})
                 if len(details) > MAX_ERROR_DETAILS:
                     raise RecordError(details)
             vals.append(v)

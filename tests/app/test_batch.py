@@ -136,7 +136,7 @@ def test_plain_numeric_chunk_takes_the_fast_path_with_the_exact_values() -> None
     header, _, rest = data.partition(b"\n")
     chunk = batch.type_chunk(model, header + b"\n", rest, 2, 0, ",", False)
     assert not chunk.exact and chunk.n_rows == 500
-    exact = serving.table_columns(model, parse_csv(data), ignore_extra=False, line_offset=0)
+    exact = serving.table_columns(model, parse_csv(data), ignore_extra=False)
     assert {k: v.tolist() for k, v in chunk.columns.items()} == {k: list(exact[k]) for k in chunk.columns}
 
 
@@ -637,7 +637,7 @@ def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
     def decide(parts: list[list[str | None]]) -> Any:
         seps, row = ColumnSeparators("c"), 0
         for part in parts:
-            seps.add(part, row)
+            seps.add(part, row, lambda r, first=row: first + r + 2)
             row += len(part)
         try:
             return seps.rewrite()

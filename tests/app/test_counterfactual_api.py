@@ -8,6 +8,8 @@ import io
 import re
 from collections import Counter
 
+import pytest
+
 from models.counterfactual import apply_changes
 from tests.app.governance_helpers import csv_bytes, labelled_rows, predict, records_of
 
@@ -49,15 +51,42 @@ def test_explain_modes(api, doc) -> None:
     assert p["explanation"] and "counterfactual" not in p
     (p,) = predict(api, v["id"], [rec], explain="none")
     assert "explanation" not in p and "counterfactual" not in p
-    r = api.client.post(
-        f"/v1/models/{v['id']}/predict",
-        params={"explain": "false"},
-        json={"records": [rec], "explain": "counterfactual"},
-        headers=api.h(),
-    )
-    assert r.status_code == 200 and not {"explanation", "counterfactual"} & set(r.json()["predictions"][0])
     r = api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [rec], "explain": "yes"}, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "explain"
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "shown"),
+    [
+        ("false", None, set()),
+        ("false", "none", set()),
+        ("true", None, {"explanation"}),
+        ("true", "rules", {"explanation"}),
+        ("true", "counterfactual", {"explanation", "counterfactual"}),
+        ("false", "rules", None),
+        ("false", "counterfactual", None),
+        ("true", "none", None),
+    ],
+)
+def test_explain_in_query_and_body(sqlite_api, doc, query: str, body: str | None, shown: set[str] | None) -> None:
+    """The query's `explain` and the body's agree, or the request is a 422 naming both: `?explain=false` with a
+    body asking for a counterfactual answered 200 without one (the query won), `?explain=true` with
+    `"explain": "none"` answered without an explanation (the body won), and nothing was said."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    rec = {"age": 70, "income": 50, "smoker": "yes"}
+    sent = {"records": [rec]} | ({} if body is None else {"explain": body})
+    r = api.client.post(f"/v1/models/{v['id']}/predict", params={"explain": query}, json=sent, headers=api.h())
+    if shown is None:
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "conflicting_explain", err
+        assert [d["field"] for d in err["details"]] == ["query.explain", "explain"], err
+        assert api.count("audit_log") == 0
+    else:
+        assert r.status_code == 200, r.text
+        (p,) = r.json()["predictions"]
+        assert {"explanation", "counterfactual"} & {k for k, x in p.items() if x is not None} == shown, p
 
 
 def _decision_counts(api) -> dict[str, float]:

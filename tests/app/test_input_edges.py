@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from fastapi.testclient import TestClient
 
 HUGE = int("9" * 400)  # a JSON integer that does not fit a float
@@ -68,7 +69,7 @@ def test_upload_with_infinite_numbers_is_refused(api) -> None:
     )
     assert r.status_code == 422, r.text
     err = r.json()["error"]
-    assert err["code"] == "csv_non_finite" and "'b'" in err["message"] and "row 2" in err["message"]
+    assert err["code"] == "csv_non_finite" and "'b': row 1 (line 3) has '-inf'" in err["message"]
     assert api.count("datasets") == 0 and api.count("blobs") == 0
 
 
@@ -324,3 +325,65 @@ def test_a_json_body_sent_as_another_content_type_names_the_content_type(sqlite_
     )
     assert r.status_code == 422 and r.json()["error"]["message"] == "body: must be an object"  # JSON, not an object
     assert api.count("audit_log") == 0 and api.count("jobs") == 0
+
+
+def test_a_key_given_twice_in_a_json_object_is_a_422_naming_it(sqlite_api, doc) -> None:
+    """Every parser keeps the last value of a repeated key: a record `{"age": 70, "age": 20}` was decided (and
+    audited) as 20, a job `{"target": "a", "target": "b"}` trained on b, an alias move
+    `{"version": 2, "version": 1}` went to 1. Each is now a 422 naming the key's path, and nothing is written."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    before = api.count("audit_log"), api.count("registry_events")
+    h = {**api.h(), "content-type": "application/json"}
+    cases = [
+        (
+            "POST",
+            f"/v1/models/{v['id']}/predict",
+            '{"records": [{"age": 1, "income": 2, "smoker": "no"}, '
+            '{"age": 70, "income": 5, "smoker": "yes", "age": 20}]}',
+            "records[1].age",
+        ),
+        (
+            "POST",
+            f"/v1/models/{v['id']}/predict",
+            '{"records": [{"age": 70, "\\u0061ge": 20, "income": 5, "smoker": "yes"}]}',
+            "records[0].age",
+        ),
+        (
+            "POST",
+            f"/v1/models/{v['id']}/predict",
+            '{"records": [{"age": 7, "income": 5, "smoker": "yes"}], "explain": "none", "explain": "rules"}',
+            "explain",
+        ),
+        ("POST", "/v1/jobs", '{"dataset_id": "ds_x", "target": "a", "target": "b"}', "target"),
+        ("PUT", "/v1/registered-models/risk/aliases/prod", '{"version": 2, "version": 1}', "version"),
+        ("POST", "/v1/models", '{"name": "risk", "name": "other", "rule_list": {}}', "name"),
+    ]
+    for method, path, body, field in cases:
+        r = _client(api).request(method, path, content=body, headers=h)
+        assert r.status_code == 422, (path, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_input" and err["details"][0]["field"] == field, err
+        assert "more than once" in err["message"], err
+    assert (api.count("audit_log"), api.count("registry_events")) == before
+    assert api.count("jobs") == 0 and api.count("model_versions") == 1
+    # a string value that holds `":`, and keys spaced from their colons, are no repeated keys
+    ok = '{"records": [{"age" : 70, "income":5, "smoker": "a\\":b"}], "explain" :"none"}'
+    r = _predict_raw(api, v["id"], ok)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        (b'{"a": 1, "b": {"c": [1, {"d": 1, "d": 2}]}}', ("b", "c", 1, "d")),
+        (b'[{"a": 1}, {"a": 1, "b": 2, "a" : 3}]', (1, "a")),
+        (b'{"a": "\\":", "b": "x\\" :"}', None),
+        (b'{"a": {}, "b": []}', None),
+        (b'"a\\":"', None),
+    ],
+)
+def test_repeated_key_finds_the_first_path_and_nothing_else(text: bytes, path: tuple | None) -> None:
+    from app.http.jsonbody import repeated_key
+
+    assert repeated_key(text, json.loads(text)) == path

@@ -54,6 +54,9 @@ def _job(api, body: dict, key: str | None = None):
         (CSV, {"target": "target", "model_name": "bad name@x"}, 422, "invalid_input"),
         (CSV, {"target": "target", "model_name": "a" * 101}, 422, "invalid_input"),
         (CSV, {"target": "target", "model_name": "risk\n"}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": ""}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": "   "}, 422, "invalid_input"),
+        (CSV, {"target": "target", "model_name": "risk\x07"}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"no_such": 1}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"lr": -1.0}}}, 422, "invalid_input"),
         (CSV, {"target": "target", "parameters": {"options": {"lr": "fast"}}}, 422, "invalid_input"),
@@ -83,6 +86,9 @@ def _job(api, body: dict, key: str | None = None):
         "bad model name",
         "model name over 100 (was cut to 100)",
         "model name with a final newline",
+        "empty model name (was replaced by the dataset's name)",
+        "blank model name",
+        "model name with a control character",
         "unknown option",
         "bad option value",
         "mistyped option",
@@ -101,6 +107,33 @@ def test_bad_jobs(api, csv: bytes, body: dict, status: int, code: str) -> None:
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
     assert api.count("jobs") == 0 and api.queue.sent == []
+
+
+@pytest.mark.parametrize("name", ["", " ", "a" * 101, "risk\x07", "-risk", "r\u00e9sum\u00e9", "risk@prod"])
+def test_a_bad_model_name_is_refused_alike_by_a_job_and_an_import(sqlite_api, doc, name: str) -> None:
+    """One rule for a name a client sends, wherever it sends one; the 422 names the field it came in. An empty
+    `model_name` was taken as 'none sent' (202, stored under the dataset's name)."""
+    ds = dataset(sqlite_api)
+    job = _job(sqlite_api, {"dataset_id": ds, "target": "target", "model_name": name}).json()["error"]
+    imp = sqlite_api.client.post("/v1/models", json={"name": name, "rule_list": doc}, headers=sqlite_api.h())
+    assert imp.status_code == 422, imp.text
+    imp_err = imp.json()["error"]
+    assert job["code"] == imp_err["code"] == "invalid_input", (job, imp_err)
+    assert job["details"] == [{"field": "model_name", "message": imp_err["details"][0]["message"]}], job
+    assert imp_err["details"][0]["field"] == "name" and "not a valid model name" in imp_err["message"], imp_err
+    assert sqlite_api.count("jobs") == sqlite_api.count("registered_models") == 0
+
+
+def test_the_default_model_name_is_a_valid_one(sqlite_api) -> None:
+    """Without `model_name` the name is made from the dataset's: one starting with '_' made a name the check
+    refused, a 422 naming a `model_name` the client never sent."""
+    r = sqlite_api.client.post(
+        "/v1/datasets", files={"file": ("_loans 2024.csv", CSV, "text/csv")}, headers=sqlite_api.h()
+    )
+    assert r.status_code == 201, r.text
+    job = _job(sqlite_api, {"dataset_id": r.json()["id"], "target": "target"})
+    assert job.status_code == 202, job.text
+    assert job.json()["model_name"] == "loans-2024"
 
 
 def test_auto_epochs_are_held_to_the_epoch_ceiling(api) -> None:

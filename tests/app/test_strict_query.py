@@ -86,3 +86,40 @@ def test_every_api_route_checks_and_takes_what_its_openapi_declares(sqlite_api) 
             assert query_names(route.dependant) == documented, (method, route.path)
             checked += 1
     assert checked > 30
+
+
+def test_a_query_parameter_given_twice_is_refused_not_cut_to_the_last(sqlite_api, doc) -> None:
+    """FastAPI kept the last value: `?state=queued&state=running` listed running jobs only (a queued one was
+    left out with no word), `?limit=600&limit=5` passed although 600 is over the bound, and the predict
+    route's `explain` took the last of two."""
+    client, h = _client(sqlite_api), sqlite_api.h()
+    v = sqlite_api.import_model(doc)["id"]
+    rec = {"age": 50, "income": 1, "smoker": "yes"}
+    before = sqlite_api.count("audit_log")
+    for r in (
+        client.get("/v1/jobs?state=queued&state=running", headers=h),
+        client.get("/v1/jobs?limit=600&limit=5", headers=h),
+        client.post(f"/v1/models/{v}/predict?explain=false&explain=true", json={"records": [rec]}, headers=h),
+    ):
+        assert r.status_code == 422, r.text
+        (detail,) = r.json()["error"]["details"]
+        assert detail["field"] in ("query.state", "query.limit", "query.explain"), detail
+        assert detail["message"].startswith("given 2 times"), detail
+    assert sqlite_api.count("audit_log") == before
+    assert client.get("/healthz?probe=1&probe=2").status_code == 200  # the ops routes stay lenient
+
+
+def test_an_empty_filter_is_refused_not_taken_as_no_filter(sqlite_api) -> None:
+    """`?model_name=` (a client's template with an empty value) listed every job as if unfiltered, while
+    `/v1/audit?model_version_id=` applied it and listed none: each empty filter is now a 422 naming it."""
+    client, h = _client(sqlite_api), sqlite_api.h()
+    for path, field in [
+        ("/v1/jobs?model_name=", "query.model_name"),
+        ("/v1/jobs?dataset_id=", "query.dataset_id"),
+        ("/v1/models?name=", "query.name"),
+        ("/v1/audit?model_version_id=", "query.model_version_id"),
+        ("/v1/audit?input_digest=", "query.input_digest"),
+    ]:
+        r = client.get(path, headers=h)
+        assert r.status_code == 422, (path, r.text)
+        assert r.json()["error"]["details"][0]["field"] == field, r.text

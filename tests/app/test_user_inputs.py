@@ -209,8 +209,8 @@ def test_integer_labels_beyond_float_precision_stay_distinct(sqlite_api) -> None
 @pytest.mark.parametrize(
     ("data", "where"),
     [
-        (b"a,b,t\n1,x,0\n2,y\x00z,1\n", "line 3, column 2 ('b')"),
-        (b"a,b\x00,t\n1,x,0\n", "line 1, column 2"),
+        (b"a,b,t\n1,x,0\n2,y\x00z,1\n", "row 1 (line 3), column 2 ('b')"),
+        (b"a,b\x00,t\n1,x,0\n", "line 1 (the header), column 2"),
     ],
 )
 def test_nul_bytes_are_refused_at_upload_naming_line_and_column(api, doc, data: bytes, where: str) -> None:
