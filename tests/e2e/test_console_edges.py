@@ -886,9 +886,9 @@ def test_missing_columns_are_named_once(tab: Tab, console: Console) -> None:
     page.get_by_label("Target column").select_option("risk")
     page.get_by_role("button", name="Run evaluation").click()
     refusal = page.locator(".eval-form [role=alert]")
-    expect(refusal).to_contain_text("line 2.age: expected a number, got 'old' (and 2 more problem(s))")
+    expect(refusal).to_contain_text("line 2.age: expected a number, got 'old' (row 0) (and 2 more problem(s))")
     expect(refusal.locator("li")).to_have_text(
-        ["line 3.age expected a number, got 'old'", "line 4.age expected a number, got 'old'"]
+        ["line 3.age expected a number, got 'old' (row 1)", "line 4.age expected a number, got 'old' (row 2)"]
     )
 
 
