@@ -29,6 +29,35 @@ export async function modelsPage() {
   );
 }
 
+/**
+ * The alias that says what is live, when it points at another version than `candidateId`: `production` if the model
+ * has it (null when production already points at the candidate), else the first other alias (by name) that points
+ * elsewhere. A reviewer's question is "what changes if I promote this one?", so that is the comparison's base.
+ */
+export function liveAlias(aliases, candidateId) {
+  const all = aliases || {};
+  if (Object.hasOwn(all, "production")) return all.production !== candidateId ? "production" : null;
+  return Object.keys(all).sort().find((a) => all[a] !== candidateId) ?? null;
+}
+
+/**
+ * The model page's "Compare" link: the live version (an alias, see liveAlias) against the newest when they differ,
+ * else the previous version against the newest. Kept up to date when an alias moves.
+ */
+function setCompareLink(link, model, versions) {
+  link.hidden = versions.length < 2;
+  if (versions.length < 2) return;
+  const newest = versions[0];
+  const alias = liveAlias(model.aliases, newest.id);
+  const live = alias ? versions.find((v) => v.id === model.aliases[alias]) : null;
+  const base = live ? live.version : versions[1].version;
+  link.href = `#/models/${seg(model.name)}/compare${qs({ base, other: newest.version })}`;
+  link.textContent = live ? `Compare newest with ${alias}` : "Compare versions";
+  link.title = live
+    ? `Version ${base} (${alias}) → version ${newest.version} (newest): what changes if version ${newest.version} is promoted`
+    : `Version ${base} → version ${newest.version} (newest)`;
+}
+
 function aliasBadges(aliases) {
   const names = Object.keys(aliases || {});
   return names.length ? h("span", { class: "values" }, names.map((a) => badge(a, "alias"))) : "—";
@@ -113,9 +142,11 @@ export async function modelPage(ctx, name) {
   const aliasMessage = h("div", { class: "form-message" });
   const eventsBox = h("div");
   // after an alias move every view of the aliases is drawn again: the versions table's column too
+  const compare = h("a", { class: "btn btn-secondary" });
   const refresh = async () => {
     const m = await get(`/v1/registered-models/${seg(name)}`);
     Object.assign(model, m);
+    setCompareLink(compare, model, versions.items);
     mount(versionsBox, versionsTable(model, versions.items));
     mount(aliasesBox, aliasTable(model, versions.items, remove));
     mount(eventsBox, await eventsView(name));
@@ -154,10 +185,11 @@ export async function modelPage(ctx, name) {
   mount(versionsBox, versionsTable(model, versions.items));
   mount(aliasesBox, aliasTable(model, versions.items, remove));
   mount(eventsBox, await eventsView(name));
+  setCompareLink(compare, model, versions.items);
   const links = h(
     "div",
     { class: "actions" },
-    versions.items.length > 1 ? h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/compare${qs({ base: versions.items[1].version, other: versions.items[0].version })}`, text: "Compare versions" }) : null,
+    compare,
     h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/monitoring`, text: "Monitoring" }),
   );
   return h(
