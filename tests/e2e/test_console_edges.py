@@ -1153,3 +1153,28 @@ def test_a_dependency_down_says_when_to_try_again(tab: Tab, console: Console) ->
         expect(page.locator(".upload-form .notice-error")).to_contain_text("Try again in 30 s.")
     finally:  # the 503s are the test's own, not the server's
         tab.server_errors[:] = [e for e in tab.server_errors if not e.startswith("503 ")]
+
+
+def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: Tab, console: Console) -> None:
+    """Two versions compared on the file they were trained on: the metrics side by side are mostly on rows training
+    fitted, and the page says so (it showed them as plainly as held-out ones, as the evaluation page does not); on a
+    file neither saw, no such warning."""
+    from playwright.sync_api import expect
+
+    rows = [[i % 9, (i * 7) % 5, "yes" if (i % 9) + (i * 7) % 5 > 6 else "no"] for i in range(80)]
+    train = upload_csv(console, "fit-file", ["u", "v", "label"], rows)
+    fresh = upload_csv(console, "unseen-file", ["u", "v", "label"], [[v, u, y] for u, v, y in rows[:40]])
+    for seed in (0, 1):
+        train_via_api(console, train["id"], "fitted", seed=seed, epochs=3, target="label", n_rules=2)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={train['id']}"))
+    on_file = page.locator("section:has(h2:text-is('On the dataset'))")
+    expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
+    expect(on_file.locator(".notice-warning")).to_contain_text(
+        "fit-file is the file both versions were trained on: these metrics are mostly on rows training fitted"
+    )
+    shot(tab, "51-compare-on-training-file")
+    page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={fresh['id']}"))
+    expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
+    expect(on_file.locator(".notice-warning")).to_have_count(0)
