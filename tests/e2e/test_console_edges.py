@@ -1099,7 +1099,8 @@ def test_compare_asks_what_changes_if_the_newest_is_promoted(tab: Tab, console: 
 
 
 def test_the_job_page_names_its_dataset(tab: Tab, console: Console) -> None:
-    """The job page showed its dataset as an id: it shows the name, linked to the dataset, the id beside it."""
+    """The job page showed its dataset as an id: it shows the name, linked to the dataset, the id beside it; the model's
+    registry events link the job that created the version."""
     from playwright.sync_api import expect
 
     ds = upload_csv(console, "loans-2026-q3", ["u", "label"], [[i, i % 2] for i in range(40)])
@@ -1114,6 +1115,11 @@ def test_the_job_page_names_its_dataset(tab: Tab, console: Console) -> None:
     expect(facts).to_contain_text(ds["id"])
     link.click()
     expect(page.get_by_role("heading", name="loans-2026-q3", level=1)).to_be_visible()
+    # the model's registry events name the job that created the version (the row said "—" for who did it)
+    page.goto(_url(console, "models/named-ds"))
+    created = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr").last
+    expect(created).to_contain_text("version_created")
+    expect(created.get_by_role("link", name=job["id"])).to_have_attribute("href", f"#/jobs/{job['id']}")
 
 
 def test_a_dependency_down_says_when_to_try_again(tab: Tab, console: Console) -> None:
@@ -1178,3 +1184,31 @@ def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: T
     page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={fresh['id']}"))
     expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
     expect(on_file.locator(".notice-warning")).to_have_count(0)
+
+
+def test_the_whole_alias_history_can_be_read(tab: Tab, console: Console) -> None:
+    """A model promoted and rolled back many times: the registry events said nothing of the events past the newest
+    100 (the first promotion silently missing); the page says how many there are and pages back to the first."""
+    from playwright.sync_api import expect
+
+    import_model(console, "flapping", rule_list_doc())
+    import_model(console, "flapping", rule_list_doc())
+    for i in range(110):
+        r = console.api.put("/v1/registered-models/flapping/aliases/production", json={"version": 1 + i % 2})
+        assert r.status_code == 200, r.text
+    total = console.api.get("/v1/registered-models/flapping/events", params={"limit": 1}).json()["total"]
+    assert total == 112
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/flapping"))
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events).to_have_count(100)
+    expect(page.get_by_text("The newest 100 of 112 events.")).to_be_visible()
+    page.get_by_role("button", name="Show older events").click()
+    expect(events).to_have_count(112)
+    expect(page.get_by_role("button", name="Show older events")).to_be_hidden()
+    expect(page.get_by_text("The newest 100 of 112 events.")).to_have_count(0)
+    first_move = events.nth(109)  # the oldest alias event: production created on version 1
+    expect(first_move).to_contain_text("alias_set")
+    expect(first_move.get_by_role("link", name="v1", exact=True)).to_have_attribute("href", "#/models/flapping/1")
+    expect(events.last).to_contain_text("version_created")

@@ -114,24 +114,62 @@ function moveAliasForm(model, versions, onMoved) {
   return form;
 }
 
+const EVENTS_PAGE = 100;
+
+/**
+ * The registry events (versions created, aliases set, moved, removed), newest first, a page at a time: a model with a
+ * long history once showed its newest 100 alone, the earlier promotions silently left out.
+ */
 async function eventsView(name) {
-  try {
-    const ev = await get(`/v1/registered-models/${seg(name)}/events`);
-    return table(
-      [
-        { label: "When", value: (e) => when(e.at) },
-        { label: "Action", value: (e) => badge(e.action, "neutral") },
-        { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
-        { label: "From", value: (e) => (e.from_version ? `v${e.from_version}` : "—") },
-        { label: "To", value: (e) => (e.to_version ? `v${e.to_version}` : "—") },
-        { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
-      ],
-      ev.items,
-      { caption: "Registry events, newest first", empty: "No event recorded." },
+  const rows = [];
+  const seen = new Set();
+  let total = 0;
+  const list = h("div", { tabindex: "-1" });
+  const count = h("p", { class: "muted small" });
+  const message = h("div");
+  const versionLink = (v) => (v ? h("a", { href: `#/models/${seg(name)}/${v}`, text: `v${v}` }) : "—");
+  const older = button(
+    "Show older events",
+    async (ev) => {
+      mount(message);
+      await busy(ev.currentTarget, () => load().catch((err) => mount(message, errorBox(err, "Could not load older events"))));
+      if (older.hidden && document.activeElement === document.body) list.focus();
+    },
+    { hidden: true },
+  );
+  const load = async () => {
+    const page = await get(`/v1/registered-models/${seg(name)}/events${qs({ limit: EVENTS_PAGE, offset: rows.length })}`);
+    total = page.total;
+    for (const e of page.items) {
+      const key = JSON.stringify(e); // an event recorded meanwhile shifts the pages by one: never list one twice
+      if (!seen.has(key)) rows.push(e);
+      seen.add(key);
+    }
+    mount(
+      list,
+      table(
+        [
+          { label: "When", value: (e) => when(e.at) },
+          { label: "Action", value: (e) => badge(e.action, "neutral") },
+          { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
+          { label: "From", value: (e) => versionLink(e.from_version) },
+          { label: "To", value: (e) => versionLink(e.to_version) },
+          { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
+          { label: "Job", value: (e) => (e.job_id ? h("a", { href: `#/jobs/${seg(e.job_id)}`, text: e.job_id }) : "—") },
+        ],
+        rows,
+        { caption: "Registry events, newest first", empty: "No event recorded." },
+      ),
     );
+    mount(count, total > rows.length ? `The newest ${fmt(rows.length)} of ${fmt(total)} events.` : null);
+    older.hidden = page.items.length === 0 || rows.length >= total;
+  };
+  try {
+    await load();
   } catch (err) {
     return errorBox(err, "Could not load the registry events");
   }
+  return h("div", {}, count, list, h("div", { class: "form-actions" }, older), message);
 }
 
 /** #/models/<name> */
