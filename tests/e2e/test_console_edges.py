@@ -1046,3 +1046,169 @@ def test_a_decision_that_never_reached_the_service_is_not_called_refused(tab: Ta
     expect(page.get_by_label("age", exact=True)).to_have_value("70")
     page.get_by_role("button", name="Decide", exact=True).click()
     expect(page.get_by_role("heading", name="Decision", exact=True)).to_be_visible()
+
+
+def test_compare_asks_what_changes_if_the_newest_is_promoted(tab: Tab, console: Console) -> None:
+    """With production on an older version, the model page's compare button compares production (base) with the newest
+    and says so (it compared the previous version with the newest, which is not what a promotion changes); it follows
+    an alias move. A candidate's version page compares it with production; without production another alias serves;
+    with production on the newest, previous against newest as before."""
+    from playwright.sync_api import expect
+
+    for _ in range(3):
+        import_model(console, "promote", rule_list_doc())
+    for _ in range(2):
+        import_model(console, "staged", rule_list_doc())
+    assert console.api.put("/v1/registered-models/staged/aliases/staging", json={"version": 1}).status_code == 200
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/promote"))
+    compare = page.locator(".page-header").get_by_role("link", name=re.compile("^Compare"))
+    expect(compare).to_have_text("Compare versions")
+    expect(compare).to_have_attribute("href", "#/models/promote/compare?base=2&other=3")
+
+    page.get_by_label("Point it at").select_option("1")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 1").click()
+    expect(page.locator(".notice-success")).to_contain_text("promote@production now points at version 1")
+    expect(compare).to_have_text("Compare newest with production")
+    expect(compare).to_have_attribute(
+        "title", "Version 1 (production) → version 3 (newest): what changes if version 3 is promoted"
+    )
+    compare.click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 3")).to_be_visible()
+
+    # a candidate's version page: compared with what is live; the live version's own page: previous to it
+    page.goto(_url(console, "models/promote/2"))
+    page.get_by_role("link", name="Compare with production…").click()
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 2")).to_be_visible()
+    page.goto(_url(console, "models/promote/1"))
+    expect(page.get_by_role("link", name="Compare…")).to_have_attribute("href", "#/models/promote/compare?base=1")
+
+    # no production: another alias is what is live
+    page.goto(_url(console, "models/staged"))
+    expect(compare).to_have_text("Compare newest with staging")
+    expect(compare).to_have_attribute("href", "#/models/staged/compare?base=1&other=2")
+
+    # production on the newest: nothing to promote, previous against newest
+    assert console.api.put("/v1/registered-models/promote/aliases/production", json={"version": 3}).status_code == 200
+    page.goto(_url(console, "models/promote"))
+    expect(compare).to_have_text("Compare versions")
+    expect(compare).to_have_attribute("href", "#/models/promote/compare?base=2&other=3")
+    shot(tab, "50-compare-with-production")
+
+
+def test_the_job_page_names_its_dataset(tab: Tab, console: Console) -> None:
+    """The job page showed its dataset as an id: it shows the name, linked to the dataset, the id beside it; the model's
+    registry events link the job that created the version."""
+    from playwright.sync_api import expect
+
+    ds = upload_csv(console, "loans-2026-q3", ["u", "label"], [[i, i % 2] for i in range(40)])
+    job = train_via_api(console, ds["id"], "named-ds", seed=0, epochs=3, target="label", n_rules=2)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"jobs/{job['id']}"))
+    facts = page.locator("main dl.facts")
+    link = facts.get_by_role("link", name="loans-2026-q3", exact=True)
+    expect(link).to_have_attribute("href", f"#/datasets/{ds['id']}")
+    expect(link).to_have_attribute("title", ds["id"])
+    expect(facts).to_contain_text(ds["id"])
+    link.click()
+    expect(page.get_by_role("heading", name="loans-2026-q3", level=1)).to_be_visible()
+    # the model's registry events name the job that created the version (the row said "—" for who did it)
+    page.goto(_url(console, "models/named-ds"))
+    created = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr").last
+    expect(created).to_contain_text("version_created")
+    expect(created.get_by_role("link", name=job["id"])).to_have_attribute("href", f"#/jobs/{job['id']}")
+
+
+def test_a_dependency_down_says_when_to_try_again(tab: Tab, console: Console) -> None:
+    """A 503 with Retry-After (the database or broker down) says how long to wait, as the answer did, on a page that
+    could not load and on an upload (fetch and XMLHttpRequest both read the header)."""
+    from playwright.sync_api import expect
+
+    import_model(console, "outage", rule_list_doc())
+    down = json.dumps(
+        {"error": {"code": "database_unavailable", "message": "the database is unavailable", "details": []}}
+    )
+    sign_in(tab, console)
+    page = tab.page
+    try:
+        page.route(
+            "**/v1/registered-models/outage",
+            lambda r: r.fulfill(status=503, headers={"Retry-After": "5"}, content_type="application/json", body=down),
+        )
+        page.goto(_url(console, "models/outage"))
+        expect(page.locator("main .notice-error")).to_contain_text(
+            "the database is unavailable (HTTP 503, database_unavailable). Try again in 5 s."
+        )
+
+        page.route(
+            "**/v1/datasets",
+            lambda r: (
+                r.fulfill(status=503, headers={"Retry-After": "30"}, content_type="application/json", body=down)
+                if r.request.method == "POST"
+                else r.fallback()
+            ),
+        )
+        page.goto(_url(console, "datasets"))
+        page.get_by_label("CSV file").set_input_files(
+            {"name": "x.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"}
+        )
+        page.get_by_role("button", name="Upload").click()
+        expect(page.locator(".upload-form .notice-error")).to_contain_text("Try again in 30 s.")
+    finally:  # the 503s are the test's own, not the server's
+        tab.server_errors[:] = [e for e in tab.server_errors if not e.startswith("503 ")]
+
+
+def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: Tab, console: Console) -> None:
+    """Two versions compared on the file they were trained on: the metrics side by side are mostly on rows training
+    fitted, and the page says so (it showed them as plainly as held-out ones, as the evaluation page does not); on a
+    file neither saw, no such warning."""
+    from playwright.sync_api import expect
+
+    rows = [[i % 9, (i * 7) % 5, "yes" if (i % 9) + (i * 7) % 5 > 6 else "no"] for i in range(80)]
+    train = upload_csv(console, "fit-file", ["u", "v", "label"], rows)
+    fresh = upload_csv(console, "unseen-file", ["u", "v", "label"], [[v, u, y] for u, v, y in rows[:40]])
+    for seed in (0, 1):
+        train_via_api(console, train["id"], "fitted", seed=seed, epochs=3, target="label", n_rules=2)
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={train['id']}"))
+    on_file = page.locator("section:has(h2:text-is('On the dataset'))")
+    expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
+    expect(on_file.locator(".notice-warning")).to_contain_text(
+        "fit-file is the file both versions were trained on: these metrics are mostly on rows training fitted"
+    )
+    shot(tab, "51-compare-on-training-file")
+    page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={fresh['id']}"))
+    expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
+    expect(on_file.locator(".notice-warning")).to_have_count(0)
+
+
+def test_the_whole_alias_history_can_be_read(tab: Tab, console: Console) -> None:
+    """A model promoted and rolled back many times: the registry events said nothing of the events past the newest
+    100 (the first promotion silently missing); the page says how many there are and pages back to the first."""
+    from playwright.sync_api import expect
+
+    import_model(console, "flapping", rule_list_doc())
+    import_model(console, "flapping", rule_list_doc())
+    for i in range(110):
+        r = console.api.put("/v1/registered-models/flapping/aliases/production", json={"version": 1 + i % 2})
+        assert r.status_code == 200, r.text
+    total = console.api.get("/v1/registered-models/flapping/events", params={"limit": 1}).json()["total"]
+    assert total == 112
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/flapping"))
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events).to_have_count(100)
+    expect(page.get_by_text("The newest 100 of 112 events.")).to_be_visible()
+    page.get_by_role("button", name="Show older events").click()
+    expect(events).to_have_count(112)
+    expect(page.get_by_role("button", name="Show older events")).to_be_hidden()
+    expect(page.get_by_text("The newest 100 of 112 events.")).to_have_count(0)
+    first_move = events.nth(109)  # the oldest alias event: production created on version 1
+    expect(first_move).to_contain_text("alias_set")
+    expect(first_move.get_by_role("link", name="v1", exact=True)).to_have_attribute("href", "#/models/flapping/1")
+    expect(events.last).to_contain_text("version_created")

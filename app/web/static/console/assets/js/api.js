@@ -15,13 +15,17 @@ export function clearKey() {
   sessionStorage.removeItem(KEY_SLOT);
 }
 
-/** An error answer of the API: status, stable code, message and per-field details. */
+/**
+ * An error answer of the API: status, stable code, message, per-field details and, when the answer said how long to
+ * wait (a 503 while a dependency is down carries `Retry-After`), `retryAfter` in seconds (else null).
+ */
 export class ApiError extends Error {
-  constructor(status, code, message, details = []) {
+  constructor(status, code, message, details = [], retryAfter = null) {
     super(message);
     this.status = status;
     this.code = code;
     this.details = details;
+    this.retryAfter = retryAfter;
   }
 
   /** Whether the server does not have this endpoint (or the resource) at all. */
@@ -30,10 +34,19 @@ export class ApiError extends Error {
   }
 }
 
-function errorFrom(status, body, fallback) {
+/** Seconds to wait from a Retry-After header (delta-seconds or an HTTP date); null when absent or unreadable. */
+export function retryAfterSeconds(value) {
+  const text = (value || "").trim();
+  if (!text) return null;
+  if (/^\d+$/.test(text)) return Number(text);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
+}
+
+function errorFrom(status, body, fallback, retryAfter = null) {
   const e = body && typeof body === "object" ? body.error : null;
-  if (e && typeof e === "object") return new ApiError(status, e.code || "error", e.message || fallback, e.details || []);
-  return new ApiError(status, "error", fallback);
+  if (e && typeof e === "object") return new ApiError(status, e.code || "error", e.message || fallback, e.details || [], retryAfter);
+  return new ApiError(status, "error", fallback, [], retryAfter);
 }
 
 function parse(text) {
@@ -67,7 +80,7 @@ export async function api(method, path, body, { key = getKey(), accept = "applic
   }
   const text = await res.text();
   if (!res.ok) {
-    const error = errorFrom(res.status, parse(text), `${res.status} ${res.statusText}`);
+    const error = errorFrom(res.status, parse(text), `${res.status} ${res.statusText}`, retryAfterSeconds(res.headers.get("Retry-After")));
     if (res.status === 401 && !signingIn) onUnauthorized(error);
     throw error;
   }
@@ -108,7 +121,7 @@ export function upload(path, file, fields, onProgress) {
       const body = parse(xhr.responseText);
       if (xhr.status >= 200 && xhr.status < 300) resolve(body);
       else {
-        const error = errorFrom(xhr.status, body, `${xhr.status} ${xhr.statusText}`);
+        const error = errorFrom(xhr.status, body, `${xhr.status} ${xhr.statusText}`, retryAfterSeconds(xhr.getResponseHeader("Retry-After")));
         if (xhr.status === 401) onUnauthorized(error);
         reject(error);
       }

@@ -66,6 +66,8 @@ export function errorBox(err, context) {
     h("strong", { text: context ? `${context}: ` : "Error: " }),
     h("span", { class: "error-message", text: message }),
     isApi && err.status ? h("span", { class: "muted", text: ` (HTTP ${err.status}, ${err.code})` }) : null,
+    // a dependency is down (503 with Retry-After): say how long to wait, as the answer did
+    isApi && err.retryAfter !== null && err.retryAfter !== undefined ? h("span", { class: "retry-after", text: `. Try again in ${err.retryAfter} s.` }) : null,
     details.length ? h("ul", {}, details.map((d) => h("li", {}, h("code", { text: d.field || "" }), " ", d.message))) : null,
   );
 }

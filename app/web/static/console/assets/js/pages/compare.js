@@ -73,6 +73,26 @@ function datasetView(d, base, other) {
   );
 }
 
+/**
+ * A warning when the file compared on is the one a version was trained on (same SHA-256 as its provenance): its
+ * metrics there are mostly on rows it fitted, so they flatter it, and the side by side can pick the wrong version.
+ */
+async function trainingFileWarning(c, dataset) {
+  if (!dataset?.sha256) return null;
+  let trained;
+  try {
+    trained = await Promise.all([c.base, c.other].map((v) => get(`/v1/models/${seg(v.id)}`)));
+  } catch {
+    return null; // provenance unreadable: nothing to warn about with confidence
+  }
+  const on = [...new Set(trained.filter((mv) => mv.provenance?.dataset_sha256 === dataset.sha256).map((mv) => mv.version))];
+  if (!on.length) return null;
+  const same = c.base.id === c.other.id;
+  const who = on.length === 2 ? "both versions were" : `version ${on[0]} was`;
+  const flatters = same ? "they flatter it" : on.length === 2 ? "they flatter both" : `they flatter version ${on[0]} against version ${on[0] === c.base.version ? c.other.version : c.base.version}`;
+  return notice("warning", h("strong", { text: `${dataset.name} is the file ${who} trained on: ` }), `these metrics are mostly on rows training fitted, so ${flatters}. Compare on a file neither version saw before promoting.`);
+}
+
 function tooLargeHelp(name, base, other) {
   const link = (v) => h("a", { href: `#/models/${seg(name)}/${seg(v)}`, text: `version ${v}` });
   const versions = base === other ? [link(base)] : [link(base), " and ", link(other)];
@@ -147,9 +167,10 @@ export async function comparePage(ctx, name) {
   } else if (base && other) {
     try {
       const c = await get(`/v1/models/${seg(`${name}@${base}`)}/compare${qs({ other: `${name}@${other}`, dataset_id: q.get("dataset") })}`);
+      const onTraining = c.dataset ? await trainingFileWarning(c, datasets.items.find((d) => d.id === c.dataset.dataset_id)) : null;
       result = [
         section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
-        c.dataset ? section("On the dataset", datasetView(c.dataset, c.base, c.other)) : null,
+        c.dataset ? section("On the dataset", onTraining, datasetView(c.dataset, c.base, c.other)) : null,
       ];
     } catch (err) {
       result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, base, other) : null];

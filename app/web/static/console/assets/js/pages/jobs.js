@@ -67,9 +67,23 @@ async function versionLink(job) {
   }
 }
 
+/** The job's dataset by name (linked), its id beside it in small text: the id alone told a reader nothing. */
+async function datasetFact(datasetId) {
+  if (!datasetId) return "deleted";
+  const id = h("code", { class: "muted small", text: datasetId });
+  try {
+    const ds = await get(`/v1/datasets/${seg(datasetId)}`);
+    return h("span", {}, h("a", { href: `#/datasets/${seg(datasetId)}`, title: datasetId, text: ds.name }), " ", id);
+  } catch (err) {
+    if (err.notFound) return h("span", { class: "muted", text: `${datasetId} (deleted)` });
+    return h("a", { href: `#/datasets/${seg(datasetId)}`, text: datasetId }); // its name could not be read: the id, as before
+  }
+}
+
 /** #/jobs/<id> */
 export async function jobPage(ctx, id) {
   let job = await get(`/v1/jobs/${seg(id)}`);
+  const dataset = await datasetFact(job.dataset_id);
   const seen = new Map(); // epoch -> point, from polling (used only when the history endpoint is absent)
   const head = h("div");
   const status = h("div");
@@ -123,7 +137,7 @@ export async function jobPage(ctx, id) {
     mount(
       status,
       h("div", { class: "job-status" }, h("span", { class: "state-line" }, "State: ", badge(job.state), job.cancel_requested && ACTIVE.has(job.state) ? badge("cancelling", "cancelled") : null), meter(progressOf(job), { label: "progress", text: `epoch ${p.epoch} of ${p.n_epochs || "?"}` })),
-      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", job.dataset_id ? h("a", { href: `#/datasets/${seg(job.dataset_id)}`, text: job.dataset_id }) : "deleted"], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
+      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", job.dataset_id ? dataset : "deleted"], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
       // a cancelled job keeps why in `error` ("cancelled by request"): the reader asked for it, it did not fail
       job.error && job.state === "cancelled" ? notice("warning", h("strong", { text: "Cancelled: " }), job.error) : null,
       job.error && job.state !== "cancelled" ? notice("error", h("strong", { text: "Training failed: " }), job.error) : null,

@@ -29,6 +29,35 @@ export async function modelsPage() {
   );
 }
 
+/**
+ * The alias that says what is live, when it points at another version than `candidateId`: `production` if the model
+ * has it (null when production already points at the candidate), else the first other alias (by name) that points
+ * elsewhere. A reviewer's question is "what changes if I promote this one?", so that is the comparison's base.
+ */
+export function liveAlias(aliases, candidateId) {
+  const all = aliases || {};
+  if (Object.hasOwn(all, "production")) return all.production !== candidateId ? "production" : null;
+  return Object.keys(all).sort().find((a) => all[a] !== candidateId) ?? null;
+}
+
+/**
+ * The model page's "Compare" link: the live version (an alias, see liveAlias) against the newest when they differ,
+ * else the previous version against the newest. Kept up to date when an alias moves.
+ */
+function setCompareLink(link, model, versions) {
+  link.hidden = versions.length < 2;
+  if (versions.length < 2) return;
+  const newest = versions[0];
+  const alias = liveAlias(model.aliases, newest.id);
+  const live = alias ? versions.find((v) => v.id === model.aliases[alias]) : null;
+  const base = live ? live.version : versions[1].version;
+  link.href = `#/models/${seg(model.name)}/compare${qs({ base, other: newest.version })}`;
+  link.textContent = live ? `Compare newest with ${alias}` : "Compare versions";
+  link.title = live
+    ? `Version ${base} (${alias}) → version ${newest.version} (newest): what changes if version ${newest.version} is promoted`
+    : `Version ${base} → version ${newest.version} (newest)`;
+}
+
 function aliasBadges(aliases) {
   const names = Object.keys(aliases || {});
   return names.length ? h("span", { class: "values" }, names.map((a) => badge(a, "alias"))) : "—";
@@ -85,24 +114,62 @@ function moveAliasForm(model, versions, onMoved) {
   return form;
 }
 
+const EVENTS_PAGE = 100;
+
+/**
+ * The registry events (versions created, aliases set, moved, removed), newest first, a page at a time: a model with a
+ * long history once showed its newest 100 alone, the earlier promotions silently left out.
+ */
 async function eventsView(name) {
-  try {
-    const ev = await get(`/v1/registered-models/${seg(name)}/events`);
-    return table(
-      [
-        { label: "When", value: (e) => when(e.at) },
-        { label: "Action", value: (e) => badge(e.action, "neutral") },
-        { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
-        { label: "From", value: (e) => (e.from_version ? `v${e.from_version}` : "—") },
-        { label: "To", value: (e) => (e.to_version ? `v${e.to_version}` : "—") },
-        { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
-      ],
-      ev.items,
-      { caption: "Registry events, newest first", empty: "No event recorded." },
+  const rows = [];
+  const seen = new Set();
+  let total = 0;
+  const list = h("div", { tabindex: "-1" });
+  const count = h("p", { class: "muted small" });
+  const message = h("div");
+  const versionLink = (v) => (v ? h("a", { href: `#/models/${seg(name)}/${v}`, text: `v${v}` }) : "—");
+  const older = button(
+    "Show older events",
+    async (ev) => {
+      mount(message);
+      await busy(ev.currentTarget, () => load().catch((err) => mount(message, errorBox(err, "Could not load older events"))));
+      if (older.hidden && document.activeElement === document.body) list.focus();
+    },
+    { hidden: true },
+  );
+  const load = async () => {
+    const page = await get(`/v1/registered-models/${seg(name)}/events${qs({ limit: EVENTS_PAGE, offset: rows.length })}`);
+    total = page.total;
+    for (const e of page.items) {
+      const key = JSON.stringify(e); // an event recorded meanwhile shifts the pages by one: never list one twice
+      if (!seen.has(key)) rows.push(e);
+      seen.add(key);
+    }
+    mount(
+      list,
+      table(
+        [
+          { label: "When", value: (e) => when(e.at) },
+          { label: "Action", value: (e) => badge(e.action, "neutral") },
+          { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
+          { label: "From", value: (e) => versionLink(e.from_version) },
+          { label: "To", value: (e) => versionLink(e.to_version) },
+          { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
+          { label: "Job", value: (e) => (e.job_id ? h("a", { href: `#/jobs/${seg(e.job_id)}`, text: e.job_id }) : "—") },
+        ],
+        rows,
+        { caption: "Registry events, newest first", empty: "No event recorded." },
+      ),
     );
+    mount(count, total > rows.length ? `The newest ${fmt(rows.length)} of ${fmt(total)} events.` : null);
+    older.hidden = page.items.length === 0 || rows.length >= total;
+  };
+  try {
+    await load();
   } catch (err) {
     return errorBox(err, "Could not load the registry events");
   }
+  return h("div", {}, count, list, h("div", { class: "form-actions" }, older), message);
 }
 
 /** #/models/<name> */
@@ -113,9 +180,11 @@ export async function modelPage(ctx, name) {
   const aliasMessage = h("div", { class: "form-message" });
   const eventsBox = h("div");
   // after an alias move every view of the aliases is drawn again: the versions table's column too
+  const compare = h("a", { class: "btn btn-secondary" });
   const refresh = async () => {
     const m = await get(`/v1/registered-models/${seg(name)}`);
     Object.assign(model, m);
+    setCompareLink(compare, model, versions.items);
     mount(versionsBox, versionsTable(model, versions.items));
     mount(aliasesBox, aliasTable(model, versions.items, remove));
     mount(eventsBox, await eventsView(name));
@@ -154,10 +223,11 @@ export async function modelPage(ctx, name) {
   mount(versionsBox, versionsTable(model, versions.items));
   mount(aliasesBox, aliasTable(model, versions.items, remove));
   mount(eventsBox, await eventsView(name));
+  setCompareLink(compare, model, versions.items);
   const links = h(
     "div",
     { class: "actions" },
-    versions.items.length > 1 ? h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/compare${qs({ base: versions.items[1].version, other: versions.items[0].version })}`, text: "Compare versions" }) : null,
+    compare,
     h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/monitoring`, text: "Monitoring" }),
   );
   return h(

@@ -5,6 +5,7 @@ import { get, post, qs, seg } from "../api.js";
 import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
+import { liveAlias } from "./models.js";
 
 /** Whether an evaluation scored the file the version was trained on (same SHA-256): null when that cannot be told. */
 async function isTrainingFile(ev, mv) {
@@ -175,13 +176,11 @@ export async function versionPage(ctx, name, version) {
   const mv = await get(`/v1/models/${ref}`);
   const doc = mv.rule_list;
   const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
-  const [heldout, evals, evalForm] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form"))]);
+  const [heldout, evals, evalForm, compare] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form")), compareLink(name, mv)]);
   const base = `#/models/${seg(name)}`;
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
-    // read as the model page's "Compare versions": from the previous version (base) to this one (other), so that
-    // "Added in" names the rules this version brought; version 1 has none before it: from it to the newest
-    h("a", { class: "btn btn-secondary", href: `${base}/compare${qs(Number(version) > 1 ? { base: Number(version) - 1, other: version } : { base: version })}`, text: "Compare…" }),
+    compare,
     h("a", { class: "btn btn-secondary", href: `${base}/monitoring`, text: "Monitoring" }),
   ];
   return h(
@@ -198,6 +197,28 @@ export async function versionPage(ctx, name, version) {
     section("Provenance", provenanceView(mv)),
     section("Export", h("div", { class: "actions" }, h("span", { class: "muted", text: "Download as" }), ["text", "sql", "python", "json"].map((f) => h("button", { type: "button", class: "btn btn-secondary", "data-export": f, text: f, onclick: (ev) => exportAs(ev, ref, f) })))),
   );
+}
+
+/**
+ * The version page's "Compare…" link. A candidate (a version the live alias, see liveAlias, does not point at) is
+ * compared with what is live: the live version as base, this one as other ("what changes if I promote it?").
+ * Otherwise, as the model page's "Compare versions": from the previous version (base) to this one (other), so that
+ * "Added in" names the rules this version brought; version 1 has none before it: from it to the newest.
+ */
+async function compareLink(name, mv) {
+  const href = (q) => `#/models/${seg(name)}/compare${qs(q)}`;
+  let live = null;
+  try {
+    const model = await get(`/v1/registered-models/${seg(name)}`);
+    const alias = liveAlias(model.aliases, mv.id);
+    if (alias) live = { alias, version: (await get(`/v1/models/${seg(`${name}@${alias}`)}`)).version };
+  } catch {
+    live = null; // the link below still compares with the previous version
+  }
+  if (live) {
+    return h("a", { class: "btn btn-secondary", href: href({ base: live.version, other: mv.version }), title: `Version ${live.version} (${live.alias}) → version ${mv.version}: what changes if version ${mv.version} is promoted`, text: `Compare with ${live.alias}…` });
+  }
+  return h("a", { class: "btn btn-secondary", href: href(mv.version > 1 ? { base: mv.version - 1, other: mv.version } : { base: mv.version }), text: "Compare…" });
 }
 
 async function exportAs(ev, ref, format) {
