@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 
 
 def json_bytes(payload: Any) -> bytes:
@@ -18,18 +19,65 @@ def json_bytes(payload: Any) -> bytes:
 
 
 _KEY_END = re.compile(rb'"[ \t\n\r]*:')  # every key of a JSON text ends so (and some strings hold it)
+_WIDE_STARTS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")  # a BOM: the stdlib reads UTF-16/32 (and UTF-8 BOMs)
 
 
 def _n_keys(obj: Any) -> int:
     """The keys of every object inside a parsed JSON value (the parsers make plain dicts and lists)."""
+    try:
+        return _n_keys_nested(obj)
+    except RecursionError:  # nested deeper than Python's stack allows (orjson reads 1,024 levels)
+        return _n_keys_flat(obj)
+
+
+def _n_keys_nested(obj: Any) -> int:
     n = 0
     if obj.__class__ is dict:
         n = len(obj)
         obj = obj.values()
     for v in obj:
         if v.__class__ is dict or v.__class__ is list:
-            n += _n_keys(v)
+            n += _n_keys_nested(v)
     return n
+
+
+def _n_keys_flat(obj: Any) -> int:
+    n, stack = 0, [obj]
+    while stack:
+        v = stack.pop()
+        if v.__class__ is dict:
+            n += len(v)
+            v = v.values()
+        stack.extend(x for x in v if x.__class__ is dict or x.__class__ is list)
+    return n
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (unrolled: linear, no backtracking)
+PATH_SEARCH_MAX = 1024**2  # bytes: above, a repeated key is named without its path (a second parse costs seconds)
+
+
+def _utf8(raw: bytes) -> bytes:
+    """The JSON text in UTF-8 (the standard library also reads UTF-16 and UTF-32, and a UTF-8 BOM)."""
+    if raw[1:2] != b"\x00" and raw[:1] in b"{[ \t\r\n":  # UTF-8 (UTF-16/32 put a NUL or a BOM first)
+        return raw
+    if not raw.startswith(_WIDE_STARTS) and b"\x00" not in raw[:4]:
+        return raw
+    try:
+        return raw.decode(json.detect_encoding(raw)).lstrip("\ufeff").encode("utf-8", "surrogatepass")
+    except (UnicodeError, LookupError):
+        return raw
+
+
+def keys_match(raw: bytes, parsed: Any) -> bool:
+    """True when the parsed value has as many keys as the JSON text `raw` has key-value pairs, so the parser lost
+    none to a repeat. Cheap first: the text's `"...":` endings (at least one per pair; strings may hold more);
+    only when they differ, the colons outside strings (exactly one per pair)."""
+    text = _utf8(raw)
+    n = _n_keys(parsed) if parsed.__class__ in (dict, list) else 0
+    spaced = b" :" in text or b"\t:" in text or b"\n:" in text or b"\r:" in text
+    if (len(_KEY_END.findall(text)) if spaced else text.count(b'":')) == n:  # bytes.count is faster
+        return True
+    return _STRING.sub(b'""', text).count(b":") == n
 
 
 class _Object(dict[str, Any]):
@@ -38,48 +86,67 @@ class _Object(dict[str, Any]):
     repeated: str | None = None
 
 
-def _object(pairs: list[tuple[str, Any]]) -> _Object:
-    out = _Object()
-    for k, v in pairs:
-        if k in out and out.repeated is None:
-            out.repeated = k
-        out[k] = v
-    return out
+def find_repeated_key(raw: bytes) -> tuple[str | int, ...] | None:
+    """The exact check, a second parse keeping every pair: the path (keys and indexes, the repeated key last) of
+    the first key an object of the JSON text gives twice, else None (also for a text the parser refuses or
+    cannot nest as deeply: the body's own parse and validation answer for it)."""
+    seen: list[bool] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> _Object:
+        out = _Object()
+        for k, v in items:
+            if k in out and out.repeated is None:
+                out.repeated = k
+                seen.append(True)
+            out[k] = v
+        return out
+
+    try:
+        parsed = json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return _path_to_repeat(parsed) if seen else None
 
 
-def _repeated_path(obj: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
-    if isinstance(obj, _Object) and obj.repeated is not None:
-        return (*path, obj.repeated)
-    items: Any = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    for k, v in items:
-        found = _repeated_path(v, (*path, k))
-        if found is not None:
-            return found
+def _path_to_repeat(root: Any) -> tuple[str | int, ...] | None:
+    """The first (depth-first, in the text's order) repeated key's path; iterative, each node visited once, its
+    path kept as a link to its parent's (a tuple per node would cost nodes x depth)."""
+    Link = tuple[str | int, Any] | None  # (key, parent's link)
+    stack: list[tuple[Any, Link]] = [(root, None)]
+    while stack:
+        node, link = stack.pop()
+        if isinstance(node, _Object) and node.repeated is not None:
+            path: list[str | int] = [node.repeated]
+            while link is not None:
+                path.append(link[0])
+                link = link[1]
+            return tuple(reversed(path))
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack.extend((v, (k, link)) for k, v in reversed(list(items)) if isinstance(v, dict | list))
     return None
 
 
 def repeated_key(raw: bytes, parsed: Any) -> tuple[str | int, ...] | None:
-    """The path (keys and indexes, the repeated key last) of the first key an object of the JSON text `raw` gives
-    twice, else None; `parsed` is what a parser made of it (keeping the last of each key, as they all do).
+    """The path of the first key an object of the JSON text `raw` gives twice, else None; `parsed` is what a
+    parser made of it (keeping the last of each key, as they all do). Cheap when the keys match
+    (`keys_match`); a repeat in a body over PATH_SEARCH_MAX bytes is named by an empty path (the body)."""
+    if keys_match(raw, parsed):
+        return None
+    return find_repeated_key(raw) if len(raw) <= PATH_SEARCH_MAX else ()
 
-    Cheap when no key repeats: a parsed value with as many keys as the text has `"...":` endings has lost none;
-    otherwise (a repeated key, or a string value holding `":`) the text is parsed again, keeping the pairs.
-    """
-    spaced = b" :" in raw or b"\t:" in raw or b"\n:" in raw or b"\r:" in raw
-    endings = len(_KEY_END.findall(raw)) if spaced else raw.count(b'":')  # the same count: bytes.count is faster
-    if endings == (_n_keys(parsed) if parsed.__class__ in (dict, list) else 0):
-        return None
-    try:
-        return _repeated_path(json.loads(raw, object_pairs_hook=_object), ())
-    except ValueError:  # not the text `parsed` came from: nothing to add to the parser's own errors
-        return None
+
+async def repeated_key_off_loop(raw: bytes, parsed: Any) -> tuple[str | int, ...] | None:
+    """`repeated_key` for a request handler: for a large body in a worker thread, so that its count (and a second
+    parse, when one is needed) keeps the event loop, and the other requests, waiting no longer."""
+    return await run_in_threadpool(repeated_key, raw, parsed) if len(raw) > 64 * 1024 else repeated_key(raw, parsed)
 
 
 def repeated_key_error(path: tuple[str | int, ...]) -> dict[str, Any]:
-    """The validation error (`loc` in the body) for a key given twice."""
+    """The validation error (`loc` in the body) for a key given twice (an empty path: somewhere in a large body)."""
+    where = f"the key {path[-1]!r} is given" if path else "a key of an object is given"
     return {
         "type": "repeated_key",
         "loc": ("body", *path),
-        "msg": f"the key {path[-1]!r} is given more than once in its object; give it once (no value silently wins)",
+        "msg": f"{where} more than once in its object; give it once (no value silently wins)",
         "input": None,
     }

@@ -26,20 +26,16 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import repeated_key, repeated_key_error
+from app.http.jsonbody import repeated_key_error, repeated_key_off_loop
 from app.http.strict_query import StrictQueryRoute, query_names, unknown_query_errors
 
 
 def _parse_json(body: bytes) -> Any:
-    """The parsed body; a key given twice in an object is a 422 naming it (`repeated_key`)."""
+    """The parsed body (orjson, else the standard library's parser and its errors)."""
     try:
-        parsed = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError:
-        parsed = _parse_json_stdlib(body)
-    repeated = repeated_key(body, parsed)
-    if repeated is not None:
-        raise RequestValidationError([repeated_key_error(repeated)], body=parsed)
-    return parsed
+        return _parse_json_stdlib(body)
 
 
 def _parse_json_stdlib(body: bytes) -> Any:
@@ -92,11 +88,16 @@ class LeanRoute(StrictQueryRoute):
             if getattr(request.app, "dependency_overrides", None):
                 return await generic(request)  # overridden dependencies (tests, embedding apps): FastAPI's solver
             body: Any = Undefined  # as FastAPI: no body is a missing body, not null
+            raw = b""
             if d.body_params:
                 raw = await request.body()
                 if raw:
                     body = _parse_json(raw) if is_json_content_type(request.headers.get("content-type")) else raw
             values: dict[str, Any] = {principal_name: await authenticate(request)}
+            if raw and body is not raw:  # a key given twice in an object: a 422 naming it, once the key is known
+                repeated = await repeated_key_off_loop(raw, body)
+                if repeated is not None:
+                    raise RequestValidationError([repeated_key_error(repeated)], body=body)
             errors: list[Any] = []
             if plain_path:  # str path parameters: FastAPI's validation would return them as they are
                 values.update((name, request.path_params[name]) for name in plain_path)

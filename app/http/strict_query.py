@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import repeated_key, repeated_key_error
+from app.http.jsonbody import repeated_key_error, repeated_key_off_loop
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -71,11 +71,16 @@ def unknown_query_errors(request: Request, allowed: frozenset[str]) -> list[dict
     return errors
 
 
+def _has_json_body(request: Request) -> bool:
+    """Whether the request may carry a JSON body to check for repeated keys."""
+    return request.method in ("POST", "PUT", "PATCH") and is_json_content_type(request.headers.get("content-type"))
+
+
 async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
     """A JSON body with a key given twice in one object: its error (FastAPI's parser keeps the last value).
 
     A body that does not parse is left to FastAPI, which names what is wrong with it."""
-    if request.method not in ("POST", "PUT", "PATCH") or not is_json_content_type(request.headers.get("content-type")):
+    if not _has_json_body(request):
         return []
     raw = await request.body()  # kept by the request: FastAPI reads the same bytes
     if not raw:
@@ -87,7 +92,7 @@ async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
             parsed = json.loads(raw)
         except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
             return []
-    path = repeated_key(raw, parsed)
+    path = await repeated_key_off_loop(raw, parsed)
     return [] if path is None else [repeated_key_error(path)]
 
 
@@ -110,10 +115,12 @@ class StrictQueryRoute(APIRoute):
         keyed = takes_a_key(self.dependant)
 
         async def strict(request: Request) -> Response:
-            errors = unknown_query_errors(request, allowed) + await _repeated_key_errors(request)
+            errors = unknown_query_errors(request, allowed)
+            overridden = bool(getattr(request.app, "dependency_overrides", None))  # tests, embedding apps
+            if keyed and (errors or (_has_json_body(request) and not overridden)):
+                await authenticate(request)  # 401 first, as FastAPI's own order would have it (and no body work)
+            errors += await _repeated_key_errors(request)
             if errors:
-                if keyed:
-                    await authenticate(request)  # 401 first, as FastAPI's own order would have it
                 raise RequestValidationError(errors)
             return await handler(request)
 

@@ -387,3 +387,48 @@ def test_repeated_key_finds_the_first_path_and_nothing_else(text: bytes, path: t
     from app.http.jsonbody import repeated_key
 
     assert repeated_key(text, json.loads(text)) == path
+
+
+def test_repeated_keys_are_looked_for_without_a_500_or_a_blocked_loop_and_after_the_key(sqlite_api, doc) -> None:
+    """Review findings on the repeated-key check: a body nested 1,000 deep was a 500 (RecursionError in the key
+    count; it had been a 422); a UTF-16 body could slip a repeated key past the byte count; a repeated key on
+    predict was a 422 before the API key was checked (a 401 on every other route)."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    h = {**api.h(), "content-type": "application/json"}
+    deep = "[" * 1000 + "]" * 1000
+    for method, path, body in [
+        ("POST", f"/v1/models/{v['id']}/predict", '{"records": ' + deep + "}"),
+        ("POST", f"/v1/models/{v['id']}/predict", '{"records": ' + deep + ', "note": "a\\":b"}'),
+        ("POST", "/v1/jobs", '{"dataset_id": "ds_x", "target": "t", "parameters": ' + deep + "}"),
+    ]:
+        r = _client(api).request(method, path, content=body, headers=h)
+        assert r.status_code in (400, 422), (path, r.status_code, r.text[:300])
+    sneaky = '{"records": [{"age": 70, "income": 5, "smoker": "yes\u3a22\u3a22\u3a22\u3a22", "age": 20}]}'
+    r = _client(api).post(f"/v1/models/{v['id']}/predict", content=sneaky.encode("utf-16"), headers=h)
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "records[0].age", r.text
+    twice = '{"records": [{"age": 1, "age": 2, "income": 5, "smoker": "no"}]}'
+    for path in (f"/v1/models/{v['id']}/predict", "/v1/jobs"):
+        r = _client(api).post(path, content=twice, headers={"content-type": "application/json"})
+        assert r.status_code == 401, (path, r.text)
+
+
+def test_the_path_of_a_repeated_key_is_found_in_a_deep_value_without_recursion() -> None:
+    from app.http.jsonbody import find_repeated_key, keys_match
+
+    deep = b'{"a": ' + b"[" * 950 + b'{"k": 1, "k": 2}' + b"]" * 950 + b"}"
+    assert find_repeated_key(deep) == ("a", *([0] * 950), "k")
+    flat = b'{"a": ' + b"[" * 950 + b'{"k": 1}' + b"]" * 950 + b"}"
+    assert keys_match(flat, json.loads(flat)) and find_repeated_key(flat) is None
+    assert keys_match('{"a": 1}'.encode("utf-16"), {"a": 1})  # UTF-16 (the stdlib reads it) is counted as UTF-8
+    assert not keys_match('{"a": 1, "a": 2}'.encode("utf-32"), {"a": 2})
+
+
+def test_the_exact_count_needs_no_second_parse_and_a_large_body_names_its_repeat_without_a_path() -> None:
+    from app.http import jsonbody
+
+    text = b'{"note": "a\\":b \\\\", "x": [{"a": 1}, {"b": "\\"c\\":"}]}'  # strings holding '":' and escapes
+    assert not text.count(b'":') == 4 and jsonbody.keys_match(text, json.loads(text))
+    big = b'{"note": "a\\":b", "x": [' + b",".join([b'{"a": 1}'] * 200_000) + b', {"a": 1, "a": 2}]}'
+    assert len(big) > jsonbody.PATH_SEARCH_MAX and jsonbody.repeated_key(big, json.loads(big)) == ()
+    assert "a key of an object" in jsonbody.repeated_key_error(())["msg"]
