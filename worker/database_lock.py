@@ -18,7 +18,9 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 
@@ -30,6 +32,7 @@ class DatabaseInUse(RuntimeError):
 
     def __init__(self, path: Path, holder: int | None) -> None:
         self.path, self.holder = path, holder
+        self.sibling = holder is not None and os.getppid() > 1 and _parent_of(holder) == os.getppid()
         who = f"pid {holder}" if holder is not None else "another process (pid not known yet)"
         super().__init__(
             f"another NeuRules service with an embedded worker is running on the database "
@@ -51,7 +54,7 @@ def lock_path(settings: Settings) -> Path | None:
     name = url.database
     if not name or name == ":memory:" or url.query.get("mode") == "memory":
         return None
-    return Path(os.path.realpath(name + ".lock"))
+    return Path(os.path.realpath(name) + ".lock")  # the file itself: a symlink to it shares its lock
 
 
 def acquire(settings: Settings) -> Path | None:
@@ -69,7 +72,7 @@ def acquire(settings: Settings) -> Path | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_pid(fd)
+            holder = _holder_pid(fd)
             os.close(fd)
             raise DatabaseInUse(path, holder) from None
         except BaseException:
@@ -87,6 +90,50 @@ def release(path: Path) -> None:
         fd = _held.pop(path, None)
     if fd is not None:
         os.close(fd)  # closing the only descriptor of the open file releases the flock
+
+
+def handoff(path: Path) -> Any:
+    """What to pass to a process started by multiprocessing (spawn) so that it holds this process's lock too: the
+    same open file, so the lock stays held while either lives, with no moment where another service could take
+    it. Unpickled in the child, it registers the lock as held there (`acquire` then returns at once)."""
+    return _Handoff(path, _held[path])
+
+
+class _Handoff:
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self.fd = path, fd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from multiprocessing import reduction
+
+        return (_adopt, (self.path, reduction.DupFd(self.fd)))  # the descriptor passed to the child as it starts
+
+
+def _adopt(path: Path, dup: Any) -> Path:
+    fd = dup.detach()
+    with _guard:
+        if _held.setdefault(path, fd) == fd:  # the embedded worker's process: the one a second start names
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return path
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent's pid of a process (Linux /proc), None when unknown."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _holder_pid(fd: int) -> int | None:
+    """The holder's pid, waiting up to 1 s for a holder that has just taken the lock to write it."""
+    for _ in range(20):
+        pid = _read_pid(fd)
+        if pid is not None:
+            return pid
+        time.sleep(0.05)
+    return None
 
 
 def _read_pid(fd: int) -> int | None:

@@ -44,8 +44,9 @@ def port_in_use(host: str, port: int) -> bool:
         return False
 
 
-def _serve_process(index: int, host: str, port: int, settings: Settings) -> None:
-    """One server process: its own SO_REUSEPORT listener, uvloop + httptools (TCP_NODELAY on)."""
+def _serve_process(index: int, host: str, port: int, settings: Settings, lock: Any = None) -> None:
+    """One server process: its own SO_REUSEPORT listener, uvloop + httptools (TCP_NODELAY on); `lock` (process 0):
+    the database's lock, handed over by the supervisor (`database_lock.handoff`), held by both."""
     import uvicorn
 
     from worker.service import build_service
@@ -97,15 +98,18 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     if workers <= 1:
         _serve_process(0, host, port, settings)
         return
-    if lock is not None:  # the process that runs the embedded worker (process 0) takes it for its lifetime
-        database_lock.release(lock)
     prom_dir = settings.data_dir / "prometheus"
     shutil.rmtree(prom_dir, ignore_errors=True)
     prom_dir.mkdir(parents=True)
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(prom_dir))  # /metrics aggregates every process
     ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_serve_process, args=(i, host, port, settings), name=f"neurules-api-{i}")
+        ctx.Process(
+            target=_serve_process,
+            # process 0 runs the embedded worker: it shares the supervisor's lock, so it is never free meanwhile
+            args=(i, host, port, settings, database_lock.handoff(lock) if lock is not None and i == 0 else None),
+            name=f"neurules-api-{i}",
+        )
         for i in range(workers)
     ]
     for p in procs:

@@ -6,6 +6,7 @@ builds one per server process with `build_service`.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -19,6 +20,7 @@ from worker import database_lock
 from worker.celery_app import CeleryQueue, make_celery
 from worker.runtime import EmbeddedWorker, Reaper
 
+log = logging.getLogger("neurules.service")
 STARTUP_FAILURE = 3  # uvicorn's exit status for a process that could not start: `uvicorn --workers N` then stops
 
 
@@ -28,7 +30,15 @@ def build_service(settings: Settings, *, configure_logs: bool = True) -> FastAPI
     With an embedded worker on a SQLite file, this process takes the database's lock for its lifetime first
     (`worker.database_lock`): `DatabaseInUse` when another process runs an embedded worker on it.
     """
-    sole_worker = settings.run_embedded_worker and database_lock.acquire(settings) is not None
+    try:
+        sole_worker = settings.run_embedded_worker and database_lock.acquire(settings) is not None
+    except database_lock.DatabaseInUse as e:
+        if not e.sibling:
+            raise
+        # `uvicorn worker.service:app --workers N`: a sibling process runs the embedded worker; this one serves the API
+        log.warning("the embedded worker runs in sibling pid %s; this process serves the API only", e.holder)
+        settings = settings.model_copy(update={"embedded_worker": False})
+        sole_worker = False
     db = Database(settings.resolved_database_url, settings.sqlite_synchronous)
     celery_app = make_celery(settings)
     queue = CeleryQueue(celery_app, settings.queue)

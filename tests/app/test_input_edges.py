@@ -428,7 +428,7 @@ def test_the_exact_count_needs_no_second_parse_and_a_large_body_names_its_repeat
     from app.http import jsonbody
 
     text = b'{"note": "a\\":b \\\\", "x": [{"a": 1}, {"b": "\\"c\\":"}]}'  # strings holding '":' and escapes
-    assert not text.count(b'":') == 4 and jsonbody.keys_match(text, json.loads(text))
+    assert text.count(b'":') != 4 and jsonbody.keys_match(text, json.loads(text))
     big = b'{"note": "a\\":b", "x": [' + b",".join([b'{"a": 1}'] * 200_000) + b', {"a": 1, "a": 2}]}'
     assert len(big) > jsonbody.PATH_SEARCH_MAX and jsonbody.repeated_key(big, json.loads(big)) == ()
     assert "a key of an object" in jsonbody.repeated_key_error(())["msg"]

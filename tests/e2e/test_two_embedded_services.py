@@ -4,9 +4,11 @@ and train it a second time beside the first; see `worker.database_lock`)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +37,32 @@ def exit_status(second: Proc, before: tuple[str, str | None, int], db: Path, job
     while second.p.poll() is None and time.monotonic() < deadline and held_by(db, job_id) == before:
         time.sleep(0.1)
     return second.p.poll()
+
+
+def probe_while_starting(lock: Path, url: str, proc: Proc) -> int:
+    """Once the lock file names a holder, try to take the lock (and give it back at once) until the server is
+    ready: how many tries got it."""
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and lock.read_text().strip()):
+        assert proc.p.poll() is None and time.monotonic() < deadline, proc.tail()
+        time.sleep(0.01)
+    got = 0
+    while True:
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got += 1  # closing the descriptor below gives it back
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+        try:
+            if httpx.get(f"{url}/readyz", timeout=0.5).status_code == 200:
+                return got
+        except httpx.HTTPError:
+            pass
+        assert proc.p.poll() is None and time.monotonic() < deadline, proc.tail()
+        time.sleep(0.02)
 
 
 def test_a_second_service_on_the_same_data_refuses_to_start(tmp_path: Path) -> None:
@@ -80,14 +108,17 @@ def test_a_second_service_on_the_same_data_refuses_to_start(tmp_path: Path) -> N
 
 
 def test_with_two_server_processes_the_one_running_the_embedded_worker_holds_the_lock(tmp_path: Path) -> None:
-    """`serve --workers 2`: process 0 runs the embedded worker and holds the lock for its own lifetime (a killed
-    supervisor leaves it running, and its jobs must stay its own); a second `serve` names that process."""
+    """`serve --workers 2`: process 0 runs the embedded worker and holds the lock with the supervisor, which
+    handed it over as the process started (a killed supervisor leaves it running, and its jobs must stay its own);
+    a second `serve` names that process. From the moment the supervisor takes the lock it is never free: it was
+    released for process 0 to take again, and a second service starting meanwhile took it and the first stopped."""
     env = clean_env()
     port = free_port()
+    lock = Path(os.path.realpath(tmp_path / "var" / "neurules.sqlite3") + ".lock")
     first = Proc([*ADMIN, "serve", "--port", str(port), "--workers", "2"], env, tmp_path, tmp_path / "first.log")
     try:
-        wait_ready(f"http://127.0.0.1:{port}", first)
-        lock = Path(os.path.realpath(tmp_path / "var" / "neurules.sqlite3.lock"))
+        free_moments = probe_while_starting(lock, f"http://127.0.0.1:{port}", first)
+        assert free_moments == 0, first.tail()
         holder = int(lock.read_text())
         assert holder != first.p.pid
         assert int(Path(f"/proc/{holder}/stat").read_text().rsplit(")", 1)[1].split()[1]) == first.p.pid  # its child
@@ -103,3 +134,24 @@ def test_with_two_server_processes_the_one_running_the_embedded_worker_holds_the
         assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
     finally:
         first.stop()
+
+
+def test_uvicorn_with_several_processes_runs_one_embedded_worker(tmp_path: Path) -> None:
+    """`uvicorn worker.service:app --workers 2` in embedded mode: one process takes the lock and runs the embedded
+    worker, its sibling serves the API only (it used to run a second worker; then, with the lock, it refused to
+    start and uvicorn stopped both, exit status 0)."""
+    env = clean_env()
+    admin(["migrate"], env, tmp_path)  # uvicorn alone does not migrate
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", "worker.service:app", "--port", str(port), "--workers", "2"]
+    server = Proc(cmd, env, tmp_path, tmp_path / "uvicorn.log")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", server)
+        time.sleep(1.0)  # both processes up (readiness answers from whichever accepted)
+        assert server.p.poll() is None, server.tail()
+        said = server.tail()
+        assert said.count("serves the API only") == 1 and "Traceback" not in said, said
+        for _ in range(10):
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+    finally:
+        server.stop()

@@ -136,3 +136,56 @@ def test_the_embedded_worker_requeues_at_start_only_when_it_is_the_only_one(
     runtime.EmbeddedWorker(st.db, st.settings, None, sole_worker=sole_worker).start()  # type: ignore[arg-type]
     assert started == [None]
     assert job_row(sqlite_api, jid).state == ("queued" if sole_worker else "running")
+
+
+def test_a_symlink_to_the_database_shares_its_lock(tmp_path: Path) -> None:
+    real = tmp_path / "data" / "neurules.sqlite3"
+    real.parent.mkdir()
+    real.touch()
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(real)
+    by_link = lock_path(Settings(data_dir=tmp_path, database_url=f"sqlite:///{link}"))
+    assert by_link == lock_path(Settings(data_dir=tmp_path, database_url=f"sqlite:///{real}"))
+
+
+HANDED = """
+import sys, time
+from worker import database_lock
+def child(token):
+    print("child holds", flush=True)
+    time.sleep(float(sys.argv[2]))
+if __name__ == "__main__":
+    import multiprocessing
+    from pathlib import Path
+    from app.settings import Settings
+    path = database_lock.acquire(Settings(data_dir=sys.argv[1]))
+    p = multiprocessing.get_context("spawn").Process(target=child, args=(database_lock.handoff(path),))
+    p.start()
+    time.sleep(1.5)
+    database_lock.release(path)
+    print("parent released", flush=True)
+    p.join()
+"""
+
+
+def test_a_lock_handed_to_a_spawned_process_stays_held_while_either_lives(tmp_path: Path) -> None:
+    """`serve --workers N` hands the lock to process 0 as it starts (no moment where it is free)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = tmp_path / "handed.py"
+    script.write_text(HANDED)
+    p = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), "4"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline().strip() for _ in range(2)]
+        assert lines == ["child holds", "parent released"], lines
+        with pytest.raises(DatabaseInUse) as refused:  # the child still holds it, and names itself
+            acquire(Settings(data_dir=tmp_path))
+        assert refused.value.holder not in (None, p.pid) and not refused.value.sibling
+        assert p.wait(timeout=30) == 0
+        path = acquire(Settings(data_dir=tmp_path))  # both gone: free again
+        assert path is not None
+        release(path)
+    finally:
+        p.kill()
