@@ -1212,3 +1212,21 @@ def test_the_whole_alias_history_can_be_read(tab: Tab, console: Console) -> None
     expect(first_move).to_contain_text("alias_set")
     expect(first_move.get_by_role("link", name="v1", exact=True)).to_have_attribute("href", "#/models/flapping/1")
     expect(events.last).to_contain_text("version_created")
+
+
+def test_the_training_form_proposes_the_name_the_service_would_give(tab: Tab, console: Console) -> None:
+    """A dataset named `_scores ...` (or longer than a model name may be) pre-filled a model name the service
+    refuses (a leading '_', over 100 characters): the form now proposes the service's own default."""
+    import re
+
+    from playwright.sync_api import expect
+
+    name = "_scores of 2026 " + "x" * 120
+    ds = upload_csv(console, name, ["a", "target"], [[i, i % 2] for i in range(20)])
+    sign_in(tab, console)
+    tab.page.goto(_url(console, f"datasets/{ds['id']}"))
+    field = tab.page.locator("input[name=model_name]")
+    expect(field).to_be_visible()
+    proposed = field.input_value()
+    expected = (re.sub(r"[^A-Za-z0-9_.-]", "-", name).lstrip("-._").rstrip("-.") or "model")[:100]
+    assert proposed == expected and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", proposed), proposed

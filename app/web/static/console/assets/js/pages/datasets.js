@@ -106,12 +106,17 @@ async function previewView(id) {
   }
 }
 
+/** The name the service gives a job without one (app/services/job_submission.py): NAME_RE's letters, no leading '-', '.' or '_'. */
+function defaultModelName(datasetName) {
+  return (datasetName.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[-._]+/, "").replace(/[-.]+$/, "") || "model").slice(0, 100);
+}
+
 function trainForm(ds) {
   const usable = ds.columns.filter((c) => c.distinct >= 2);
   const guess = usable.find((c) => c.name.toLowerCase() === "target") || usable[usable.length - 1] || ds.columns[ds.columns.length - 1];
   const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct${c.distinct < 2 ? ": one value, cannot be a target" : ""})`]), { value: guess.name, name: "target" });
   for (const opt of target.options) opt.disabled = ds.columns.find((c) => c.name === opt.value).distinct < 2 && opt.value !== guess.name;
-  const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: ds.name.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[-.]+|[-.]+$/g, "") || "model" });
+  const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: defaultModelName(ds.name) });
   const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true });
   const epochs = h("input", { type: "text", name: "epochs", value: "auto", required: true, pattern: "auto|[1-9][0-9]*" });
   const seed = h("input", { type: "number", name: "random_state", min: 0, value: 0, required: true });
