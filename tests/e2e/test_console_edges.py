@@ -1230,3 +1230,90 @@ def test_the_training_form_proposes_the_name_the_service_would_give(tab: Tab, co
     proposed = field.input_value()
     expected = (re.sub(r"[^A-Za-z0-9_.-]", "-", name).lstrip("-._").rstrip("-.") or "model")[:100]
     assert proposed == expected and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", proposed), proposed
+
+
+def _answer(status: int, body: str) -> Any:
+    """A route handler answering every request with this status and JSON body (and Retry-After: 5)."""
+    return lambda route: route.fulfill(
+        status=status, headers={"Retry-After": "5"}, content_type="application/json", body=body
+    )
+
+
+def test_the_candidate_can_be_promoted_from_the_compare_page(tab: Tab, console: Console) -> None:
+    """Having compared production (base) with a candidate, the reviewer promotes the candidate on the compare page
+    (it sent them back to the model page's form): the alias chosen (production preselected), the same confirmation,
+    the same PUT, the same refusals (409 alias_conflict, 503 with Retry-After); afterwards the selects say the
+    candidate is live and a link leads to the registry events. Not offered where the alias already points at it."""
+    from playwright.sync_api import expect
+
+    for _ in range(3):
+        import_model(console, "ship", rule_list_doc())
+    for alias, version in (("production", 1), ("staging", 2)):
+        r = console.api.put(f"/v1/registered-models/ship/aliases/{alias}", json={"version": version})
+        assert r.status_code == 200, r.text
+    v3 = console.api.get("/v1/models/ship@3").json()
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "models/ship/compare?base=production&other=3"))
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 3")).to_be_visible()
+    alias = page.get_by_label("Alias", exact=True)
+    expect(alias).to_have_value("production")
+    expect(alias.locator("option")).to_have_text(["production (version 1)", "staging (version 2)"])
+    alias.select_option("staging")
+    expect(page.get_by_role("button", name="Promote version 3 to staging")).to_be_visible()
+    alias.select_option("production")
+    promote = page.get_by_role("button", name="Promote version 3 to production")
+    dialog = page.get_by_role("dialog")
+
+    promote.click()  # the model page's confirmation; cancelled, nothing is sent
+    expect(dialog.get_by_role("heading", name="Move ship@production?")).to_be_visible()
+    expect(dialog).to_contain_text("From version 1 to version 3.")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    assert not [u for u in tab.requests if "/aliases/" in u], tab.requests
+
+    message = page.locator(".promote-form .form-message")
+    refusals = [
+        (409, "alias_conflict", "alias ship@production is being changed concurrently; try again", "HTTP 409"),
+        (503, "database_unavailable", "the database is unavailable", "Try again in 5 s."),
+    ]
+    try:
+        for status, code, text, said in refusals:
+            body = json.dumps({"error": {"code": code, "message": text, "details": []}})
+            page.route("**/v1/registered-models/ship/aliases/production", _answer(status, body))
+            promote.click()
+            dialog.get_by_role("button", name="Move to version 3").click()
+            expect(message.locator("[role=alert]")).to_contain_text(f"Could not move the alias: {text}")
+            expect(message.locator("[role=alert]")).to_contain_text(said)
+            page.unroute("**/v1/registered-models/ship/aliases/production")
+    finally:  # the 503 is the test's own, not the server's
+        tab.server_errors[:] = [e for e in tab.server_errors if not e.startswith("503 ")]
+    assert console.api.get("/v1/registered-models/ship").json()["aliases"]["production"] != v3["id"]
+
+    promote.click()
+    with page.expect_request("**/v1/registered-models/ship/aliases/production") as sent:
+        dialog.get_by_role("button", name="Move to version 3").click()
+    assert sent.value.method == "PUT" and sent.value.post_data_json == {"version": 3}
+    expect(message.locator(".notice-success")).to_contain_text("ship@production now points at version 3.")
+    assert console.api.get("/v1/registered-models/ship").json()["aliases"]["production"] == v3["id"]
+    # the selects name the aliases as they are now; production is done, staging (on version 2) is still offered
+    expect(page.get_by_label("Other version").locator("option:checked")).to_have_text("version 3 (production)")
+    expect(page.get_by_label("Base version").locator("option:checked")).to_have_text("version 1")
+    expect(promote).to_have_count(0)
+    expect(page.get_by_role("button", name="Promote version 3 to staging")).to_be_visible()
+    expect(alias).to_have_count(0)  # one alias left to choose: no select
+    shot(tab, "52-promoted-from-compare")
+
+    message.get_by_role("link", name="registry events").click()
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events.first).to_contain_text("alias_set")
+    expect(events.first).to_contain_text("production")
+    expect(events.first.get_by_role("link", name="v1", exact=True)).to_be_visible()
+    expect(events.first.get_by_role("link", name="v3", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Registry events")).to_be_focused()
+
+    # every alias on the candidate: nothing to promote
+    assert console.api.put("/v1/registered-models/ship/aliases/staging", json={"version": 3}).status_code == 200
+    page.goto(_url(console, "models/ship/compare?base=1&other=3"))
+    expect(page.get_by_role("heading", name="Rules: version 1 → version 3")).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile("^Promote"))).to_have_count(0)

@@ -2,7 +2,8 @@
 // and on a dataset: metrics side by side, how often they disagree and a cross-table of predictions.
 
 import { get, qs, seg } from "../api.js";
-import { fmt, h, pct } from "../dom.js";
+import { aliasVersions, moveAlias } from "../alias.js";
+import { fmt, h, mount, pct } from "../dom.js";
 import { heatTable } from "../charts.js";
 import { ruleCode } from "../ruletext.js";
 import { errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
@@ -116,13 +117,81 @@ function resolveVersion(asked, model, versions) {
   return aliased ? String(aliased.version) : null;
 }
 
+/**
+ * The aliases the candidate can be promoted to: those of the model that point elsewhere, production first, then by
+ * name (the alias move is the reviewer's choice; production is what they usually mean). A model without any alias is
+ * offered production (created by the move, as the model page's form would).
+ */
+function promotableAliases(model, candidateId) {
+  const all = model.aliases || {};
+  if (!Object.keys(all).length) return ["production"];
+  return Object.keys(all)
+    .filter((a) => all[a] !== candidateId)
+    .sort((x, y) => (x === "production" ? -1 : y === "production" ? 1 : x.localeCompare(y)));
+}
+
+/**
+ * "Promote version N to production": move an alias to the compared candidate (the other version) right after the
+ * review, with the model page's confirmation, API call and error handling (alias.js). Offered only where an alias
+ * points elsewhere; after the move `onMoved` redraws the version selects, the offer is drawn again (another alias may
+ * still point elsewhere) and the message links to the model's registry events. Null when there is nothing to offer.
+ */
+function promoteSection(model, versions, candidate, onMoved) {
+  if (!promotableAliases(model, candidate.id).length) return null;
+  const box = h("div");
+  const message = h("div", { class: "form-message", tabindex: "-1" });
+  const versionOf = (alias) => aliasVersions(model, versions).find((a) => a.alias === alias)?.version;
+  const draw = () => {
+    const aliases = promotableAliases(model, candidate.id);
+    if (!aliases.length) {
+      mount(box);
+      return;
+    }
+    const label = (a) => `Promote version ${candidate.version} to ${a}`;
+    const submit = h("button", { type: "submit", class: "btn btn-primary", text: label(aliases[0]) });
+    // several aliases: the reviewer chooses (production preselected when the model has it); one: the button names it
+    const choice = aliases.length > 1 ? select(aliases.map((a) => [a, `${a} (version ${versionOf(a) ?? "?"})`]), { name: "alias", value: aliases[0] }) : null;
+    choice?.addEventListener("change", () => {
+      submit.textContent = label(choice.value);
+    });
+    const lead = choice
+      ? `Choose the alias to move to version ${candidate.version}; predictions sent to it are then decided by version ${candidate.version}.`
+      : versionOf(aliases[0])
+        ? `${model.name}@${aliases[0]} points at version ${versionOf(aliases[0])}.`
+        : `${model.name} has no alias yet: promoting creates ${model.name}@${aliases[0]}.`;
+    const form = h("form", {}, h("p", { class: "muted small", text: lead }), choice ? h("div", { class: "form-row" }, field("Alias", choice)) : null, h("div", { class: "form-actions" }, submit));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const moved = await moveAlias({
+        model,
+        versions,
+        alias: choice ? choice.value : aliases[0],
+        version: candidate.version,
+        trigger: submit,
+        message,
+        links: () => [" The move is recorded in ", h("a", { href: `#/models/${seg(model.name)}${qs({ show: "events" })}`, text: `${model.name}'s registry events` }), "."],
+        onMoved: async () => {
+          Object.assign(model, await get(`/v1/registered-models/${seg(model.name)}`));
+          onMoved();
+          draw();
+        },
+      });
+      if (moved) message.focus(); // the button went with the redrawn offer: the focus goes to what happened
+    });
+    mount(box, form);
+  };
+  draw();
+  return section(`Promote version ${candidate.version}`, h("div", { class: "promote-form" }, box, message));
+}
+
 /** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
 export async function comparePage(ctx, name) {
   // the registered model first: a name that is not one answers its 404 (the version list of an unknown name is empty)
   const [model, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
   // each version with its aliases (production, staging…): the reviewer compares a candidate with what is live
   const aliasesOf = (v) => Object.entries(model.aliases || {}).filter(([, id]) => id === v.id).map(([a]) => a);
-  const nums = versions.items.map((v) => [v.version, `version ${v.version}${aliasesOf(v).length ? ` (${aliasesOf(v).join(", ")})` : ""}`]);
+  const labelOf = (v) => `version ${v.version}${aliasesOf(v).length ? ` (${aliasesOf(v).join(", ")})` : ""}`;
+  const nums = versions.items.map((v) => [v.version, labelOf(v)]);
   const q = ctx.query;
   // a base alone (version 1's "Compare…": none before it) is compared with the newest version
   const newest = versions.items[0]?.version;
@@ -159,6 +228,15 @@ export async function comparePage(ctx, name) {
     ev.preventDefault();
     location.hash = `#/models/${seg(name)}/compare${qs({ base: baseSel.value, other: otherSel.value, dataset: dsSel.value })}`;
   });
+  // after a promotion the selects name the aliases where they now point
+  const relabel = () => {
+    for (const sel of [baseSel, otherSel]) {
+      for (const opt of sel.options) {
+        const v = versions.items.find((x) => String(x.version) === opt.value);
+        if (v) opt.textContent = labelOf(v);
+      }
+    }
+  };
   let result = null;
   if (missing.length) {
     const have = nums.length ? `It has ${nums.length === 1 ? "version" : "versions"} ${versions.items.map((v) => v.version).reverse().join(", ")}.` : "It has no version.";
@@ -171,6 +249,7 @@ export async function comparePage(ctx, name) {
       result = [
         section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
         c.dataset ? section("On the dataset", onTraining, datasetView(c.dataset, c.base, c.other)) : null,
+        promoteSection(model, versions.items, c.other, relabel),
       ];
     } catch (err) {
       result = [errorBox(err, "Comparison failed"), err.code === "dataset_too_large_to_compare" ? tooLargeHelp(name, base, other) : null];

@@ -1,7 +1,8 @@
 // Registered models: the list, and one model's versions, aliases (moved with a confirmation; the
 // server audits the move) and registry events.
 
-import { del, get, put, qs, seg } from "../api.js";
+import { del, get, qs, seg } from "../api.js";
+import { aliasVersions, moveAlias } from "../alias.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
 import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
@@ -63,12 +64,6 @@ function aliasBadges(aliases) {
   return names.length ? h("span", { class: "values" }, names.map((a) => badge(a, "alias"))) : "—";
 }
 
-/** Version number of each alias, from the alias -> version id map and the version list. */
-function aliasVersions(model, versions) {
-  const byId = new Map(versions.map((v) => [v.id, v.version]));
-  return Object.entries(model.aliases).map(([alias, id]) => ({ alias, id, version: byId.get(id) }));
-}
-
 function moveAliasForm(model, versions, onMoved) {
   const current = aliasVersions(model, versions);
   // the server's rule for alias names (app/services/registry.py ALIAS_RE): checked here too, because a name with a
@@ -81,35 +76,7 @@ function moveAliasForm(model, versions, onMoved) {
   const form = h("form", { class: "alias-form" }, h("div", { class: "form-row" }, field("Alias", alias, "e.g. production (a letter, then letters, digits, '_' or '-'); predictions via name@alias follow it."), names, field("Point it at", version)), h("div", { class: "form-actions" }, submit), message);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    mount(message);
-    const a = alias.value.trim();
-    const v = Number(version.value);
-    const from = aliasVersions(model, versions).find((x) => x.alias === a);
-    if (from && from.version === v) {
-      mount(message, notice("info", `${model.name}@${a} already points at version ${v}.`));
-      return;
-    }
-    const ok = await confirmDialog({
-      title: `Move ${model.name}@${a}?`,
-      body: h(
-        "div",
-        {},
-        h("p", {}, from ? `From version ${from.version ?? "?"} to version ${v}.` : `Create it, pointing at version ${v}.`),
-        h("p", { text: `Every prediction sent to ${model.name}@${a} is then decided by version ${v}. The move is recorded with your API key.` }),
-      ),
-      confirmLabel: `Move to version ${v}`,
-    });
-    if (!ok) return;
-    await busy(submit, async () => {
-      try {
-        const res = await put(`/v1/registered-models/${seg(model.name)}/aliases/${seg(a)}`, { version: v });
-        mount(message, notice("success", `${res.name}@${res.alias} now points at version ${res.version}.`));
-        announce(`Alias ${a} moved to version ${v}`);
-        await onMoved();
-      } catch (err) {
-        mount(message, errorBox(err, "Could not move the alias"));
-      }
-    });
+    await moveAlias({ model, versions, alias: alias.value.trim(), version: Number(version.value), trigger: submit, message, onMoved });
   });
   return form;
 }
@@ -172,7 +139,7 @@ async function eventsView(name) {
   return h("div", {}, count, list, h("div", { class: "form-actions" }, older), message);
 }
 
-/** #/models/<name> */
+/** #/models/<name>, #/models/<name>?show=events (the registry events in view) */
 export async function modelPage(ctx, name) {
   const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
   const versionsBox = h("div");
@@ -230,13 +197,24 @@ export async function modelPage(ctx, name) {
     compare,
     h("a", { class: "btn btn-secondary", href: `#/models/${seg(name)}/monitoring`, text: "Monitoring" }),
   );
+  const events = section("Registry events", eventsBox);
+  if (ctx.query.get("show") === "events") {
+    // a link to the registry events (the compare page's, after a promotion) lands on them: once the router has
+    // mounted the page (and focused it), the section's heading takes the focus, which scrolls it into view
+    setTimeout(() => {
+      const heading = events.querySelector("h2");
+      if (!ctx.current() || !heading?.isConnected) return;
+      heading.tabIndex = -1;
+      heading.focus();
+    }, 0);
+  }
   return h(
     "div",
     {},
     pageHeader(name, h("span", {}, h("a", { href: "#/models", text: "Models" }), ` / ${model.n_versions} version(s)`), links),
     section("Versions", versionsBox),
     section("Aliases", aliasesBox, aliasMessage, moveAliasForm(model, versions.items, refresh)),
-    section("Registry events", eventsBox),
+    events,
   );
 }
 
