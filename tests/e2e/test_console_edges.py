@@ -1317,3 +1317,40 @@ def test_the_candidate_can_be_promoted_from_the_compare_page(tab: Tab, console: 
     page.goto(_url(console, "models/ship/compare?base=1&other=3"))
     expect(page.get_by_role("heading", name="Rules: version 1 → version 3")).to_be_visible()
     expect(page.get_by_role("button", name=re.compile("^Promote"))).to_have_count(0)
+
+
+def test_compare_says_which_metric_differences_favour_the_candidate(tab: Tab, console: Console) -> None:
+    """The metrics side by side showed a bare signed difference: +0.1 on the Brier score is worse, on accuracy better.
+    Each difference now says, in words, whether the other version (the candidate) does better or worse."""
+    from playwright.sync_api import expect
+
+    base = rule_list_doc()
+    candidate = rule_list_doc()
+    candidate["rules"][1].update(class_counts=[20, 10], probabilities=[21 / 32, 11 / 32])  # low income: low risk
+    import_model(console, "direction", base)
+    import_model(console, "direction", candidate)
+    rows = [[70, 50, "yes", "high"], [30, 5, "no", "low"], [30, 50, "no", "low"]] * 10
+    ds = upload_csv(console, "direction-check", ["age", "income", "smoker", "risk"], rows)
+    sign_in(tab, console)
+    page = tab.page
+
+    def metric_rows() -> dict[str, list[str]]:
+        metrics = page.get_by_role("table", name="Metrics side by side")
+        expect(metrics).to_be_visible()
+        found = [r.locator("td").all_text_contents() for r in metrics.locator("tbody tr").all()]
+        return {r[0].split()[0]: r for r in found}
+
+    page.goto(_url(console, f"models/direction/compare?base=1&other=2&dataset={ds['id']}"))
+    expect(page.get_by_role("table", name="Metrics side by side").locator("th")).to_contain_text(
+        ["Metric", "version 1", "version 2", "difference", "version 2 is"]
+    )
+    got = metric_rows()
+    assert got["accuracy"][0] == "accuracy (higher is better)" and got["brier"][0] == "brier (lower is better)", got
+    assert got["accuracy"][3].startswith("+") and got["accuracy"][4] == "better", got  # 2/3 -> 1
+    assert got["brier"][3].startswith("−") and got["brier"][4] == "better", got  # lower is better
+    assert got["roc_auc"][3] == "0" and got["roc_auc"][4] == "no change", got  # both rank every row right
+    shot(tab, "53-compare-metric-direction")
+    page.goto(_url(console, f"models/direction/compare?base=2&other=1&dataset={ds['id']}"))
+    expect(page.get_by_role("table", name="Metrics side by side").locator("th").last).to_have_text("version 1 is")
+    got = metric_rows()
+    assert got["accuracy"][4] == "worse" and got["brier"][4] == "worse" and got["f1_macro"][4] == "worse", got

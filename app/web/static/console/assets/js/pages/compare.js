@@ -44,10 +44,32 @@ function rulesDiff(r, base, other) {
   );
 }
 
+/**
+ * Which way each metric improves (true: higher is better). `log_loss` is not computed by the service today; should an
+ * answer carry it, it is shown with its direction.
+ */
+const HIGHER_IS_BETTER = { accuracy: true, f1_weighted: true, f1_macro: true, roc_auc: true, brier: false, log_loss: false };
+
+/** A difference with its sign ("+0.12", "−0.05", "0"); one too small to show at three decimals reads "+<0.001". */
+function signed(d) {
+  if (d === 0) return "0";
+  const size = Math.abs(d) < 0.0005 ? "<0.001" : fmt(Math.abs(d));
+  return `${d > 0 ? "+" : "\u2212"}${size}`;
+}
+
+/** Whether the other version (the candidate) does better or worse than the base on metric `k`, in words. */
+function verdict(k, base, other) {
+  if (typeof base !== "number" || typeof other !== "number") return "—";
+  if (other === base) return h("span", { class: "delta delta-same", text: "no change" });
+  const better = other > base === HIGHER_IS_BETTER[k];
+  return h("span", { class: `delta delta-${better ? "better" : "worse"}`, text: better ? "better" : "worse" });
+}
+
 function datasetView(d, base, other) {
   const b = `version ${base.version}`;
   const o = `version ${other.version}`;
-  const keys = ["accuracy", "f1_weighted", "f1_macro", "roc_auc", "brier"].filter((k) => k in (d.base_metrics || {}));
+  const keys = Object.keys(HIGHER_IS_BETTER).filter((k) => k in (d.base_metrics || {}));
+  const both = (k) => typeof d.base_metrics?.[k] === "number" && typeof d.other_metrics?.[k] === "number";
   const ex = d.excluded || {};
   // no metrics: either the file has no target column, or it has one and no row could be scored by both versions
   const metricsNote = d.base_metrics
@@ -66,7 +88,13 @@ function datasetView(d, base, other) {
     ]),
     metricsNote,
     metricsNote ? null : table(
-      [{ label: "Metric", value: (k) => k }, { label: b, value: (k) => fmt(d.base_metrics?.[k]), num: true }, { label: o, value: (k) => fmt(d.other_metrics?.[k]), num: true }, { label: "difference", value: (k) => (typeof d.base_metrics?.[k] === "number" && typeof d.other_metrics?.[k] === "number" ? fmt(d.other_metrics[k] - d.base_metrics[k]) : "—"), num: true }],
+      [
+        { label: "Metric", value: (k) => `${k} (${HIGHER_IS_BETTER[k] ? "higher" : "lower"} is better)` },
+        { label: b, value: (k) => fmt(d.base_metrics?.[k]), num: true },
+        { label: o, value: (k) => fmt(d.other_metrics?.[k]), num: true },
+        { label: "difference", value: (k) => (both(k) ? signed(d.other_metrics[k] - d.base_metrics[k]) : "—"), num: true },
+        { label: `${o} is`, value: (k) => verdict(k, d.base_metrics?.[k], d.other_metrics?.[k]) },
+      ],
       keys,
       { caption: "Metrics side by side" },
     ),
