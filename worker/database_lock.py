@@ -16,6 +16,7 @@ requeue at start and its orphans are requeued by the reaper once their heartbeat
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
 import os
 import threading
 import time
@@ -32,7 +33,13 @@ class DatabaseInUse(RuntimeError):
 
     def __init__(self, path: Path, holder: int | None) -> None:
         self.path, self.holder = path, holder
-        self.sibling = holder is not None and os.getppid() > 1 and _parent_of(holder) == os.getppid()
+        # a sibling: both started by one multiprocessing parent (uvicorn --workers), not merely by one shell
+        self.sibling = (
+            holder is not None
+            and multiprocessing.parent_process() is not None
+            and os.getppid() > 1
+            and _parent_of(holder) == os.getppid()
+        )
         who = f"pid {holder}" if holder is not None else "another process (pid not known yet)"
         super().__init__(
             f"another NeuRules service with an embedded worker is running on the database "
@@ -78,8 +85,11 @@ def acquire(settings: Settings) -> Path | None:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            _write_pid(fd)
+        except OSError:  # a lock that names no one: give it back rather than hold it unrecorded
+            os.close(fd)
+            raise
         _held[path] = fd
         return path
 
@@ -111,11 +121,16 @@ class _Handoff:
 
 def _adopt(path: Path, dup: Any) -> Path:
     fd = dup.detach()
+    os.set_inheritable(fd, False)  # passed as inheritable: a program this process starts must not keep the lock
     with _guard:
         if _held.setdefault(path, fd) == fd:  # the embedded worker's process: the one a second start names
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _write_pid(fd)
     return path
+
+
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
 
 def _parent_of(pid: int) -> int | None:

@@ -56,16 +56,17 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (unrolled: l
 PATH_SEARCH_MAX = 1024**2  # bytes: above, a repeated key is named without its path (a second parse costs seconds)
 
 
-def _utf8(raw: bytes) -> bytes:
-    """The JSON text in UTF-8 (the standard library also reads UTF-16 and UTF-32, and a UTF-8 BOM)."""
+def _utf8(raw: bytes) -> bytes | None:
+    """The JSON text in UTF-8 (the standard library also reads UTF-16 and UTF-32, lone surrogates included, and a
+    UTF-8 BOM); None when it cannot be read so (then its bytes say nothing of its keys)."""
     if raw[1:2] != b"\x00" and raw[:1] in b"{[ \t\r\n":  # UTF-8 (UTF-16/32 put a NUL or a BOM first)
         return raw
     if not raw.startswith(_WIDE_STARTS) and b"\x00" not in raw[:4]:
         return raw
-    try:
-        return raw.decode(json.detect_encoding(raw)).lstrip("\ufeff").encode("utf-8", "surrogatepass")
+    try:  # as json.loads decodes bytes
+        return raw.decode(json.detect_encoding(raw), "surrogatepass").lstrip("\ufeff").encode("utf-8", "surrogatepass")
     except (UnicodeError, LookupError):
-        return raw
+        return None
 
 
 def keys_match(raw: bytes, parsed: Any) -> bool:
@@ -73,6 +74,8 @@ def keys_match(raw: bytes, parsed: Any) -> bool:
     none to a repeat. Cheap first: the text's `"...":` endings (at least one per pair; strings may hold more);
     only when they differ, the colons outside strings (exactly one per pair)."""
     text = _utf8(raw)
+    if text is None:
+        return False
     n = _n_keys(parsed) if parsed.__class__ in (dict, list) else 0
     spaced = b" :" in text or b"\t:" in text or b"\n:" in text or b"\r:" in text
     if (len(_KEY_END.findall(text)) if spaced else text.count(b'":')) == n:  # bytes.count is faster
@@ -132,7 +135,9 @@ def repeated_key(raw: bytes, parsed: Any) -> tuple[str | int, ...] | None:
     (`keys_match`); a repeat in a body over PATH_SEARCH_MAX bytes is named by an empty path (the body)."""
     if keys_match(raw, parsed):
         return None
-    return find_repeated_key(raw) if len(raw) <= PATH_SEARCH_MAX else ()
+    if len(raw) <= PATH_SEARCH_MAX or _utf8(raw) is None:  # (unread text: only a parse can tell)
+        return find_repeated_key(raw)
+    return ()  # the exact count says a key repeats
 
 
 async def repeated_key_off_loop(raw: bytes, parsed: Any) -> tuple[str | int, ...] | None:

@@ -432,3 +432,18 @@ def test_the_exact_count_needs_no_second_parse_and_a_large_body_names_its_repeat
     big = b'{"note": "a\\":b", "x": [' + b",".join([b'{"a": 1}'] * 200_000) + b', {"a": 1, "a": 2}]}'
     assert len(big) > jsonbody.PATH_SEARCH_MAX and jsonbody.repeated_key(big, json.loads(big)) == ()
     assert "a key of an object" in jsonbody.repeated_key_error(())["msg"]
+
+
+def test_wide_bodies_with_lone_surrogates_are_counted_as_the_parser_reads_them() -> None:
+    """json.loads reads UTF-16/32 with lone surrogates; the count read them strictly, failed, and counted the wide
+    bytes, where code units such as U+3A22 ('":' in UTF-16-LE) and U+5C41 (a backslash byte) misled it."""
+    from app.http.jsonbody import PATH_SEARCH_MAX, repeated_key
+
+    for codec in ("utf-16-le", "utf-16-be", "utf-32"):
+        text = '{"target": "\u3a22\ud800\u3a41", "target": "y", "dataset_id": "d"}'
+        raw = text.encode(codec, "surrogatepass")
+        assert repeated_key(raw, json.loads(raw)) == ("target",), codec
+    big = ('{"target": "\ud800\u5c41\u5c41", "description": "' + "x" * PATH_SEARCH_MAX + '"}').encode(
+        "utf-16-le", "surrogatepass"
+    )
+    assert repeated_key(big, json.loads(big)) is None  # no repeat: no false 422

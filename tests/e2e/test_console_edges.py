@@ -1221,7 +1221,7 @@ def test_the_training_form_proposes_the_name_the_service_would_give(tab: Tab, co
 
     from playwright.sync_api import expect
 
-    name = "_scores of 2026 " + "x" * 120
+    name = "_scores \U0001f600 of 2026 " + "x" * 120  # an emoji: one '-' per code point, as the service
     ds = upload_csv(console, name, ["a", "target"], [[i, i % 2] for i in range(20)])
     sign_in(tab, console)
     tab.page.goto(_url(console, f"datasets/{ds['id']}"))

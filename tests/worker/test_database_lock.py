@@ -152,7 +152,9 @@ HANDED = """
 import sys, time
 from worker import database_lock
 def child(token):
-    print("child holds", flush=True)
+    import os
+    fd = database_lock._held[token]
+    print("child holds" if not os.get_inheritable(fd) else "child holds an inheritable descriptor", flush=True)
     time.sleep(float(sys.argv[2]))
 if __name__ == "__main__":
     import multiprocessing
@@ -189,3 +191,30 @@ def test_a_lock_handed_to_a_spawned_process_stays_held_while_either_lives(tmp_pa
         release(path)
     finally:
         p.kill()
+
+
+SECOND = """
+import sys
+from app.settings import Settings
+from worker import database_lock
+try:
+    database_lock.acquire(Settings(data_dir=sys.argv[1]))
+except database_lock.DatabaseInUse as e:
+    print(f"sibling={e.sibling}", flush=True)
+"""
+
+
+def test_two_services_started_by_one_shell_are_not_siblings(tmp_path: Path) -> None:
+    """Only processes of one multiprocessing parent (uvicorn --workers) share a service; two programs started by
+    one script or process manager (the same parent pid) are two services, and the second must refuse."""
+    first, said = holder(tmp_path)
+    try:
+        assert said == "held", said
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # a shell parent for both: the test process is the parent of `first`; make the second its sibling too
+        out = subprocess.run(
+            [sys.executable, "-c", SECOND, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert out.stdout.strip() == "sibling=False", (out.stdout, out.stderr)
+    finally:
+        first.kill()

@@ -106,9 +106,9 @@ async function previewView(id) {
   }
 }
 
-/** The name the service gives a job without one (app/services/job_submission.py): NAME_RE's letters, no leading '-', '.' or '_'. */
+/** The name the service gives a job without one (app/services/job_submission.py): NAME_RE's letters, no leading '-', '.' or '_' (one '-' per code point, as Python: the u flag). */
 function defaultModelName(datasetName) {
-  return (datasetName.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[-._]+/, "").replace(/[-.]+$/, "") || "model").slice(0, 100);
+  return (datasetName.replace(/[^A-Za-z0-9_.-]/gu, "-").replace(/^[-._]+/, "").replace(/[-.]+$/, "") || "model").slice(0, 100);
 }
 
 function trainForm(ds) {
