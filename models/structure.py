@@ -48,8 +48,9 @@ MAX_DECIMALS = 6  # columns written with more decimals than this are treated as 
 
 
 def _on_decimal_grid(values: np.ndarray, d: int) -> bool:
-    """Whether every value is written exactly with d decimals (up to binary rounding)."""
-    scaled = np.asarray(values, dtype=np.float64) * 10.0**d
+    """Whether every value (an array, or one as a 0-d array) is written exactly with d decimals (up to binary
+    rounding)."""
+    scaled = values.astype(np.float64) * 10.0**d
     return bool(np.all(np.abs(scaled - np.round(scaled)) <= 8 * np.spacing(np.abs(scaled))))
 
 
@@ -133,7 +134,7 @@ def _gap_threshold(grid: UnitGrid, i: int, shift: float) -> float:
     and never onto the fill value (a missing row, filled with a median such as 20.5, would then lie on it)."""
     t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
     d = grid.decimals
-    if not shift or d is None or not _on_decimal_grid(np.array([t]), d):
+    if not shift or d is None or not _on_decimal_grid(np.asarray(t), d):
         return t
     moved = round(t + shift * 10.0**-d, d + 1)
     inside = grid.values[i - 1] < moved < grid.values[i] and moved != grid.fill_value

@@ -18,6 +18,14 @@ def json_bytes(payload: Any) -> bytes:
         return json.dumps(payload, separators=(",", ":"), default=str).encode()
 
 
+def loads(raw: bytes) -> Any:
+    """Parse a JSON body: orjson, else the standard library for what orjson refuses (NaN, UTF-16) and its errors."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 _KEY_END = re.compile(rb'"[ \t\n\r]*:')  # every key of a JSON text ends so (and some strings hold it)
 _WIDE_STARTS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")  # a BOM: the stdlib reads UTF-16/32 (and UTF-8 BOMs)
 

@@ -17,7 +17,6 @@ import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import orjson
 from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
 from fastapi.exceptions import HTTPException, RequestValidationError
 from pydantic_core import PydanticUndefined as Undefined
@@ -26,21 +25,14 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import repeated_key_error, repeated_key_off_loop
+from app.http.jsonbody import loads, repeated_key_error, repeated_key_off_loop
 from app.http.strict_query import StrictQueryRoute, query_names, unknown_query_errors
 
 
 def _parse_json(body: bytes) -> Any:
-    """The parsed body (orjson, else the standard library's parser and its errors)."""
+    """The parsed body (`jsonbody.loads`); the standard library's errors as FastAPI answers them."""
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return _parse_json_stdlib(body)
-
-
-def _parse_json_stdlib(body: bytes) -> Any:
-    try:  # what orjson refuses but json takes (NaN, UTF-16), or json's own error
-        return json.loads(body)
+        return loads(body)
     except json.JSONDecodeError as e:
         error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "input": {}}
         raise RequestValidationError([{**error, "ctx": {"error": e.msg}}], body=e.doc) from e

@@ -10,11 +10,9 @@ left lenient: probes and scrapers add parameters of their own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import orjson
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -24,7 +22,7 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import repeated_key_error, repeated_key_off_loop
+from app.http.jsonbody import loads, repeated_key_error, repeated_key_off_loop
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -86,12 +84,9 @@ async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
     if not raw:
         return []
     try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:
-            parsed = json.loads(raw)
-        except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
-            return []
+        parsed = loads(raw)
+    except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
+        return []
     path = await repeated_key_off_loop(raw, parsed)
     return [] if path is None else [repeated_key_error(path)]
 

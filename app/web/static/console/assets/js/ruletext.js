@@ -10,6 +10,19 @@ import { h } from "./dom.js";
 
 const JSON_STRING = /^"(?:[^"\\]|\\.)*"/;
 const NAME_END = [" <= ", " >= ", " = ", " not in {", " in {"];
+const PLAIN_VALUE = /^[^,{}"]+/; // a plain category holds no comma, brace or quote
+
+/** What `re` (anchored at ^) matches at s[i], or null. */
+function matchAt(re, s, i) {
+  const m = re.exec(s.slice(i));
+  return m ? m[0] : null;
+}
+
+/** A plain (unquoted) name at s[i]: up to the operator after it, or null. */
+function plainName(s, i) {
+  const ends = NAME_END.map((e) => s.indexOf(e, i)).filter((at) => at > i);
+  return ends.length ? s.slice(i, Math.min(...ends)) : null;
+}
 
 /** The number at the start of s (as the server writes bounds: 45.5, -3, 1e+20, inf), or null. */
 function numberAt(s) {
@@ -29,16 +42,8 @@ function parseCondition(s, i) {
     parts.push(["text", `${lowBound} <= `]);
     i += lowBound.length + 4;
   }
-  let name;
-  if (s[i] === '"') {
-    const m = JSON_STRING.exec(s.slice(i));
-    if (!m) return null;
-    name = m[0];
-  } else {
-    const ends = NAME_END.map((e) => s.indexOf(e, i)).filter((at) => at > i);
-    if (!ends.length) return null;
-    name = s.slice(i, Math.min(...ends));
-  }
+  const name = s[i] === '"' ? matchAt(JSON_STRING, s, i) : plainName(s, i);
+  if (name === null) return null;
   parts.push(["user", name]);
   i += name.length;
   const op = NAME_END.find((e) => s.startsWith(e, i));
@@ -47,17 +52,8 @@ function parseCondition(s, i) {
   i += op.length;
   if (op.endsWith("{")) {
     for (;;) {
-      let value;
-      if (s[i] === '"') {
-        const m = JSON_STRING.exec(s.slice(i));
-        if (!m) return null;
-        value = m[0];
-      } else {
-        // a plain category holds no comma, brace or quote
-        const m = /^[^,{}"]+/.exec(s.slice(i));
-        if (!m) return null;
-        value = m[0];
-      }
+      const value = matchAt(s[i] === '"' ? JSON_STRING : PLAIN_VALUE, s, i);
+      if (value === null) return null;
       parts.push(["user", value]);
       i += value.length;
       if (s.startsWith(", ", i)) {

@@ -128,13 +128,13 @@ function tooLargeHelp(name, base, other) {
   return notice("info", "Evaluate ", versions, " on this file instead (the version page's “Run an evaluation”: large files are scored in the background), then compare their metrics; or compare on a sample of the file.");
 }
 
+/** A version as a link names it: "version 7", or an alias-like word as it was written. */
+const asWritten = (asked) => (/^\d+$/.test(asked) ? `version ${asked}` : `version “${asked}”`);
+
 /**
  * The version a link names (a number, an alias of the model or "latest"), as the number the version selects hold;
  * null when the model has no such version (a hand-edited link, or one to a version that is gone).
  */
-/** A version as a link names it: "version 7", or an alias-like word as it was written. */
-const asWritten = (asked) => (/^\d+$/.test(asked) ? `version ${asked}` : `version “${asked}”`);
-
 function resolveVersion(asked, model, versions) {
   if (asked === null || asked === "") return null;
   const numbers = new Set(versions.map((v) => String(v.version)));
