@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _datasets_dir() -> Path:
-    env = os.environ.get("NEURULES_DATASETS")
-    return Path(env) if env else ROOT.parent / "shared" / "datasets"
+from tests.conftest import DATASETS
 
 
 def _load(name: str) -> tuple[pd.DataFrame, pd.Series]:
-    d = _datasets_dir()
+    d = DATASETS
     for suffix in (".csv", ".csv.gz"):
         p = d / f"{name}{suffix}"
         if p.exists():
