@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import tempfile
 import time
@@ -40,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import servers
 from benchmarks.loadgen import LoadResult, run_load, wrk_available
 from benchmarks.servers import Server, running, start_floor, start_service
+from benchmarks.shared_data import shared_datasets
 from models.rulelist import Condition, Feature, RuleList
 
-HEART = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets" / "heart.csv"  # env: a worktree
+HEART = shared_datasets() / "heart.csv"
 MLFLOW_ISSUE_ROW = {"c=1 req/s": 190, "c=1 p99": 9.3, "c=32 req/s": 154, "c=32 p50": 204, "c=32 p99": 365}
 ISSUE_FLOOR_C32_RPS = 11_512  # the floor's c=32 req/s in the run that measured MLflow (issue 9)
 CONFIGS = ("floor", "embedded1", "embedded2", "embedded2-normal", "distributed2")

@@ -12,29 +12,11 @@ from typing import Any
 
 import pytest
 
+from benchmarks.shared_data import shared_datasets
+
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def shared_datasets() -> Path:
-    """The shared datasets: $NEURULES_DATASETS, $NEURULES_SHARED/datasets (a worktree), ../shared beside the
-    repository, else ../shared beside the checkout this one was cloned from (a fresh clone in a temporary folder)."""
-    if os.environ.get("NEURULES_DATASETS"):
-        return Path(os.environ["NEURULES_DATASETS"])
-    if os.environ.get("NEURULES_SHARED"):
-        return Path(os.environ["NEURULES_SHARED"]) / "datasets"
-    beside = ROOT.parent / "shared" / "datasets"
-    if beside.is_dir():
-        return beside
-    import subprocess
-
-    origin = subprocess.run(
-        ["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    cloned_from = Path(origin).parent / "shared" / "datasets" if origin.startswith("/") else None
-    return cloned_from if cloned_from is not None and cloned_from.is_dir() else beside
-
-
-DATASETS = shared_datasets()
+DATASETS = shared_datasets()  # benchmarks/shared_data.py: env, ../shared, or beside the origin
 PG_ADMIN_URL = os.environ.get("NEURULES_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/neurules_test")
 PG_HOST = PG_ADMIN_URL.rsplit("@", 1)[1].rsplit("/", 1)[0]  # host:port of the test PostgreSQL
 REDIS_URL = os.environ.get("NEURULES_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -15,8 +15,9 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from benchmarks.faultlab.servers import BIN, ROOT, PgServer, Proc, RedisServer, free_port
+from benchmarks.shared_data import shared_datasets
 
-HEART = Path(os.environ.get("NEURULES_SHARED", ROOT.parent / "shared")) / "datasets" / "heart.csv"  # env: a worktree
+HEART = shared_datasets() / "heart.csv"
 ADMIN = [sys.executable, "-m", "worker.cli"]  # the `neurules-admin` console script's code, from this checkout
 
 
