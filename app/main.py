@@ -17,7 +17,8 @@ from fastapi import FastAPI
 from app.db import Database
 from app.errors import install_error_handlers, responses
 from app.http.head import HeadAsGetMiddleware
-from app.observability import Metrics, RequestMetricsMiddleware, configure_logging
+from app.http.hot_route import HotRouteMiddleware
+from app.observability import Metrics, RequestMetricsMiddleware, configure_logging, fastapi_telemetry
 from app.openapi import install_openapi, operation_id
 from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
 from app.routers import jobs as jobs_router
@@ -179,6 +180,7 @@ def create_app(
         redoc_url=None,
         openapi_tags=OPENAPI_TAGS,
         generate_unique_id_function=operation_id,
+        telemetry=fastapi_telemetry(settings.opentelemetry),  # type: ignore[arg-type]
     )
     app.state.service = state
     install_error_handlers(app)
@@ -188,6 +190,7 @@ def create_app(
         app.include_router(router, responses=responses(503) if router is not ops.router else None)
     install_web(app)
     app.add_middleware(HeadAsGetMiddleware)  # inside the metrics: they count a HEAD as HEAD
+    app.add_middleware(HotRouteMiddleware, fastapi_app=app, routes=predictions.hot_routes())  # inside the metrics
     app.add_middleware(
         RequestMetricsMiddleware,
         metrics=metrics,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import sys
 import time
@@ -247,3 +248,29 @@ def _limited(receive: Receive, limit: int) -> Receive:
         return message
 
     return _receive
+
+
+# OpenTelemetry's API has no public "is a provider configured?" query: these are its defaults before one is set
+_DEFAULT_PROVIDERS = {
+    ("opentelemetry.trace", "ProxyTracerProvider"),
+    ("opentelemetry.metrics._internal", "_ProxyMeterProvider"),
+    ("opentelemetry._logs._internal", "ProxyLoggerProvider"),
+}
+TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
+
+
+def fastapi_telemetry(mode: str) -> dict[str, bool] | None:
+    """FastAPI's `telemetry=` for the `opentelemetry` setting: None (FastAPI's defaults) when on, all off when not."""
+    if mode == "on" or (mode == "auto" and opentelemetry_configured()):
+        return None
+    return dict(TELEMETRY_OFF)
+
+
+def opentelemetry_configured() -> bool:
+    """Whether OpenTelemetry would record anything now: a global provider is set, or FastAPI is told to set one."""
+    if os.environ.get("FASTAPI_OTEL_AUTO_CONFIGURE", "").strip().lower() == "true":
+        return True
+    from opentelemetry import _logs, metrics, trace
+
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider(), _logs.get_logger_provider())
+    return any((type(p).__module__, type(p).__name__) not in _DEFAULT_PROVIDERS for p in providers)

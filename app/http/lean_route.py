@@ -52,9 +52,16 @@ class LeanRoute(StrictQueryRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The lean handler for an eligible endpoint, FastAPI's otherwise."""
+        return self.lean_handler() or super().get_route_handler()
+
+    def lean_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]] | None:
+        """The lean handler, None when the endpoint's parameters need FastAPI's solver.
+
+        It needs none of the exit stacks FastAPI's `request_response` puts in the scope, except with
+        dependency overrides set, when it hands the request to FastAPI's handler."""
         principal_name = self._principal_name()
         if principal_name is None or len(self.dependant.body_params) > 1:
-            return super().get_route_handler()
+            return None
         return self._lean_handler(principal_name, super().get_route_handler())
 
     def _principal_name(self) -> str | None:

@@ -16,9 +16,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
+from fastapi.routing import APIRoute
 
 from app.deps import AppState, CurrentTenant, service_state
 from app.errors import responses
+from app.http.hot_route import Handler
 from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
 from app.http.uploads import multipart_body, upload_stream
@@ -183,3 +185,15 @@ async def _answer_rows(
         raise AnswerCutShort(f"predict.csv cut short after {sent} rows ({code})") from e
     finally:
         batch.close()
+
+
+def hot_routes() -> list[tuple[APIRoute, Handler]]:
+    """The routes worth a direct dispatch (`app.http.hot_route`) with their lean handlers: one-record prediction."""
+    out: list[tuple[APIRoute, Handler]] = []
+    for route in router.routes:
+        if isinstance(route, LeanRoute) and route.endpoint is predict:
+            handler = route.lean_handler()
+            if handler is None:  # its parameters changed: FastAPI's solver needs its own request_response
+                raise RuntimeError(f"{route.path} has no lean handler: it cannot be dispatched directly")
+            out.append((route, handler))
+    return out
