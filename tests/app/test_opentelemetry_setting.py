@@ -24,7 +24,7 @@ def test_auto_is_off_until_a_provider_or_auto_configuration_is_asked_for(monkeyp
     assert fastapi_telemetry("auto") is None
     assert fastapi_telemetry("off") == TELEMETRY_OFF
     monkeypatch.delenv("FASTAPI_OTEL_AUTO_CONFIGURE")
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: _SdkLikeProvider())
+    monkeypatch.setattr(trace, "get_tracer_provider", _SdkLikeProvider)
     assert fastapi_telemetry("auto") is None
 
 
