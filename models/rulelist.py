@@ -733,34 +733,26 @@ class RuleList:
     def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Decide one record and say why: the matched rule with each condition's value, and the
         earlier rules that did not fire with the condition that failed first."""
-        by_name = self._features_by_name
-        cache: dict[str, tuple[Any, Any]] = {}
-
-        def value(name: str) -> tuple[Any, Any]:
-            if name not in cache:
-                cache[name] = self._scalar(by_name[name], record)
-            return cache[name]
-
-        def describe(cond: Condition, holds: bool) -> dict[str, Any]:
-            raw, norm = value(cond.feature)
-            d = dict(self._condition_parts[cond])
-            if "values" in d:
-                d["values"] = list(d["values"])  # the caller may change its copy
-            d["value"] = _plain(raw)
-            if by_name[cond.feature].type == "numeric" and _is_missing_number(raw):
-                d["filled_value"] = float(norm)
-            d["holds"] = holds
-            return d
-
+        values: dict[str, tuple[Any, Any]] = {}  # per feature: (raw value, normalised value), read once
         not_fired: list[dict[str, Any]] = []
-        for j, rule in enumerate(self.rules, start=1):
-            failed = next((c for c in rule.conditions if not c.holds_scalar(value(c.feature)[1])), None)
-            if failed is None:
-                return self._answer(j, [describe(c, True) for c in rule.conditions], not_fired)
-            not_fired.append(
-                {"rule_id": j, "rule_text": self._rule_texts[j], "failed_condition": describe(failed, False)}
-            )
+        for j, conditions in enumerate(self._explain_plan, start=1):
+            for cond, feature, parts in conditions:
+                value = values.get(feature.name)
+                if value is None:
+                    value = values[feature.name] = self._scalar(feature, record)
+                if not cond.holds_scalar(value[1]):
+                    failed = _described(parts, feature, value, False)
+                    not_fired.append({"rule_id": j, "rule_text": self._rule_texts[j], "failed_condition": failed})
+                    break
+            else:
+                return self._answer(j, [_described(p, f, values[f.name], True) for _, f, p in conditions], not_fired)
         return self._answer(0, [], not_fired)
+
+    @cached_property
+    def _explain_plan(self) -> tuple[tuple[tuple[Condition, Feature, dict[str, Any]], ...], ...]:
+        """Per rule, each condition with its feature and its fixed part in an explanation, looked up once."""
+        by_name, parts = self._features_by_name, self._condition_parts
+        return tuple(tuple((c, by_name[c.feature], parts[c]) for c in rule.conditions) for rule in self.rules)
 
     def _answer(
         self, rule_id: int, conditions: list[dict[str, Any]], not_fired: list[dict[str, Any]]
@@ -958,6 +950,19 @@ def _sql_table(table: str) -> str:
 def _argmax(values: Sequence[float]) -> int:
     """Index of the largest value, the first on ties (as numpy's argmax)."""
     return max(range(len(values)), key=values.__getitem__)
+
+
+def _described(parts: dict[str, Any], feature: Feature, value: tuple[Any, Any], holds: bool) -> dict[str, Any]:
+    """One condition in an explanation: its fixed parts, the record's value (and the filled one), whether it held."""
+    raw, norm = value
+    d = dict(parts)
+    if "values" in d:
+        d["values"] = list(d["values"])  # the caller may change its copy
+    d["value"] = _plain(raw)
+    if feature.type == "numeric" and _is_missing_number(raw):
+        d["filled_value"] = float(norm)
+    d["holds"] = holds
+    return d
 
 
 def _plain(value: Any) -> Any:
