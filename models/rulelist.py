@@ -736,23 +736,29 @@ class RuleList:
         values: dict[str, tuple[Any, Any]] = {}  # per feature: (raw value, normalised value), read once
         not_fired: list[dict[str, Any]] = []
         for j, conditions in enumerate(self._explain_plan, start=1):
-            for cond, feature, parts in conditions:
-                value = values.get(feature.name)
+            for cond, declared, parts in conditions:
+                # None: a condition on a feature the list does not declare, a KeyError when reached (as always)
+                feature = declared or self._features_by_name[cond.feature]
+                value = values.get(cond.feature)
                 if value is None:
-                    value = values[feature.name] = self._scalar(feature, record)
+                    value = values[cond.feature] = self._scalar(feature, record)
                 if not cond.holds_scalar(value[1]):
                     failed = _described(parts, feature, value, False)
                     not_fired.append({"rule_id": j, "rule_text": self._rule_texts[j], "failed_condition": failed})
                     break
             else:
-                return self._answer(j, [_described(p, f, values[f.name], True) for _, f, p in conditions], not_fired)
+                described = [
+                    _described(p, self._features_by_name[c.feature], values[c.feature], True) for c, _, p in conditions
+                ]
+                return self._answer(j, described, not_fired)
         return self._answer(0, [], not_fired)
 
     @cached_property
-    def _explain_plan(self) -> tuple[tuple[tuple[Condition, Feature, dict[str, Any]], ...], ...]:
-        """Per rule, each condition with its feature and its fixed part in an explanation, looked up once."""
+    def _explain_plan(self) -> tuple[tuple[tuple[Condition, Feature | None, dict[str, Any]], ...], ...]:
+        """Per rule, each condition with its feature (None for one the list does not declare: a KeyError when
+        a record reaches it, as before) and its fixed part in an explanation, looked up once."""
         by_name, parts = self._features_by_name, self._condition_parts
-        return tuple(tuple((c, by_name[c.feature], parts[c]) for c in rule.conditions) for rule in self.rules)
+        return tuple(tuple((c, by_name.get(c.feature), parts[c]) for c in rule.conditions) for rule in self.rules)
 
     def _answer(
         self, rule_id: int, conditions: list[dict[str, Any]], not_fired: list[dict[str, Any]]

@@ -7,8 +7,9 @@ pure ASGI middleware matches that one route by the route's own pattern and calls
 itself calls (`LeanRoute.lean_handler`: one that needs none of FastAPI's per-request exit stacks), then
 sends its response; an exception goes to the handler the application
 registered for its class, looked up as Starlette's exception middleware does it, or on outwards
-(unexpected errors reach the same 500 handler). Every other request, and every request while
-dependency overrides are set (tests, embedding applications), takes the usual way.
+(unexpected errors reach the same 500 handler). Every other request takes the usual way, and so does
+every request while dependency overrides are set (tests, embedding applications) or while FastAPI's
+OpenTelemetry records it (its router names the span's route).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class HotRouteMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Call a hot route's handler directly when the request is for one; otherwise pass it on."""
-        found = None if scope["type"] != "http" or self.fastapi_app.dependency_overrides else self._match(scope)
+        found = None if self._full_stack(scope) else self._match(scope)
         if found is None:
             await self.app(scope, receive, send)
             return
@@ -57,6 +58,15 @@ class HotRouteMiddleware:
             else:
                 response = await run_in_threadpool(on_error, request, exc)
         await response(scope, receive, send)
+
+    def _full_stack(self, scope: Scope) -> bool:
+        """Requests the usual way must serve: not HTTP, dependency overrides set, or FastAPI's OpenTelemetry
+        on for this request (its router names the span's route)."""
+        return (
+            scope["type"] != "http"
+            or bool(self.fastapi_app.dependency_overrides)
+            or bool(scope.get("fastapi.telemetry"))
+        )
 
     def _match(self, scope: Scope) -> tuple[APIRoute, Handler, dict[str, Any]] | None:
         path: str = scope["path"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from opentelemetry import trace
 
 from app.http.hot_route import HotRouteMiddleware
 from app.main import create_app
@@ -162,3 +163,55 @@ def test_handlers_are_found_as_starlette_finds_them() -> None:
         "base": (409, "Base"),
         "other": (500, "unexpected"),
     }
+
+
+class _Span(trace.NonRecordingSpan):
+    """Records its name and attributes (FastAPI names the span after the route once its router matched)."""
+
+    def __init__(self, name: str, spans: list[_Span]) -> None:
+        super().__init__(trace.INVALID_SPAN_CONTEXT)
+        self.name, self.attrs = name, {}
+        spans.append(self)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attrs[key] = value
+
+    def set_attributes(self, attributes: Any) -> None:
+        self.attrs.update(attributes)
+
+    def update_name(self, name: str) -> None:
+        self.name = name
+
+
+class _RecordingProvider(trace.TracerProvider):
+    def __init__(self) -> None:
+        self.spans: list[_Span] = []
+
+    def get_tracer(self, *_a: Any, **_k: Any) -> trace.Tracer:
+        spans = self.spans
+
+        class _Tracer(trace.NoOpTracer):
+            def start_span(self, name: str, *_a: Any, **_k: Any) -> _Span:  # type: ignore[override]
+                return _Span(name, spans)
+
+        return _Tracer()
+
+
+def test_opentelemetry_spans_name_the_route(tmp_path: Any, doc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With FastAPI's OpenTelemetry on, a prediction's span carries its route, as on the full stack."""
+    from tests.conftest import make_api
+
+    provider = _RecordingProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    api_gen = make_api(tmp_path, "sqlite", opentelemetry="on")
+    api = next(api_gen)
+    try:
+        v = api.import_model(doc)
+        with TestClient(_without_hot_route(api)) as full:
+            for client in (api.client, full):
+                provider.spans.clear()
+                assert client.post(f"/v1/models/{v['id']}/predict", json=GOOD, headers=api.h()).status_code == 200
+                named = [(s.name, s.attrs.get("http.route")) for s in provider.spans if "http.route" in s.attrs]
+                assert named == [("POST /v1/models/{ref}/predict", "/v1/models/{ref}/predict")]
+    finally:
+        api_gen.close()

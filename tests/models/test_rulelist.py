@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -399,3 +400,31 @@ def test_smoothing_near_the_float_limit_gives_probabilities_that_sum_to_one() ->
     p = smoothed_probabilities([3, 1], 1e308)
     assert p == pytest.approx((0.5, 0.5)) and abs(sum(p) - 1.0) < 1e-12
     assert smoothed_probabilities([3, 1], 1.0) == (4 / 6, 2 / 6)
+
+
+def test_explain_reaches_an_undeclared_feature_only_when_a_record_does() -> None:
+    """A list built in Python with a condition on a feature it does not declare (from_dict refuses one):
+    records decided before that condition are explained; one that reaches it is a KeyError naming it."""
+    from dataclasses import replace
+
+    from models.rulelist import Condition, Rule, RuleList
+    from tests.conftest import rule_list_doc
+
+    rl = RuleList.from_dict(rule_list_doc())
+    ghost = Rule(
+        conditions=(Condition(feature="ghost", op="between", low=1.0),), class_counts=(1, 1), probabilities=(0.5, 0.5)
+    )
+    odd = replace(rl, rules=(rl.rules[0], ghost))
+    first = next(r for r in _records_of(rl) if rl.explain(r)["rule_id"] == 1)
+    assert odd.explain(first)["rule_id"] == 1
+    later = next(r for r in _records_of(rl) if rl.explain(r)["rule_id"] != 1)
+    with pytest.raises(KeyError, match="ghost"):
+        odd.explain(later)
+
+
+def _records_of(rl: Any) -> list[dict[str, Any]]:
+    """A spread of records over the list's features (numbers across a wide range, each category)."""
+    import itertools
+
+    choices = [[0.0, 30.0, 67.0, 1e3] if f.type == "numeric" else [*(f.categories or ()), "other"] for f in rl.features]
+    return [dict(zip([f.name for f in rl.features], combo, strict=True)) for combo in itertools.product(*choices)]
