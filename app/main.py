@@ -180,7 +180,7 @@ def create_app(
         redoc_url=None,
         openapi_tags=OPENAPI_TAGS,
         generate_unique_id_function=operation_id,
-        telemetry=fastapi_telemetry(settings.opentelemetry),  # type: ignore[arg-type]
+        telemetry=fastapi_telemetry(settings.opentelemetry),
     )
     app.state.service = state
     install_error_handlers(app)

@@ -11,7 +11,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -19,6 +19,9 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.services.job_states import JobState
+
+if TYPE_CHECKING:  # the worker imports this module for its logs: no FastAPI (nor OpenTelemetry) import there
+    from fastapi.telemetry import TelemetryConfig
 
 _rand = random.getrandbits
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -256,14 +259,14 @@ _DEFAULT_PROVIDERS = {
     ("opentelemetry.metrics._internal", "_ProxyMeterProvider"),
     ("opentelemetry._logs._internal", "ProxyLoggerProvider"),
 }
-TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
+TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
-def fastapi_telemetry(mode: str) -> dict[str, bool] | None:
+def fastapi_telemetry(mode: str) -> TelemetryConfig | None:
     """FastAPI's `telemetry=` for the `opentelemetry` setting: None (FastAPI's defaults) when on, all off when not."""
     if mode == "on" or (mode == "auto" and opentelemetry_configured()):
         return None
-    return dict(TELEMETRY_OFF)
+    return TELEMETRY_OFF.copy()  # FastAPI keeps what it is given
 
 
 def opentelemetry_configured() -> bool:

@@ -14,12 +14,12 @@ OpenTelemetry records it (its router names the span's route).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette._utils import is_async_callable
+from starlette._utils import get_route_path, is_async_callable
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -36,7 +36,8 @@ class HotRouteMiddleware:
     def __init__(self, app: ASGIApp, fastapi_app: FastAPI, routes: list[tuple[APIRoute, Handler]]) -> None:
         self.app, self.fastapi_app = app, fastapi_app
         self.routes = [(route, {m.upper() for m in route.methods or ()}, handler) for route, handler in routes]
-        self._exception_handlers: dict[Any, ExceptionHandler] | None = None
+        # what Starlette gives its exception middleware as the stack is built: all but the catch-all (Exception, 500)
+        self.exception_handlers = {k: v for k, v in fastapi_app.exception_handlers.items() if k not in (500, Exception)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Call a hot route's handler directly when the request is for one; otherwise pass it on."""
@@ -69,10 +70,7 @@ class HotRouteMiddleware:
         )
 
     def _match(self, scope: Scope) -> tuple[APIRoute, Handler, dict[str, Any]] | None:
-        path: str = scope["path"]
-        root = scope.get("root_path", "")
-        if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("/", ""):  # as Starlette routes
-            path = path[len(root) :]
+        path = get_route_path(scope)  # as Starlette's routes see it (behind a root_path)
         for route, methods, handler in self.routes:
             m = route.path_regex.match(path)
             if m is not None and scope["method"] in methods:
@@ -83,17 +81,10 @@ class HotRouteMiddleware:
     def _exception_handler(self, exc: Exception) -> ExceptionHandler | None:
         """The application's handler for the exception's class (the most specific), as Starlette finds it;
         None for the catch-all (500) handler, which the outermost middleware applies."""
-        if self._exception_handlers is None:
-            self._exception_handlers = _handled_by_exception_middleware(self.fastapi_app.exception_handlers)
-        handlers = self._exception_handlers
+        handlers = self.exception_handlers
         if isinstance(exc, HTTPException) and exc.status_code in handlers:
             return handlers[exc.status_code]
         for cls in type(exc).__mro__:
             if cls in handlers:
                 return handlers[cls]
         return None
-
-
-def _handled_by_exception_middleware(handlers: Mapping[Any, ExceptionHandler]) -> dict[Any, ExceptionHandler]:
-    """The handlers Starlette gives its exception middleware: all but the catch-all (`Exception`, 500)."""
-    return {k: v for k, v in handlers.items() if k not in (500, Exception)}
