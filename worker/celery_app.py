@@ -16,6 +16,7 @@ from celery.signals import setup_logging
 
 from app.observability import configure_logging
 from app.settings import Settings, get_settings
+from worker import broker_files
 from worker.evaluations import EVALUATE_TASK
 from worker.tasks import REAP_TASK, TRAIN_TASK, register_tasks
 
@@ -50,6 +51,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         transport.update({"socket_timeout": 5, "socket_connect_timeout": 5})
     return {
         "broker_url": url,
+        "broker_transport": broker_files.TRANSPORT if url.startswith("filesystem") else None,
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,

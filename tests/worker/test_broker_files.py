@@ -1,0 +1,63 @@
+"""The embedded broker's messages appear whole: a worker polling the folder never reads a half-written file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kombu.exceptions import ChannelError
+
+from app.settings import Settings
+from worker.celery_app import make_celery
+from worker.tasks import TRAIN_TASK
+
+
+def _channel(tmp_path: Path) -> tuple[Any, Path, Settings]:
+    settings = Settings(data_dir=tmp_path)
+    conn = make_celery(settings).connection_for_write()
+    return conn.default_channel, settings.broker_dir / "queue", settings
+
+
+def test_a_message_file_is_complete_whenever_a_reader_can_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel, folder, settings = _channel(tmp_path)
+    module = sys.modules[type(channel)._put.__module__]  # the transport the service configures
+    seen: list[bytes] = []
+    real_dumps = module.dumps
+
+    def dumps_while_a_reader_looks(payload: Any) -> str:
+        seen.extend(p.read_bytes() for p in folder.glob(f"*.{settings.queue}.msg"))  # what a polling worker finds
+        return real_dumps(payload)
+
+    monkeypatch.setattr(module, "dumps", dumps_while_a_reader_looks)
+    channel._put(settings.queue, {"body": "x" * 10_000})
+    assert seen == []  # kombu's own transport shows the file, empty, while it writes
+    (msg,) = folder.glob(f"*.{settings.queue}.msg")
+    assert json.loads(msg.read_bytes()) == {"body": "x" * 10_000}
+    assert channel._get(settings.queue) == {"body": "x" * 10_000}
+    assert list(folder.iterdir()) == []
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    channel, folder, settings = _channel(tmp_path)
+    module = sys.modules[type(channel)._put.__module__]
+
+    def disk_full(*_a: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module.os, "replace", disk_full)
+    with pytest.raises(ChannelError):
+        channel._put(settings.queue, {"body": 1})
+    assert list(folder.iterdir()) == []
+
+
+def test_tasks_sent_through_the_app_reach_the_queue(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    app = make_celery(settings)
+    app.send_task(TRAIN_TASK, args=["job-1"], queue=settings.queue)
+    (msg,) = (settings.broker_dir / "queue").glob(f"*.{settings.queue}.msg")
+    assert "job-1" in msg.read_text()
