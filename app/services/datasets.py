@@ -34,10 +34,16 @@ class TableLimits:
     max_columns: int
 
 
-def _stem(filename: str) -> str:
-    """`heart.csv` and `heart.csv.gz` -> `heart`."""
-    path = PurePath(filename)
-    return (PurePath(path.stem) if path.suffix.lower() == ".gz" else path).stem
+def default_name(filename: str) -> str:
+    """The name made from a file name: `heart.csv`, `C:\\data\\heart.csv.gz` -> `heart`; control characters
+    dropped; "dataset" when nothing is left (" ", ".csv")."""
+    base = PurePath(filename.replace("\\", "/")).name
+    if base.lower().endswith(".gz"):
+        base = base[:-3]
+    if "." in base:
+        base = base[: base.rindex(".")]
+    base = "".join(ch for ch in base if ch.isprintable())
+    return base.strip()[:MAX_NAME_CHARS] or "dataset"
 
 
 def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool = False) -> Dataset:
@@ -51,27 +57,30 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
 MAX_NAME_CHARS = 200  # the dataset row's name column
 
 
-def _check_name(name: str | None) -> None:
-    """The name the user gave is kept as given or refused (the one made from the file name is cut to fit)."""
-    if name is None:
-        return
+def given_name(name: str | None) -> str | None:
+    """The name the user gave without surrounding blanks, or refused; None when none or only blanks was given
+    (a form's empty field: the name is then made from the file name)."""
+    name = name.strip() if name is not None else None
+    if not name:
+        return None
     if len(name) > MAX_NAME_CHARS:
         raise Invalid.field("name", f"at most {MAX_NAME_CHARS} characters ({len(name)} given)")
     if "\x00" in name:
         raise Invalid.field("name", "must not contain a NUL character")
+    return name
 
 
 def create_dataset(db: Database, tenant_id: str, upload: Upload, limits: TableLimits) -> Dataset:
     """Parse, profile and store a CSV with its bytes in one transaction (blocking: run it off the event loop)."""
-    _check_name(upload.name)
+    name = given_name(upload.name)
     table = csvdata.parse_csv(upload.data, max_rows=limits.max_rows, max_columns=limits.max_columns)
     profile = csvdata.profile(table)
     with db.session() as session:
         ds = Dataset(
             id=new_id("ds"),
             tenant_id=tenant_id,
-            name=(upload.name or _stem(upload.filename) or "dataset")[:MAX_NAME_CHARS],
-            filename=upload.filename[:300],
+            name=name or default_name(upload.filename),
+            filename="".join(ch for ch in upload.filename if ch.isprintable())[:300],
             sha256=csvdata.sha256(upload.data),
             size_bytes=len(upload.data),
             n_rows=table.n_rows,

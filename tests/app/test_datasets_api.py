@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 
 GOOD = b"age,smoker,income,risk\n61,yes,20,high\n35,no,80,low\n70,yes,,high\n44,?,55,low\n"
@@ -156,3 +158,28 @@ def test_multipart_bodies_the_parser_refuses_are_malformed_multipart_naming_the_
         err = r.json()["error"]
         assert err["details"][0]["field"] == "file" and "no file name" in err["message"], err
     assert api.count("datasets") == 0 and api.count("audit_log") == 0
+
+
+@pytest.mark.parametrize(
+    ("filename", "name", "expected"),
+    [
+        (" ", None, "dataset"),
+        (".csv", None, "dataset"),
+        ("C:\\exports\\loans 2026.csv.gz", None, "loans 2026"),
+        ("heart.csv", "  ", "heart"),
+        ("heart.csv", "  cardiology  ", "cardiology"),
+    ],
+)
+def test_the_dataset_name_from_blank_names_and_odd_file_names(
+    sqlite_api, filename: str, name: str | None, expected: str
+) -> None:
+    """A file name of " " or ".csv" named the dataset " " and ".csv"; a Windows path kept its folders; a name
+    of blanks was kept as blanks. The name now comes without surrounding blanks, from the file name's
+    stem when none is given, and is "dataset" when nothing is left."""
+    data = b"a,t\n1,0\n2,1\n"
+    files = {"file": (filename, data if not filename.endswith(".gz") else gzip.compress(data), "text/csv")}
+    r = sqlite_api.client.post(
+        "/v1/datasets", files=files, data={"name": name} if name else None, headers=sqlite_api.h()
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == expected
