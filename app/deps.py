@@ -75,7 +75,18 @@ async def current_principal(
     return await _principal(request, api_key)
 
 
+def _one_key_header(request: Request) -> None:
+    """X-API-Key given more than once with different values: refused, so that no key silently wins."""
+    raw = request.scope["headers"]
+    if sum(1 for name, _ in raw if name == b"x-api-key") > 1 and len(set(request.headers.getlist("x-api-key"))) > 1:
+        raise Unauthenticated(
+            "X-API-Key is given more than once with different keys; send one key", code="ambiguous_api_key"
+        )
+
+
 async def _principal(request: Request, api_key: str | None) -> Principal:
+    if api_key is not None:
+        _one_key_header(request)
     key = presented_key(api_key, request)
     if not key:
         raise Unauthenticated(

@@ -10,6 +10,7 @@ the connection is dropped.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sqlite3
@@ -17,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse as StarletteJSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -67,6 +68,18 @@ def _driver_errors() -> tuple[type[Exception], ...]:
     return tuple(out)
 
 
+class ErrorJSON(StarletteJSONResponse):
+    """An error's JSON response; text that is not valid Unicode (a lone surrogate a request carried into a
+    message) is sent escaped rather than failing the response."""
+
+    def render(self, content: Any) -> bytes:
+        """UTF-8 JSON, ASCII-escaped where the text cannot be encoded."""
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 def status_of(exc: DomainError) -> int:
     """The HTTP status of a domain error: that of the first kind in its class hierarchy (400 for none)."""
     for cls in type(exc).__mro__:
@@ -75,11 +88,11 @@ def status_of(exc: DomainError) -> int:
     return 400
 
 
-def domain_error_response(exc: DomainError) -> JSONResponse:
+def domain_error_response(exc: DomainError) -> ErrorJSON:
     """The response for a domain error: its status, the error shape, `WWW-Authenticate` on 401."""
     status = status_of(exc)
     headers = HEADERS_401 if status == 401 else {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
-    return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
+    return ErrorJSON(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -125,11 +138,11 @@ def _allowed_methods(request: Request) -> list[str]:
     return table.of(request.url.path)
 
 
-async def _domain_error(_: Request, exc: DomainError) -> JSONResponse:
+async def _domain_error(_: Request, exc: DomainError) -> ErrorJSON:
     return domain_error_response(exc)
 
 
-async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _validation(request: Request, exc: RequestValidationError) -> ErrorJSON:
     errors = list(exc.errors())
     details = validation_details(errors)
     content_type = request.headers.get("content-type")
@@ -141,29 +154,29 @@ async def _validation(request: Request, exc: RequestValidationError) -> JSONResp
     msg = f"{first['field']}: {first['message']}"
     if len(details) > 1:
         msg += f" (and {len(details) - 1} more)"
-    return JSONResponse(error_body("invalid_input", msg, details), status_code=422)
+    return ErrorJSON(error_body("invalid_input", msg, details), status_code=422)
 
 
 _ENCODED_SLASH = re.compile(rb"%2f", re.IGNORECASE)  # decoded before routing: `a%2Fb` splits into two segments
 
 
-async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _http(request: Request, exc: StarletteHTTPException) -> ErrorJSON:
     if is_unreadable_body(exc.status_code, exc.detail):
         message = unreadable_body_message(exc.__cause__, request.headers.get("content-encoding"))
-        return JSONResponse(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
+        return ErrorJSON(error_body("invalid_input", message, [_body_detail(message)]), status_code=422)
     if exc.status_code == 404 and _ENCODED_SLASH.search(request.scope.get("raw_path") or b""):
         message = (
             "the path holds an encoded '/' (%2F) inside a segment: names, aliases, versions and ids never contain '/'"
         )
-        return JSONResponse(error_body("invalid_input", message, [{"field": "path", "message": message}]), 422)
+        return ErrorJSON(error_body("invalid_input", message, [{"field": "path", "message": message}]), 422)
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
     headers = dict(getattr(exc, "headers", None) or {})
     if exc.status_code == 405:
         headers["Allow"] = ", ".join(_allowed_methods(request))
-    return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
+    return ErrorJSON(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
 
 
-async def _data_error(request: Request, exc: DataError) -> JSONResponse:
+async def _data_error(request: Request, exc: DataError) -> ErrorJSON:
     # the database refused a value the API let through (PostgreSQL: a NUL character in a string, a string
     # over its column's length, a number out of its column's range); the request's transaction is rolled
     # back, nothing is written
@@ -172,22 +185,22 @@ async def _data_error(request: Request, exc: DataError) -> JSONResponse:
         "a value in the request (path, query or body) cannot be stored or looked up: it contains a NUL "
         "character, is too long, or is a number out of range"
     )
-    return JSONResponse(error_body("invalid_input", message), status_code=422)
+    return ErrorJSON(error_body("invalid_input", message), status_code=422)
 
 
-async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
     # an outage answers 503 naming the database; any other database error is a bug: 500, but answered here
     # (not by the catch-all below) so the client's keep-alive connection survives it too
     if is_unavailable_error(exc):
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
         return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
     log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+async def _unexpected(request: Request, exc: Exception) -> ErrorJSON:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("internal_error", "internal error; see the service log"), status_code=500)
+    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -18,12 +18,54 @@ def json_bytes(payload: Any) -> bytes:
         return json.dumps(payload, separators=(",", ":"), default=str).encode()
 
 
+class LoneSurrogate(ValueError):
+    """A string of the body (a key or a value) holds half of a UTF-16 surrogate pair: not text, cannot be stored."""
+
+    def __init__(self, path: tuple[str | int, ...]) -> None:
+        super().__init__("holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair): not text")
+        self.path = path
+
+    def error(self) -> dict[str, Any]:
+        """The validation error (`loc` in the body, keys with the surrogate escaped)."""
+        return {"type": "invalid_text", "loc": ("body", *self.path), "msg": str(self), "input": None}
+
+
 def loads(raw: bytes) -> Any:
-    """Parse a JSON body: orjson, else the standard library for what orjson refuses (NaN, UTF-16) and its errors."""
+    """Parse a JSON body: orjson, else the standard library for what orjson refuses (NaN, UTF-16) and its errors;
+    LoneSurrogate for a string only the standard library reads (orjson refuses them)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        parsed = json.loads(raw)
+        path = lone_surrogate_path(parsed)
+        if path is not None:
+            raise LoneSurrogate(path) from None
+        return parsed
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def lone_surrogate_path(root: Any) -> tuple[str | int, ...] | None:
+    """The path (keys escaped) of the first key or string value holding a surrogate code point, else None."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return path
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if _SURROGATE.search(k):
+                    return (*path, _escaped(k))
+                stack.append((v, (*path, k)))
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+    return None
 
 
 _KEY_END = re.compile(rb'"[ \t\n\r]*:')  # every key of a JSON text ends so (and some strings hold it)

@@ -25,7 +25,7 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import loads, repeated_key_error, repeated_key_off_loop
+from app.http.jsonbody import LoneSurrogate, loads, repeated_key_error, repeated_key_off_loop
 from app.http.strict_query import StrictQueryRoute, query_names, unknown_query_errors
 
 
@@ -33,6 +33,8 @@ def _parse_json(body: bytes) -> Any:
     """The parsed body (`jsonbody.loads`); the standard library's errors as FastAPI answers them."""
     try:
         return loads(body)
+    except LoneSurrogate as e:
+        raise RequestValidationError([e.error()], body=None) from None
     except json.JSONDecodeError as e:
         error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "input": {}}
         raise RequestValidationError([{**error, "ctx": {"error": e.msg}}], body=e.doc) from e

@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from app.deps import authenticate, current_principal
 from app.http.bodies import is_json_content_type
-from app.http.jsonbody import loads, repeated_key_error, repeated_key_off_loop
+from app.http.jsonbody import LoneSurrogate, loads, repeated_key_error, repeated_key_off_loop
 
 
 def query_names(dependant: Dependant) -> frozenset[str]:
@@ -74,8 +74,9 @@ def _has_json_body(request: Request) -> bool:
     return request.method in ("POST", "PUT", "PATCH") and is_json_content_type(request.headers.get("content-type"))
 
 
-async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
-    """A JSON body with a key given twice in one object: its error (FastAPI's parser keeps the last value).
+async def _body_errors(request: Request) -> list[dict[str, Any]]:
+    """A JSON body with a key given twice in one object (FastAPI's parser keeps the last value), or a string
+    holding a lone surrogate: its error.
 
     A body that does not parse is left to FastAPI, which names what is wrong with it."""
     if not _has_json_body(request):
@@ -85,6 +86,8 @@ async def _repeated_key_errors(request: Request) -> list[dict[str, Any]]:
         return []
     try:
         parsed = loads(raw)
+    except LoneSurrogate as e:  # FastAPI's parser would take it, and the text could never be stored or sent
+        return [e.error()]
     except Exception:  # noqa: BLE001 -- FastAPI's own parse reports it
         return []
     path = await repeated_key_off_loop(raw, parsed)
@@ -114,7 +117,7 @@ class StrictQueryRoute(APIRoute):
             overridden = bool(getattr(request.app, "dependency_overrides", None))  # tests, embedding apps
             if keyed and (errors or (_has_json_body(request) and not overridden)):
                 await authenticate(request)  # 401 first, as FastAPI's own order would have it (and no body work)
-            errors += await _repeated_key_errors(request)
+            errors += await _body_errors(request)
             if errors:
                 raise RequestValidationError(errors)
             return await handler(request)

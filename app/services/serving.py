@@ -26,11 +26,13 @@ SCALAR_PATH_MAX = 8  # up to this many records, evaluate record by record (no nu
 class RecordError(Invalid, ValueError):
     """Invalid records (code `invalid_record`); `details` lists `{field, message}` with `records[i].name` paths."""
 
-    def __init__(self, details: list[dict[str, Any]], *, total: int | None = None) -> None:
+    def __init__(self, details: list[dict[str, Any]], *, total: int | None = None, more: bool = False) -> None:
         n = total if total is not None else len(details)
         first = details[0]
         msg = f"{first['field']}: {first['message']}"
-        if n > 1:
+        if more:  # the check stopped counting: say so rather than give a count that is not the total
+            msg += f" (and more problems: the first {MAX_ERROR_DETAILS} are listed)"
+        elif n > 1:
             msg += f" (and {n - 1} more problem(s))"
         super().__init__(msg, code="invalid_record", details=details[:MAX_ERROR_DETAILS])
 
@@ -95,6 +97,9 @@ def class_key(c: Any) -> str:
 
 
 def _type_name(v: Any) -> str:
+    """A value's JSON type name."""
+    if v is None:
+        return "null"
     if isinstance(v, bool):
         return "boolean"
     if isinstance(v, str):
@@ -103,11 +108,16 @@ def _type_name(v: Any) -> str:
         return "object"
     if isinstance(v, list):
         return "array"
+    if isinstance(v, int | float):
+        return "number"
     return type(v).__name__
 
 
 def validate_records(model: ServedModel, records: list[Any]) -> None:
-    """Check every record against the model's features; raise RecordError naming index and field."""
+    """Check every record against the model's features; raise RecordError naming index and field.
+
+    A NaN value (not JSON, but what Python clients send for a missing value) is replaced by null in the
+    record, so that it is decided, echoed and digested as null, as a `NaN` CSV cell is."""
     details: list[dict[str, Any]] = []
     names, numeric = model.names, model.numeric
     for i, rec in enumerate(records):
@@ -116,55 +126,59 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
             continue
         keys = rec.keys()
         if keys != names:
-            for n in sorted(names - keys):
-                details.append(
-                    {"field": f"records[{i}].{n}", "message": "missing field (send null for a missing value)"}
-                )
-            for n in sorted(keys - names):
-                details.append(
-                    {
-                        "field": f"records[{i}].{n}",
-                        "message": "unknown field; the model's fields are "
-                        + ", ".join(f.name for f in model.rule_list.features),
-                    }
-                )
+            details += _field_set_errors(model, i, keys)
         for n, v in rec.items():
-            if v is None:
-                continue
-            t = type(v)
-            if n in numeric:
-                if t is float:
-                    if math.isinf(v):
-                        details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
+            t = v.__class__
+            if t is float:
+                if math.isnan(v):
+                    rec[n] = None
                     continue
-                if t is not int:
-                    details.append(
-                        {
-                            "field": f"records[{i}].{n}",
-                            "message": f"expected a number or null, got {_type_name(v)} {v!r}"[:200],
-                        }
-                    )
-                elif not -FLOAT_MAX <= v <= FLOAT_MAX:
-                    details.append({"field": f"records[{i}].{n}", "message": "must be a finite number or null"})
-            elif n in names:
-                if t not in (str, int, float, bool):
-                    details.append(
-                        {
-                            "field": f"records[{i}].{n}",
-                            "message": f"expected a string, number, boolean or null, got {_type_name(v)}",
-                        }
-                    )
-                elif t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
-                    details.append(
-                        {
-                            "field": f"records[{i}].{n}",
-                            "message": "must be a finite number, a string, a boolean or null",
-                        }
-                    )
+                if v - v == 0.0:  # finite: right for every field
+                    continue
+            elif v is None or (t is str and n not in numeric) or (t is int and -FLOAT_MAX <= v <= FLOAT_MAX):
+                continue
+            problem = _value_problem(model, n, v)
+            if problem is not None:
+                details.append({"field": f"records[{i}].{n}", "message": problem})
         if len(details) > MAX_ERROR_DETAILS:
-            break
+            raise RecordError(details, more=True)
     if details:
         raise RecordError(details)
+
+
+def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, Any]]:
+    """The missing and unknown fields of record i."""
+    names = model.names
+    out = [
+        {"field": f"records[{i}].{n}", "message": "missing field (send null for a missing value)"}
+        for n in sorted(names - keys)
+    ]
+    expected = ", ".join(f.name for f in model.rule_list.features)
+    out += [
+        {"field": f"records[{i}].{n}", "message": "unknown field; the model's fields are " + expected}
+        for n in sorted(keys - names)
+    ]
+    return out
+
+
+def _value_problem(model: ServedModel, name: str, v: Any) -> str | None:
+    """What is wrong with a record's non-null value of a known field (None when nothing; unknown fields aside)."""
+    t = type(v)
+    if name in model.numeric:
+        if t is float:
+            return "must be a finite number or null" if math.isinf(v) else None
+        if t is not int:
+            return f"expected a number or null, got {_type_name(v)} {v!r}"[:200]
+        return None if -FLOAT_MAX <= v <= FLOAT_MAX else "must be a finite number or null"
+    if name not in model.names:
+        return None
+    if t not in (str, int, float, bool):
+        return f"expected a string, number, boolean or null, got {_type_name(v)}"
+    if t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
+        return "must be a finite number, a string, a boolean or null"
+    if t is int and not -FLOAT_MAX <= v <= FLOAT_MAX:  # no category of a double: send such a code as a string
+        return "an integer beyond the range of a double; send such a code as a string"
+    return None
 
 
 def _canonical(value: Any) -> Any:

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 HUGE = int("9" * 400)  # a JSON integer that does not fit a float
 
@@ -48,6 +49,69 @@ def test_non_finite_and_huge_record_values(api, doc) -> None:
     r = _predict_raw(api, v, '{"records": [{"age": NaN, "income": 1, "smoker": NaN}]}')
     assert r.status_code == 200, r.text
     json.loads(r.text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+def _digests(api) -> list[str]:
+    with api.app.state.service.db.engine.connect() as c:
+        return [row[0] for row in c.execute(text("SELECT input_digest FROM audit_log ORDER BY id"))]
+
+
+def test_nan_is_decided_echoed_and_audited_as_null(api, doc) -> None:
+    """NaN was decided as missing but echoed as null and digested over the text `NaN`, so the audit digest of
+    a record differed from the same record sent with null (and from a `NaN` CSV cell's). Now it is null
+    throughout: the same rule, the same explanation, the same digest."""
+    v = api.import_model(doc)["id"]
+    answers = []
+    for value in ("NaN", "null"):
+        body = '{"records": [{"age": ' + value + ', "income": 1, "smoker": ' + value + "}]}"
+        r = _predict_raw(api, v, body)
+        assert r.status_code == 200, r.text
+        answers.append({k: x for k, x in r.json()["predictions"][0].items() if k != "audit_seq"})
+    assert answers[0] == answers[1]
+    csv_answer = api.client.post(
+        f"/v1/models/{v}/predict.csv",
+        headers=api.h(),
+        files={"file": ("b.csv", b"age,income,smoker\nNaN,1,NaN\n", "text/csv")},
+    )
+    assert csv_answer.status_code == 200, csv_answer.text
+    nan_json, null_json, nan_csv = _digests(api)
+    assert nan_json == null_json == nan_csv
+
+
+@pytest.mark.parametrize("n_records", [1, 9])
+def test_a_huge_integer_for_a_categorical_field_is_a_422_naming_it(api, doc, n_records: int) -> None:
+    """An integer beyond a double for a categorical field was a 500 (OverflowError making its category key)."""
+    v = api.import_model(doc)["id"]
+    rec = '{"age": 1, "income": 1, "smoker": ' + str(HUGE) + "}"
+    for explain in ("true", "false"):
+        r = _predict_raw(api, v, '{"records": [' + ",".join([rec] * n_records) + "]}", explain=explain)
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_record" and err["details"][0]["field"] == "records[0].smoker", err
+        assert "string" in err["details"][0]["message"]
+    assert api.count("audit_log") == 0
+
+
+def test_the_message_does_not_count_problems_it_stopped_counting(sqlite_api, doc) -> None:
+    """5,000 bad records said "(and 50 more problem(s))": the check stops after 51, so the count was wrong."""
+    v = sqlite_api.import_model(doc)["id"]
+    rec = '{"age": "x", "income": 1, "smoker": "yes"}'
+    r = _predict_raw(sqlite_api, v, '{"records": [' + ",".join([rec] * 5000) + "]}")
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert "50 more" not in err["message"] and "the first 50 are listed" in err["message"], err
+    assert len(err["details"]) == 50
+    r = _predict_raw(sqlite_api, v, '{"records": [' + ",".join([rec] * 3) + "]}")
+    assert "(and 2 more problem(s))" in r.json()["error"]["message"]
+
+
+def test_a_record_that_is_not_an_object_is_named_by_its_json_type(sqlite_api, doc) -> None:
+    """`{"records": [null, 1]}` said "got NoneType" / "got int": Python's names, not JSON's."""
+    v = sqlite_api.import_model(doc)["id"]
+    r = _predict_raw(sqlite_api, v, '{"records": [null, 1]}')
+    assert r.status_code == 422, r.text
+    messages = [d["message"] for d in r.json()["error"]["details"]]
+    assert messages == ["must be an object, got null", "must be an object, got number"], messages
 
 
 def test_csv_batch_rejects_infinite_numbers(api, doc) -> None:
@@ -447,3 +511,36 @@ def test_wide_bodies_with_lone_surrogates_are_counted_as_the_parser_reads_them()
         "utf-16-le", "surrogatepass"
     )
     assert repeated_key(big, json.loads(big)) is None  # no repeat: no false 422
+
+
+def test_a_lone_surrogate_in_a_body_is_a_422_naming_where_and_nothing_is_stored(api, doc) -> None:
+    """A lone surrogate escape (`"\\ud800"`) in a record's key was a 500 (the error response could not be
+    encoded); in an imported model's metrics it stored the version and then answered 500, and every later
+    read of that version or of the model list was a 500 too."""
+    v = api.import_model(doc)["id"]
+    rec = '{"age": 1, "income": 1, "smoker": "yes", "\\ud800": 1}'
+    r = _predict_raw(api, v, '{"records": [' + rec + "]}")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "records[0].\\ud800", r.json()
+    model = json.dumps({"name": "imp", "rule_list": doc, "metrics": {"acc": "\ud800"}})
+    r = _client(api).post("/v1/models", content=model, headers={**api.h(), "content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "metrics.acc", r.json()
+    assert _client(api).get("/v1/registered-models/imp", headers=api.h()).status_code == 404
+    assert _client(api).get("/v1/models?limit=500", headers=api.h()).status_code == 200
+    assert api.count("audit_log") == 0
+
+
+def test_two_different_api_keys_are_refused(sqlite_api, doc) -> None:
+    """Two X-API-Key headers with different keys acted as the first one's tenant: one key silently won."""
+    v = sqlite_api.import_model(doc)["id"]
+    key = sqlite_api.h()["X-API-Key"]
+    body = b'{"records": [{"age": 1, "income": 1, "smoker": "yes"}]}'
+    for keys in ([key, sqlite_api.key_b], [sqlite_api.key_b, key]):
+        headers = [("x-api-key", k) for k in keys] + [("content-type", "application/json")]
+        r = _client(sqlite_api).post(f"/v1/models/{v}/predict", content=body, headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "ambiguous_api_key", r.text
+        r = _client(sqlite_api).get("/v1/datasets", headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "ambiguous_api_key", r.text
+    same = [("x-api-key", key), ("x-api-key", key), ("content-type", "application/json")]
+    assert _client(sqlite_api).post(f"/v1/models/{v}/predict", content=body, headers=same).status_code == 200
