@@ -33,7 +33,10 @@ class ConditionExplained(BaseModel):
     feature: str
     op: str
     text: str
-    value: Any = Field(description="the record's value as sent")
+    value: Any = Field(
+        description="the record's value as read: as sent, NaN as null, a categorical string as its CSV cell "
+        "(blanks around it dropped, `NA`, `?`... missing)"
+    )
     holds: bool
     filled_value: float | None = Field(None, description="fill value used when the value was missing")
 
@@ -97,7 +100,8 @@ class PredictionPublic(BaseModel):
     )
     unseen_categories: dict[str, Any] | None = Field(
         None,
-        description="only when the record holds categorical values training never saw: feature -> value as sent; "
+        description="only when the record holds categorical values training never saw: feature -> value as read "
+        "(blanks around it dropped); "
         "such a value is decided as any value outside a condition's set (check for a typo)",
     )
     explanation: Explanation | None = None

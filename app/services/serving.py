@@ -52,6 +52,11 @@ class ServedModel:
     class_keys: tuple[str, ...]
     levels: tuple[tuple[str, frozenset[CategoryKey]], ...]  # each categorical feature's training levels
 
+    @property
+    def levels_of(self) -> dict[str, frozenset[CategoryKey]]:
+        """Each categorical feature's training levels by name."""
+        return dict(self.levels)
+
     @classmethod
     def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
         """Parse the stored document once."""
@@ -77,7 +82,7 @@ class ServedModel:
 
 
 def unseen_categories(model: ServedModel, record: dict[str, Any]) -> dict[str, Any]:
-    """The record's categorical values that training never saw (missing aside): feature -> value as sent.
+    """The record's categorical values that training never saw (missing aside): feature -> value as read.
 
     They are decided as any value outside a condition's set, so a typo ("United States" for
     "United-States") decides without an error; the answer says so.
@@ -117,7 +122,8 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
     """Check every record against the model's features; raise RecordError naming index and field.
 
     A NaN value (not JSON, but what Python clients send for a missing value) is replaced by null in the
-    record, so that it is decided, echoed and digested as null, as a `NaN` CSV cell is."""
+    record, and a categorical string by what predict.csv reads from the same cell (`as_csv_cell`), so that
+    the record is decided, echoed and digested as the same row of a CSV file."""
     details: list[dict[str, Any]] = []
     names, numeric = model.names, model.numeric
     for i, rec in enumerate(records):
@@ -135,7 +141,11 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
                     continue
                 if v - v == 0.0:  # finite: right for every field
                     continue
-            elif v is None or (t is str and n not in numeric) or (t is int and -FLOAT_MAX <= v <= FLOAT_MAX):
+            elif t is str and n not in numeric:
+                if v != v.strip() or v in MISSING_TOKENS:
+                    rec[n] = as_csv_cell(model, n, v)
+                continue
+            elif v is None or (t is int and -FLOAT_MAX <= v <= FLOAT_MAX):
                 continue
             problem = _value_problem(model, n, v)
             if problem is not None:
@@ -144,6 +154,16 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
             raise RecordError(details, more=True)
     if details:
         raise RecordError(details)
+
+
+def as_csv_cell(model: ServedModel, name: str, value: str) -> str | None:
+    """A categorical string read as predict.csv reads the same cell: surrounding blanks dropped, a missing-value
+    token (`NA`, `?`, `null`...) missing; a value the model knows as it is (an imported list's level) stays."""
+    levels = model.levels_of.get(name, frozenset())
+    if value in levels:
+        return value
+    cell = value.strip()
+    return None if cell in MISSING_TOKENS else cell
 
 
 def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, Any]]:

@@ -286,7 +286,7 @@ def test_unseen_categories_are_named_in_the_answer(sqlite_api, doc, explain: str
     r = predict(sqlite_api, v["id"], records, explain=explain)
     assert r.status_code == 200, r.text
     answers = r.json()["predictions"]
-    assert [a.get("unseen_categories") for a in answers] == [{"smoker": "Yes "}, None, None, {"smoker": 1}]
+    assert [a.get("unseen_categories") for a in answers] == [{"smoker": "Yes"}, None, None, {"smoker": 1}]
     assert answers[0]["rule_id"] != 1  # rule 1 needs smoker in {yes}: the typo does not pass it
     many = predict(sqlite_api, v["id"], records * 20, explain="false").json()["predictions"]  # the vectorised path
     assert [a.get("unseen_categories") for a in many] == [a.get("unseen_categories") for a in answers] * 20
