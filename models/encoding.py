@@ -1,10 +1,10 @@
 """Tabular input -> float matrix for the network, and back to the original units.
 
 Semantics (documented in the rule-list format):
-- numeric columns: missing (NaN / None / "") -> training median (`fill_value`), then standardised
-  robustly: (x - median) / (IQR / 1.349), or (x - mean) / std where the IQR is 0; a column that
-  is constant after filling gives no network input (no rule can condition on it); a column with
-  exactly two values lists them (`values`), so that its conditions read `x = 1`;
+- numeric columns: missing (None, NaN of any float type, pandas' NA / NaT, "") -> training median
+  (`fill_value`), then standardised robustly: (x - median) / (IQR / 1.349), or (x - mean) / std
+  where the IQR is 0; a column that is constant after filling gives no network input (no rule can
+  condition on it); a column with exactly two values lists them (`values`), so that its conditions read `x = 1`;
 - categorical columns (strings, booleans, pandas categoricals, anything non-numeric): one 0/1
   input per level seen in training, compared as `category_key` values; missing is its own level
   (key None); an unseen category at predict time is all-zero (it is in no `in` set and in every
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.rulelist import Feature, category_key
+from models.rulelist import Feature, category_key_column, is_missing
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def _is_number(v: Any) -> bool:
 
 
 def _is_missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v == "")
+    return is_missing(v) or (isinstance(v, str) and v == "")
 
 
 def is_numeric_column(col: pd.Series) -> bool:
@@ -157,24 +157,9 @@ def numeric_values(col: pd.Series) -> np.ndarray:
 
 
 def category_keys(col: pd.Series) -> np.ndarray:
-    """Column as an object array of category keys (None = missing)."""
-    values = col.to_numpy(dtype=object)
-    try:
-        codes, uniques = pd.factorize(pd.Series(values), use_na_sentinel=False)
-    except TypeError:  # unhashable values (lists, dicts): keyed one by one, by their text (`category_key`)
-        return _keys_per_value(values)
-    kinds = {isinstance(u, (bool, np.bool_)) for u in uniques if _is_number(u) or isinstance(u, (bool, np.bool_))}
-    if len(kinds) > 1:  # True == 1 for hashing: booleans mixed with numbers need a key per value
-        return _keys_per_value(values)
-    keys = np.empty(len(uniques), dtype=object)
-    keys[:] = [category_key(v) for v in uniques]
-    return np.asarray(keys[codes])
-
-
-def _keys_per_value(values: np.ndarray) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = [category_key(v) for v in values]
-    return out
+    """Column as an object array of category keys (None = missing), each value keyed by the code the rule
+    list evaluates with (pandas' factorize merged True with 1, whose keys differ)."""
+    return category_key_column(col.to_numpy(dtype=object))
 
 
 def _median(x: np.ndarray) -> float:

@@ -29,39 +29,67 @@ CategoryKey = str | None
 _MISSING_TYPES = frozenset({"NAType", "NaTType"})  # pandas.NA / NaT, recognised without importing pandas
 
 
+def is_missing(value: Any) -> bool:
+    """None, pandas' NA / NaT (known by type name) or NaN of any float type: a missing value."""
+    if type(value) is float:
+        return math.isnan(value)
+    if value is None or type(value).__name__ in _MISSING_TYPES:
+        return True
+    # numpy's float types register as numbers.Real; NaN is the one value unequal to itself (any float type)
+    real = isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+    return real and bool(value != value)  # noqa: PLR0124
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
 def category_key(value: Any) -> CategoryKey:
     """Normalise a categorical value to the key rules compare against (None means missing)."""
-    if value is None or type(value).__name__ in _MISSING_TYPES:
+    if is_missing(value):
         return None
-    if isinstance(value, (bool, np.bool_)):
+    if _is_bool(value):
         return "true" if value else "false"
     if isinstance(value, str):
         return value if value != "" else None
-    if isinstance(value, numbers.Real):
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         f = float(value)
-        if math.isnan(f):
-            return None
-        if f.is_integer() and not isinstance(value, numbers.Integral):
+        if f.is_integer():
             return str(int(f))
-        return str(value)
     return str(value)
 
 
-def _is_missing_number(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in _MISSING_TYPES
+def category_key_column(values: Iterable[Any]) -> np.ndarray:
+    """`category_key` of each value, as an object array; the one keying of a column the learner and
+    the evaluator share."""
+    # keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys differ; a text
+    # (the usual value, CSV cells) is its own key, without building a tuple per value
+    cache: dict[Any, CategoryKey] = {}
+    keys = []
+    for v in values:
+        key = v if type(v) is str else (type(v), v)
+        try:
+            k = cache[key]
+        except KeyError:
+            k = cache[key] = category_key(v)
+        except TypeError:  # unhashable value
+            k = category_key(v)
+        keys.append(k)
+    return _objects(keys)
 
 
 def format_number(x: float) -> str:
     """Render a threshold compactly for people (SQL/Python exports use the exact value): 6
     significant digits, or as many as a short decimal needs (snapped thresholds are short; a
-    threshold between 1700000000 and 1700000001 reads 1700000000.5, not 1.7e+09)."""
+    threshold between 1700000000 and 1700000001 reads 1700000000.5, not 1.7e+09), or the shortest
+    text that reads back as the number when 15 digits are not enough (two bounds never read alike)."""
     if float(x).is_integer() and abs(x) < 1e15:
         return str(int(x))
     for digits in range(6, 16):
         text = f"{x:.{digits}g}"
         if float(text) == x:
             return text
-    return f"{x:.6g}"
+    return repr(float(x))
 
 
 def _render_values(values: Sequence[CategoryKey]) -> str:
@@ -69,7 +97,7 @@ def _render_values(values: Sequence[CategoryKey]) -> str:
 
 
 # names and categories that read unambiguously in rule text as they are: words of characters that are
-# no operator, brace, comma or quote, one space apart, none a word of the rule syntax
+# no operator, brace, comma or quote, one space apart, none a word of the rule syntax (nor holding `_UNSAFE`)
 _PLAIN_NAME = re.compile(r"[^\s<>=!{},\"']+(?: [^\s<>=!{},\"']+)*\Z")
 _PLAIN_VALUE = re.compile(r"[^\s{},\"]+(?: [^\s{},\"]+)*\Z")
 _SYNTAX_WORDS = frozenset({"if", "then", "else", "and", "in", "not"})
@@ -81,13 +109,20 @@ def _quoted_if_needed(text: str, plain: re.Pattern[str]) -> str:
     Syntax words matter for names only: a category sits between braces and commas.
     """
     ambiguous = plain is _PLAIN_NAME and (_SYNTAX_WORDS.intersection(text.lower().split()) or _is_number(text))
-    if plain.match(text) and not ambiguous and text != MISSING_TEXT:
+    if plain.match(text) and not ambiguous and text != MISSING_TEXT and not _UNSAFE.search(text):
         return text
-    return json.dumps(text, ensure_ascii=False).translate(_LINE_BREAKS)
+    return _UNSAFE.sub(_escaped, json.dumps(text, ensure_ascii=False))
 
 
-# what JSON leaves raw but str.splitlines and JavaScript break lines at: escaped, so a rule stays one line
-_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+# what would act on a terminal, reorder or break a line, or not encode (C0 / C1 controls and DEL, line
+# separators, bidirectional overrides, lone surrogates): escaped as `\uXXXX` in a quoted text (JSON leaves
+# all but C0 raw), so a rule stays one readable line, a comment in the exports compiles, and the quoted
+# text reads back with json.loads
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _is_number(text: str) -> bool:
@@ -675,20 +710,7 @@ class RuleList:
                     out[i] = _to_float(feature.name, i, v)
             out[np.isnan(out)] = feature.fill_value
             return out
-        # other values keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys
-        # differ; a text (the usual value, CSV cells) is its own key, without building a tuple per value
-        cache: dict[Any, CategoryKey] = {}
-        keys = []
-        for v in col:
-            key = v if type(v) is str else (type(v), v)
-            try:
-                k = cache[key]
-            except KeyError:
-                k = cache[key] = category_key(v)
-            except TypeError:  # unhashable value
-                k = category_key(v)
-            keys.append(k)
-        return _objects(keys)
+        return category_key_column(col)
 
     def apply(self, X: Any) -> np.ndarray:
         """Id of the deciding rule per row: 1..k for rules, 0 for the default rule."""
@@ -843,28 +865,17 @@ class RuleList:
         return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_table(table)}"
 
     def to_python(self, function_name: str = "predict") -> str:
-        """Source of a dependency-free function `predict(record) -> (class, rule_id, probabilities)`."""
+        """Source of a dependency-free function `predict(record) -> (class, rule_id, probabilities)`.
+
+        It reads each value as this list does (`_PY_READERS`): missing is None, NaN of any float type,
+        pandas' NA / NaT (known by type name) or `""` (numeric features: also blank text), a numeric
+        feature refuses booleans and other non-numbers with a ValueError."""
         by_name = {f.name: f for f in self.features}
         lines = [
             f"def {function_name}(record):",
             '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); '
             'rule_id 0 is the default rule."""',
-            "    def num(name, fill):",
-            "        v = record[name]",
-            "        if v is None or v == '' or (isinstance(v, float) and v != v):",
-            "            return fill",
-            "        return float(v)",
-            "    def cat(name):",
-            "        v = record[name]",
-            "        kind = type(v).__name__  # numpy's bool_ and float32 too, without importing numpy",
-            "        real = isinstance(v, float) or kind.startswith('float')",
-            "        if v is None or (isinstance(v, str) and v == '') or (real and v != v):",
-            "            return None",
-            "        if isinstance(v, bool) or kind in ('bool', 'bool_'):",
-            "            return 'true' if v else 'false'",
-            "        if real and float(v).is_integer():",
-            "            return str(int(v))",
-            "        return str(v)",
+            _PY_READERS,
         ]
 
         def cond_py(c: Condition) -> str:
@@ -886,6 +897,44 @@ class RuleList:
             lines.append(f"        {ret(j)}")
         lines.append(f"    {ret(0)}  # default rule")
         return "\n".join(lines) + "\n"
+
+
+# `category_key` and `_to_float` as the Python export writes them, stdlib only: pandas' NA / NaT are known by
+# type name, numpy's scalars by the `numbers` ABCs they register with, numpy's bool by its type name (`bool_`
+# before numpy 2); tests/models/test_rulelist.py checks that both decide every value alike
+_PY_READERS = """\
+    import numbers
+    def missing(v):
+        # None, pandas.NA / NaT, or NaN of any float type (the one value unequal to itself)
+        if v is None or type(v).__name__ in ('NAType', 'NaTType'):
+            return True
+        return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and bool(v != v)
+    def boolean(v):
+        return isinstance(v, bool) or type(v).__name__ in ('bool', 'bool_')
+    def num(name, fill):
+        v = record[name]
+        if missing(v) or (isinstance(v, str) and v.strip() == ''):
+            return fill
+        if boolean(v):
+            raise ValueError('feature %r: expected a number, got a boolean' % (name,))
+        if isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real):
+            raise ValueError('feature %r: expected a real number, got %r' % (name, v))
+        try:
+            x = float(v)
+        except OverflowError:
+            raise ValueError('feature %r: the number is too large for a float' % (name,)) from None
+        except (TypeError, ValueError):
+            raise ValueError('feature %r: expected a number, got %r' % (name, v)) from None
+        return fill if x != x else x
+    def cat(name):
+        v = record[name]
+        if missing(v) or (isinstance(v, str) and v == ''):
+            return None
+        if boolean(v):
+            return 'true' if v else 'false'
+        if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and float(v).is_integer():
+            return str(int(float(v)))
+        return str(v)"""
 
 
 def _one_line(text: str) -> str:
@@ -942,7 +991,8 @@ def _sql_string(value: str) -> str:
 
 def _sql_number(col: str) -> str:
     """A numeric column as a number, NULL when missing (NULL, or text that is empty or blank)."""
-    return f"CAST(NULLIF(TRIM(CAST({col} AS TEXT)), '') AS DOUBLE PRECISION)"
+    # the text only tells a blank: a number read through its text would lose digits (SQLite writes REAL as %.15g)
+    return f"CASE WHEN TRIM(CAST({col} AS TEXT)) = '' THEN NULL ELSE CAST({col} AS DOUBLE PRECISION) END"
 
 
 def _sql_table(table: str) -> str:
@@ -965,7 +1015,7 @@ def _described(parts: dict[str, Any], feature: Feature, value: tuple[Any, Any], 
     if "values" in d:
         d["values"] = list(d["values"])  # the caller may change its copy
     d["value"] = _plain(raw)
-    if feature.type == "numeric" and _is_missing_number(raw):
+    if feature.type == "numeric" and is_missing(raw):
         d["filled_value"] = float(norm)
     d["holds"] = holds
     return d
@@ -1049,9 +1099,11 @@ def _as_floats(col: np.ndarray) -> np.ndarray | None:
 
 def _to_float(name: str, row: int, v: Any) -> float:
     """One value of a numeric feature as float (NaN when missing); ValueError naming name and row."""
-    if _is_missing_number(v) or (isinstance(v, str) and v.strip() == ""):
+    if type(v) is float:  # the usual value (a JSON number), decided without the checks below
+        return v
+    if is_missing(v) or (isinstance(v, str) and v.strip() == ""):
         return math.nan
-    if isinstance(v, (bool, np.bool_)):
+    if _is_bool(v):
         raise ValueError(f"feature {name!r}: row {row}: expected a number, got a boolean")
     if isinstance(v, (complex, np.complexfloating)):  # float() of a numpy complex drops the imaginary part
         raise ValueError(f"feature {name!r}: row {row}: expected a real number, got {v!r}")

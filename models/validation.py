@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from models.encoding import as_array, to_frame
-from models.rulelist import ClassLabel, json_label
+from models.rulelist import ClassLabel, is_missing, json_label
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,6 @@ def _data_conversion_warning() -> type[Warning]:
     return category
 
 
-def _missing_label(v: Any) -> bool:
-    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
-
-
 def check_targets(y: Any) -> np.ndarray:
     """Validate a classification target; returns a 1-D array."""
     if y is None:
@@ -65,7 +60,7 @@ def check_targets(y: Any) -> np.ndarray:
             raise ValueError("Input y contains NaN or infinity.")
         if not np.all(arr == np.round(arr)):
             raise ValueError("Unknown label type: continuous. Only classification targets are supported.")
-    if arr.dtype.kind == "O" and any(_missing_label(v) for v in arr):
+    if arr.dtype.kind == "O" and any(is_missing(v) for v in arr):
         raise ValueError("Input y contains NaN or None.")
     if arr.dtype.kind == "O" and len({isinstance(v, str) for v in arr}) > 1:
         raise ValueError("Mix of label input types (string and number): give y labels of one type.")

@@ -167,3 +167,58 @@ def test_numbers_beyond_the_float_range_name_their_column() -> None:
         TabularEncoder().fit(df)
     with pytest.raises(ValueError, match=r"Complex data not supported \(feature 'c'\)"):
         TabularEncoder().fit(pd.DataFrame({"c": np.array([1.0, 2j], dtype=object)}))
+
+
+def test_booleans_and_numbers_in_a_categorical_column_keep_the_rule_lists_keys() -> None:
+    """pandas' factorize merged True with 1 (False with 0) before the mixed-type check could see them: the
+    encoder keyed by batch composition, the served list by value, and they disagreed on training rows."""
+    from models.encoding import category_keys
+    from models.rulelist import category_key
+
+    values = [True, 1, "x", False, 0, 1.0, np.True_, np.float32(0.1), 0.10000000149011612, None, pd.NA, ""]
+    keys = category_keys(pd.Series(values, dtype=object)).tolist()
+    assert keys == [category_key(v) for v in values]
+    assert keys[:7] == ["true", "1", "x", "false", "0", "1", "true"]
+    for v in values:  # a value's key does not depend on the other values of the batch
+        assert category_keys(pd.Series([v, True, 1], dtype=object)).tolist()[0] == category_key(v)
+    enc = TabularEncoder().fit(pd.DataFrame({"m": pd.Series([True, 1, "x", 1, True], dtype=object)}))
+    assert enc.columns[0].levels == ["1", "true", "x"]
+
+
+def test_a_column_of_true_and_1_trains_the_network_the_served_list_reads() -> None:
+    pytest.importorskip("torch")
+    from models import NeuRulesClassifier
+
+    rng = np.random.default_rng(10)
+    y = rng.integers(0, 2, 300)
+    m = [(True if i % 2 else 1) if y[i] else "xzw"[i % 3] for i in range(300)]
+    X = pd.DataFrame({"m": pd.Series(m, dtype=object)})
+    clf = NeuRulesClassifier(n_rules=3, epochs=20, n_restarts=2, random_state=0).fit(X, y)
+    assert np.array_equal(clf.predict(X), clf.predict_network(X))  # was 24% apart
+    alone = [clf.predict_network(pd.DataFrame({"m": pd.Series([v], dtype=object)}))[0] for v in (True, 1, "x")]
+    assert alone == clf.predict_network(pd.DataFrame({"m": pd.Series([True, 1, "x"], dtype=object)})).tolist()
+
+
+def test_pandas_na_nat_and_float32_nan_are_missing_numbers() -> None:
+    """pd.NA / pd.NaT made an object column of numbers categorical at fit, and a TypeError at predict."""
+    from models.encoding import is_numeric_column, numeric_values
+
+    col = pd.Series([1.0, pd.NA, 2.5, pd.NaT, np.float32("nan"), None, 4.0, ""], dtype=object, name="a")
+    assert is_numeric_column(col)
+    assert np.isnan(numeric_values(col)).tolist() == [False, True, False, True, True, True, False, True]
+    enc = TabularEncoder().fit(pd.DataFrame({"a": col}))
+    assert enc.columns[0].kind == "numeric" and enc.columns[0].fill_value == 2.5
+    raw = enc.raw_columns(pd.DataFrame({"a": pd.Series([pd.NA, pd.NaT, np.float32("nan"), 3.0], dtype=object)}))
+    assert raw[0].tolist() == [2.5, 2.5, 2.5, 3.0]
+
+
+def test_pandas_na_at_predict_time_is_the_fill_value() -> None:
+    pytest.importorskip("torch")
+    from models import NeuRulesClassifier
+
+    rng = np.random.default_rng(10)
+    a = rng.normal(size=100)
+    clf = NeuRulesClassifier(n_rules=3, epochs=20, n_restarts=2, random_state=0).fit(pd.DataFrame({"a": a}), a > 0)
+    fill = clf.rule_list_.features[0].fill_value
+    odd = [{"a": v} for v in (pd.NA, pd.NaT, np.float32("nan"), None, fill)]
+    assert clf.predict(odd).tolist() == [clf.predict([{"a": fill}])[0]] * 5  # pd.NA was a TypeError

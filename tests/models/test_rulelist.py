@@ -340,7 +340,8 @@ def test_short_thresholds_render_every_digit_they_have() -> None:
     stamp = Condition(feature="ts", op="between", low=1700000000.5, high=1700000002.5)
     assert stamp.text() == "1700000000.5 <= ts <= 1700000002.5"  # was 1.7e+09 <= ts <= 1.7e+09
     assert Condition(feature="t", op="between", high=1.0000000003).text() == "t <= 1.0000000003"
-    assert Condition(feature="t", op="between", low=0.1 + 0.2).text() == "t >= 0.3"  # not short: 6 digits
+    # not short: the shortest text that reads back as the number (6 digits read 0.3, another bound)
+    assert Condition(feature="t", op="between", low=0.1 + 0.2).text() == "t >= 0.30000000000000004"
 
 
 def test_whole_number_classes_beyond_int64_predict_as_python_ints() -> None:
@@ -428,3 +429,181 @@ def _records_of(rl: Any) -> list[dict[str, Any]]:
 
     choices = [[0.0, 30.0, 67.0, 1e3] if f.type == "numeric" else [*(f.categories or ()), "other"] for f in rl.features]
     return [dict(zip([f.name for f in rl.features], combo, strict=True)) for combo in itertools.product(*choices)]
+
+
+def test_sql_export_compares_numbers_exactly_sqlite() -> None:
+    """SQLite writes a REAL as text with 15 digits: read through its text, 0.30000000000000004 was 0.3
+    and fell below a bound at 0.30000000000000004 (another rule than RuleList's)."""
+    rl = _bound_list(0.30000000000000004)
+    values = [0.30000000000000004, 0.3, 1.0000000000000003e20, 1e20, None]
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE t ("a" REAL, "b" TEXT)')
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(v, None) for v in values])
+    assert [row[-1] for row in con.execute(rl.to_sql("t", output="rule_id"))] == rl.apply({"a": values}).tolist()
+    texts = ["0.30000000000000004", " 0.30000000000000004 ", "0.3", "  ", "", None]  # numbers stored as text
+    con.execute('CREATE TABLE s ("a" TEXT, "b" TEXT)')
+    con.executemany("INSERT INTO s VALUES (?, ?)", [(v, None) for v in texts])
+    assert [row[-1] for row in con.execute(rl.to_sql("s", output="rule_id"))] == rl.apply({"a": texts}).tolist()
+    assert rl.apply({"a": texts}).tolist() == [1, 1, 2, 0, 0, 0]
+
+
+@pytest.mark.integration
+def test_sql_export_compares_numbers_exactly_postgresql() -> None:
+    """The same SQL on PostgreSQL: DOUBLE PRECISION and TEXT columns, compared as numbers."""
+    from tests.conftest import PG_ADMIN_URL, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    import psycopg
+
+    rl = _bound_list(0.30000000000000004)
+    rows = [(0.30000000000000004, "0.30000000000000004"), (0.3, " 0.3 "), (1e20, "  "), (None, "")]
+    with psycopg.connect(PG_ADMIN_URL.replace("postgresql+psycopg", "postgresql")) as con:
+        con.execute('CREATE TEMP TABLE n ("a" DOUBLE PRECISION, "b" TEXT)')
+        con.execute('CREATE TEMP TABLE s ("a" TEXT, "b" TEXT)')
+        with con.cursor() as cur:
+            cur.executemany("INSERT INTO n VALUES (%s, NULL)", [(a,) for a, _ in rows])
+            cur.executemany("INSERT INTO s VALUES (%s, NULL)", [(t,) for _, t in rows])
+        numbers = [row[-1] for row in con.execute(rl.to_sql("n", output="rule_id"))]
+        texts = [row[-1] for row in con.execute(rl.to_sql("s", output="rule_id"))]
+    assert numbers == rl.apply({"a": [a for a, _ in rows]}).tolist() == [1, 2, 1, 0]
+    assert texts == rl.apply({"a": [t for _, t in rows]}).tolist() == [1, 2, 0, 0]
+
+
+def _bound_list(low: float) -> RuleList:
+    """Rule 1: a >= low; rule 2: a <= low; missing a -> 1e21 (the default rule)."""
+    doc = copy.deepcopy(DOC)
+    doc["features"] = [
+        {"name": "a", "type": "numeric", "fill_value": 1e21},
+        {"name": "b", "type": "categorical", "categories": ["x"]},
+    ]
+    doc["rules"] = [
+        {"conditions": [{"feature": "a", "op": "between", "low": low, "high": 1e20}], **_COUNTS},
+        {"conditions": [{"feature": "a", "op": "between", "low": None, "high": low}], **_COUNTS},
+    ]
+    return RuleList.from_dict(doc)
+
+
+_COUNTS: dict[str, Any] = {"class_counts": [1, 1], "probabilities": [0.5, 0.5]}
+
+
+def _odd_values() -> list[Any]:
+    """Values a record may hold: missing in every form, booleans, numpy scalars, texts, numbers of other types."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import pandas as pd
+
+    return [
+        *(None, math.nan, np.nan, np.float32("nan"), np.float16("nan"), np.longdouble("nan"), pd.NA, pd.NaT),
+        *("", "  ", "\t", " 50 ", "nan", "inf", "-inf", "abc", "1_000", "\u0665\u0660", b"47"),
+        *(True, False, np.True_, np.False_, 0, 1, 1.0, 0.0, -0.0, np.int64(50), np.int8(1), np.uint64(70)),
+        *(45.5, 66.4, 30.0, 50, np.float32(45.5), np.float32(0.1), np.float64(66.4), np.longdouble(2.0)),
+        *(math.inf, -math.inf, 10**400, 2**64, 1 + 2j, np.complex64(1), Decimal("50"), Decimal("NaN")),
+        *(Fraction(91, 2), Fraction(3, 1), "asymptomatic", "typical", "true", "false", "1", "2", [1], (2,)),
+    ]
+
+
+def _exported_ids(rl: RuleList, records: list[dict[str, Any]]) -> list[Any]:
+    """Rule id of each record by the exported function, or ValueError where it refuses the record."""
+    ns: dict[str, Any] = {}
+    exec(compile(rl.to_python(), "<export>", "exec"), ns)
+    out: list[Any] = []
+    for rec in records:
+        try:
+            out.append(ns["predict"](rec)[1])
+        except ValueError:
+            out.append(ValueError)
+    return out
+
+
+def _list_ids(rl: RuleList, records: list[dict[str, Any]]) -> list[Any]:
+    """Rule id of each record by RuleList.apply (one at a time), or ValueError where it refuses the record."""
+    out: list[Any] = []
+    for rec in records:
+        try:
+            out.append(int(rl.apply([rec])[0]))
+        except ValueError:
+            out.append(ValueError)
+    return out
+
+
+def test_python_export_reads_odd_values_as_the_rule_list_does() -> None:
+    """NaN of any float type, pandas' NA / NaT and blank text are missing (the fill value, here inside a bound),
+    booleans are refused by a numeric feature: as RuleList decides (the export once disagreed or crashed)."""
+    doc = copy.deepcopy(DOC)
+    doc["features"][0]["fill_value"] = 50.0  # inside rule 1's 45.5..66.4: missing is not "no rule holds"
+    rl = RuleList.from_dict(doc)
+    base = {"age": 50, "chest pain": "asymptomatic", "smoker": False, "unused": 1.0}
+    import pandas as pd
+
+    for v in (np.float32("nan"), "  ", pd.NA, pd.NaT):
+        assert _exported_ids(rl, [dict(base, age=v)]) == [1] == rl.apply([dict(base, age=v)]).tolist(), repr(v)
+    assert _exported_ids(rl, [dict(base, age=True)]) == [ValueError]  # RuleList refuses a boolean number
+    rng = np.random.default_rng(0)
+    values = _odd_values()
+    records = [
+        {f["name"]: values[i] for f, i in zip(doc["features"], rng.integers(len(values), size=4), strict=True)}
+        for _ in range(3000)
+    ]
+    records += [dict(base, **{name: v}) for v in values for name in ("age", "chest pain", "smoker")]
+    expected = _list_ids(rl, records)
+    assert _exported_ids(rl, records) == expected
+    kept = [r for r, e in zip(records, expected, strict=True) if e is not ValueError]
+    assert rl.apply(kept).tolist() == [e for e in expected if e is not ValueError]  # the batch decides alike
+    assert [rl.explain(r)["rule_id"] for r in kept[:300]] == [e for e in expected if e is not ValueError][:300]
+
+
+CONTROL = ["p\x00", "\x1b[31mred", "del\x7f", "c1\x9b", "rtl\u202eltr", "half\ud800", "tab\there", "ok"]
+
+
+def test_control_characters_are_escaped_in_text_and_the_python_export_compiles() -> None:
+    """A NUL in a category made `to_python` uncompilable (raw in a `# rule` comment); a terminal escape or DEL
+    went raw into `to_text`. Now quoted and escaped as JSON, reading back with json.loads."""
+    doc = copy.deepcopy(DOC)
+    doc["features"][1]["name"] = doc["rules"][0]["conditions"][1]["feature"] = "chest\x1bpain"
+    doc["features"][2]["categories"] = CONTROL
+    doc["rules"][1]["conditions"][0]["values"] = CONTROL
+    doc["target"], doc["classes"] = "risk\x07", ["low\x00", "high\x7f"]
+    rl = RuleList.from_dict(doc)
+    text = rl.to_text()
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e\ud800]", text), repr(text)
+    assert len(text.splitlines()) == 4
+    line = text.splitlines()[1]
+    quoted = re.findall(r'"(?:[^"\\]|\\.)*"', line[line.index("{") : line.index("}")])
+    assert [json.loads(q) for q in quoted] == CONTROL[:-1]  # each round-trips; "ok" needs no quotes
+    assert line.endswith('then "risk\\u0007" = "high\\u007f"  (p=0.67, support 4)')
+    assert text.splitlines()[0].startswith('if 45.5 <= age <= 66.4 and "chest\\u001bpain" in {asymptomatic} then')
+    source = rl.to_python()
+    ns: dict[str, Any] = {}
+    exec(compile(source, "<export>", "exec"), ns)
+    records = [{**RECORDS[1], "chest\x1bpain": "typical", "smoker": c} for c in [*CONTROL, "other"]]
+    assert [ns["predict"](r)[1] for r in records] == rl.apply(records).tolist() == [0] * 8 + [2]
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e\ud800]", source)
+    no_nul = json.loads(json.dumps(doc).replace("\\u0000", ""))  # SQL cannot hold a NUL: refused
+    comments = [line for line in RuleList.from_dict(no_nul).to_sql("t").splitlines() if "-- rule" in line]
+    assert len(comments) == 3 and not re.search(r"[\x00-\x1f\x7f-\x9f\u202e\ud800]", "".join(comments))
+
+
+def test_distinct_bounds_never_read_alike() -> None:
+    """15 digits, then 6: 0.30000000000000004 read 0.3, and 1.0000000000000003e20 and 9.999999999999997e19
+    both read 1e+20 (a rule `1e+20 <= a <= 1e+20`). Now the shortest text that reads back as the number."""
+    from models.rulelist import Condition, format_number
+
+    assert format_number(0.30000000000000004) == "0.30000000000000004"
+    assert Condition(feature="a", op="between", low=9.999999999999997e19, high=1.0000000000000003e20).text() == (
+        "9.999999999999997e+19 <= a <= 1.0000000000000003e+20"
+    )
+    assert format_number(np.float64(0.1) + np.float64(0.2)) == "0.30000000000000004"  # not np.float64(...)
+    assert [format_number(x) for x in (0.3, 45.5, 1e20, 1e-7, 123456.5, 2.0)] == [
+        "0.3",
+        "45.5",
+        "1e+20",
+        "1e-07",
+        "123456.5",
+        "2",
+    ]
+    rng = np.random.default_rng(1)
+    for x in rng.normal(size=2000) * 10.0 ** rng.integers(-30, 30, size=2000):
+        assert float(format_number(x)) == x
+        assert float(format_number(np.nextafter(x, math.inf))) != float(format_number(x))
