@@ -461,6 +461,24 @@ def _parse_features(doc: Mapping[str, Any]) -> dict[str, Feature]:
     return by_name
 
 
+def check_new_document(rl: RuleList) -> None:
+    """What a new document (an import) must also satisfy; DocumentError naming the path. Stored documents are
+    read without these checks, so a version stored before them stays readable: feature names without a NUL
+    character (no CSV header, SQL name or most clients' record keys hold one), each category listed once, a
+    numeric feature's min at most its max."""
+    for i, f in enumerate(rl.features):
+        path = f"features[{i}]"
+        if "\x00" in f.name:
+            _Doc.fail(f"{path}.name", "must not contain a NUL character")
+        if f.min is not None and f.max is not None and f.min > f.max:
+            _Doc.fail(f"{path}.min", "must not exceed max")
+        seen: set[CategoryKey] = set()
+        for j, c in enumerate(f.categories):
+            if c in seen:
+                _Doc.fail(f"{path}.categories[{j}]", f"{c!r} is listed twice")
+            seen.add(c)
+
+
 def _parse_rule(entry: Any, path: str, by_name: Mapping[str, Feature], k: int) -> Rule:
     r = _Doc.mapping(entry, path)
     conds = _Doc.seq(_Doc.key(r, "conditions", path), f"{path}.conditions")

@@ -16,7 +16,7 @@ from app.services.audit import take_sqlite_write_lock
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
 from app.tables import ModelAlias, ModelVersion, RegisteredModel, new_id, utcnow
-from models.rulelist import DocumentError, RuleList, label_key
+from models.rulelist import DocumentError, RuleList, check_new_document, label_key
 
 # \Z, not $: `$` also matches before a final newline, which let "risk\n" through as a name
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -263,6 +263,7 @@ def add_version(
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)
+        check_new_document(rl)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
         where = f"rule_list.{e.path}" if isinstance(e, DocumentError) and e.path != "document" else "rule_list"

@@ -579,3 +579,25 @@ def test_an_imported_level_with_blanks_or_a_token_keeps_its_meaning(sqlite_api, 
     r = _predict_raw(sqlite_api, v, body)
     assert r.status_code == 200, r.text
     assert [p["rule_id"] for p in r.json()["predictions"]] == [1, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (
+            lambda d: d["features"].append({"name": "a\x00b", "type": "numeric", "fill_value": 0.0}),
+            "rule_list.features[3].name",
+        ),
+        (lambda d: d["features"][2].update(categories=["yes", "no", "yes"]), "rule_list.features[2].categories[2]"),
+        (lambda d: d["features"][0].update(min=90.0, max=20.0), "rule_list.features[0].min"),
+    ],
+)
+def test_an_import_that_reading_allows_but_no_client_could_use_is_a_422(sqlite_api, doc, change, field) -> None:
+    """A feature name with a NUL was imported (its Python export did not compile, its predict.csv could never
+    work); so were a category listed twice and min above max."""
+    change(doc)
+    r = sqlite_api.client.post("/v1/models", json={"name": "imp", "rule_list": doc}, headers=sqlite_api.h())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_rule_list" and err["details"][0]["field"] == field, err
+    assert sqlite_api.count("model_versions") == 0
