@@ -32,6 +32,9 @@ ACCEPTED_TYPES = frozenset(
 )
 GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x-gunzip"})
 MULTIPART_OVERHEAD = 64 * 1024
+DATASET_FIELDS = ("file", "name")  # the multipart fields a dataset upload takes
+PREDICT_FIELDS = ("file",)  # ... and predict.csv
+MAX_PART_HEADER_BYTES = 4096 + 128  # python-multipart's limit on one header line of a part (its default)
 
 
 def multipart_body(file_description: str, *, with_name: bool = False) -> dict[str, Any]:
@@ -80,19 +83,60 @@ def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
     return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
 
 
-async def _form(request: Request, limit: int) -> FormData:
+async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormData:
     _check_headers(request, limit)
     request = await _decoded(request, limit)
     try:
-        return await request.form(max_files=1, max_fields=10)
+        form = await request.form(max_files=1, max_fields=10)
     except StarletteHTTPException as e:
         if e.status_code != 400:  # the body went over the size limit while it arrived
             raise
         # Starlette turns the multipart parser's refusals (no boundary, a second file, a part header over
         # its limit) into a bare 400 `http_error`: answered as the malformed body it is
-        raise _malformed(str(e.detail)) from None
+        raise _malformed(_parser_reason(e)) from None
     except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
-        raise _malformed(str(e)) from None
+        raise _malformed(_parser_reason(e)) from None
+    try:
+        _check_fields(form, fields)
+    except BaseException:
+        await form.close()
+        raise
+    return form
+
+
+def _parser_reason(e: BaseException) -> str:
+    """The parser's reason, in words that say what to change where its own ("Invalid multipart data.") do not.
+
+    Starlette raises its 400 while handling its MultiPartException, itself raised from python-multipart's
+    error: a header line of a part over the parser's limit is, in practice, a very long file name."""
+    reason = str(e.detail) if isinstance(e, StarletteHTTPException) else str(e)
+    cause: BaseException | None = e
+    while cause is not None:
+        if "header size exceeded" in str(cause).lower():
+            return (
+                f"a part's header is over {MAX_PART_HEADER_BYTES} bytes, the most the multipart parser reads; "
+                "the file name is likely too long: send the file under a shorter name"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return reason
+
+
+def _check_fields(form: FormData, fields: tuple[str, ...]) -> None:
+    """Refuse a form field the endpoint does not take (a misspelt `name` was silently ignored) and one given
+    more than once (the last one silently won): a 422 naming each, as for query parameters."""
+    takes = ", ".join(fields)
+    details = []
+    for key in dict.fromkeys(form.keys()):
+        values = form.getlist(key)
+        if key not in fields:
+            details.append({"field": key, "message": f"unknown form field; this upload takes {takes}"})
+        elif len(values) > 1:
+            shown = ", ".join(repr(v) if isinstance(v, str) else f"file {v.filename!r}" for v in values[:5])
+            details.append({"field": key, "message": f"given {len(values)} times ({shown}); give it once"})
+    if details:
+        first = details[0]
+        more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+        raise Invalid(f"{first['field']}: {first['message']}{more}", details=details)
 
 
 def _malformed(reason: str) -> Malformed:
@@ -119,13 +163,14 @@ def _file_part(form: FormData) -> tuple[UploadFile, str]:
     return file, part_type
 
 
-async def read_upload(request: Request, limit: int) -> Upload:
+async def read_upload(request: Request, limit: int, fields: tuple[str, ...] = DATASET_FIELDS) -> Upload:
     """The file part of a multipart body (at most `limit` bytes, decompressed), its file name and `name` field.
 
-    A gzip-compressed file (`.csv.gz`, a gzip part type or `Content-Encoding`, or the whole body sent with
+    A form field other than `fields`, or one given twice, is a 422 naming it. A gzip-compressed file
+    (`.csv.gz`, a gzip part type or `Content-Encoding`, or the whole body sent with
     `Content-Encoding: gzip`) is decompressed; the limit applies to the decompressed size.
     """
-    form = await _form(request, limit)
+    form = await _form(request, limit, fields)
     try:
         file, part_type = _file_part(form)
         data = await file.read(limit + 1)
@@ -140,13 +185,15 @@ async def read_upload(request: Request, limit: int) -> Upload:
 
 
 @asynccontextmanager
-async def upload_stream(request: Request, limit: int) -> AsyncIterator[IO[bytes]]:
+async def upload_stream(
+    request: Request, limit: int, fields: tuple[str, ...] = PREDICT_FIELDS
+) -> AsyncIterator[IO[bytes]]:
     """The file part as a binary file to read in pieces (closed on exit); the same checks as `read_upload`.
 
     A plain CSV is read where the multipart parser spooled it (to disk past 1 MiB), so memory does not
     grow with it; a gzip-compressed one is decompressed in memory (at most `limit` bytes), as `read_upload` does.
     """
-    form = await _form(request, limit)
+    form = await _form(request, limit, fields)
     try:
         file, part_type = _file_part(form)
         if file.size is not None and file.size > limit:

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.http.strict_query import StrictQueryRoute
-from app.http.uploads import multipart_body, read_upload
+from app.http.uploads import DATASET_FIELDS, multipart_body, read_upload
 from app.schemas.datasets import DatasetList, DatasetPreview, DatasetPublic
 from app.services import dataset_preview, datasets
 from app.services.datasets import TableLimits
@@ -33,7 +33,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictQ
 async def create_dataset(request: Request, principal: CurrentTenant, state: AppState) -> DatasetPublic:
     """Validate, profile and store an uploaded CSV."""
     s = state.settings
-    upload = await read_upload(request, s.max_upload_bytes)
+    upload = await read_upload(request, s.max_upload_bytes, DATASET_FIELDS)
     limits = TableLimits(max_rows=s.max_rows, max_columns=s.max_columns)
     ds = await run_in_threadpool(datasets.create_dataset, state.db, principal.tenant_id, upload, limits)
     return DatasetPublic.model_validate(ds)

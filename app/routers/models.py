@@ -12,6 +12,7 @@ from app.errors import responses
 from app.http.strict_query import StrictQueryRoute
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
 from app.services import registry, versions
+from app.services.errors import Invalid
 from app.services.versions import ExportFormat, NamedVersion
 from app.tables import ModelVersion
 
@@ -118,4 +119,17 @@ def export_version(
 ) -> PlainTextResponse:
     """Export a version."""
     mv = registry.resolve(session, principal.tenant_id, ref)
-    return PlainTextResponse(versions.export(mv, format, table))
+    try:
+        return PlainTextResponse(versions.export(mv, format, table))
+    except Invalid as e:
+        raise _as_query_error(e, format) from None
+
+
+def _as_query_error(e: Invalid, fmt: str) -> Invalid:
+    """The export's refusal naming the query parameter as every other check of it does: `query.table` for the
+    table name (as its length check), `query.format` for what this model holds that the format cannot (a NUL
+    in a column name or category: SQL has no way to write it)."""
+    reason = e.details[0]["message"] if e.details else e.message
+    if any(d.get("field") == "table" for d in e.details):
+        return Invalid.field("query.table", reason, code=e.code)
+    return Invalid.field("query.format", f"this model cannot be exported as {fmt}: {reason}", code=e.code)

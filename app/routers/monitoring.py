@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -10,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.http.strict_query import StrictQueryRoute
-from app.schemas.monitoring import MonitoringPublic
+from app.schemas.monitoring import IsoDateTime, MonitoringPublic
 from app.services import model_monitoring
 from app.services.monitoring import DriftRule
 
@@ -28,8 +27,11 @@ def read_monitoring(
     session: DbSession,
     principal: CurrentTenant,
     state: AppState,
-    since: Annotated[datetime | None, Query(description="ISO 8601 (naive = UTC); default: until - 7 days")] = None,
-    until: Annotated[datetime | None, Query(description="ISO 8601 (naive = UTC); default: now")] = None,
+    since: Annotated[
+        IsoDateTime | None,
+        Query(description="ISO 8601 (naive = UTC); before now unless until is given; default: until - 7 days"),
+    ] = None,
+    until: Annotated[IsoDateTime | None, Query(description="ISO 8601 (naive = UTC); default: now")] = None,
     buckets: Annotated[int, Query(ge=1, le=1000, description="equal time slices of the window")] = 24,
 ) -> MonitoringPublic:
     """`ref` selects the named model; every version of it that decided something in the window is reported."""

@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import PydanticCustomError
+
+ISO_DATETIME_MESSAGE = "must be an ISO 8601 date-time, e.g. 2026-11-27T10:00:00Z"
+
+
+def _iso_datetime(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A time that does not parse, in plain words (not pydantic's "Input should be a valid datetime or date")."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("datetime_parsing", ISO_DATETIME_MESSAGE) from None
+
+
+IsoDateTime = Annotated[datetime, WrapValidator(_iso_datetime)]
+"""A query parameter's date-time: ISO 8601 (a date alone is midnight); any other text is one plain message."""
 
 
 class RuleShare(BaseModel):

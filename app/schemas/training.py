@@ -59,11 +59,24 @@ FoldsOrAuto = Annotated[
     Annotated[int, Field(strict=True, ge=0, le=INT_MAX), AfterValidator(_not_one)] | Literal["auto"],
     one_message("must be 'auto', 0 or an integer >= 2"),
 ]
-Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+
+
+def _temperatures(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One plain message for a bad pair; NaN or Infinity in it is called what it is."""
+    try:
+        return handler(value)
+    except ValidationError as e:
+        message = "must be a [start, end] pair of positive numbers"
+        if any(err["type"] == "finite_number" for err in e.errors()):
+            message += ", each finite (not NaN or Infinity)"
+        raise PydanticCustomError("invalid_value", message) from None
+
+
+Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 Temperatures = Annotated[
     list[Annotated[float, Field(strict=True, gt=0.0, allow_inf_nan=False)]],
     Field(min_length=2, max_length=2),
-    one_message("must be a [start, end] pair of positive numbers"),
+    WrapValidator(_temperatures),
 ]
 
 
@@ -177,7 +190,7 @@ class TrainingParameters(BaseModel):
     random_state: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] = Field(
         0, description="seed for the split and the learner"
     )
-    test_size: Annotated[float, Field(strict=True, gt=0.0, lt=0.9)] = Field(
+    test_size: Annotated[Number, Field(gt=0.0, lt=0.9)] = Field(
         0.2, description="held-out fraction for the reported metrics"
     )
     features: list[Annotated[str, Field(strict=True)]] | None = Field(

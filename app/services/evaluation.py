@@ -26,6 +26,7 @@ MISSING, UNSEEN = -1, -2  # label codes of rows that are not scored
 MAX_SLICE_GROUPS = 50  # the 49 largest groups and "(other)"
 OTHER_GROUP = "(other)"
 MAX_LISTED_VALUES = 50  # values listed per feature in `unseen_categories` and in `unseen_class_values`
+MIN_SCORED_SHARE = 0.5  # of the rows with a target: fewer of the model's classes, and the column is not its label
 
 Progress = Callable[[float], None]
 
@@ -217,6 +218,45 @@ def require_column(table: Table, name: str, field: str) -> list[str | None]:
     return table.columns[name]
 
 
+def require_target(rule_list: RuleList, table: Table, target: str) -> list[str | None]:
+    """The target column's cells; EvaluationInputError naming `target` when the file lacks it or it is one
+    of the model's input features (a feature is never the label: scoring it matched a few values to the
+    classes by chance and answered metrics about nothing)."""
+    if target in {f.name for f in rule_list.features}:
+        raise EvaluationInputError(
+            "target_is_a_feature",
+            f"{target!r} is one of the model's input features, not a label column; name the column that holds "
+            f"the label (the model predicts {rule_list.target!r}: {list(rule_list.classes)})",
+            field="target",
+        )
+    return require_column(table, target, "target")
+
+
+def check_scorable(rule_list: RuleList, target: str, labels: CodedLabels) -> None:
+    """Refuse a target column whose values are mostly not the model's classes (none at all, or fewer than
+    half of the rows that have a value): its metrics would describe a handful of rows matched by chance."""
+    excluded = labels.excluded()
+    classes = list(rule_list.classes)
+    n_scored = int(labels.scored.sum())
+    if n_scored == 0:
+        raise EvaluationInputError(
+            "no_rows_to_score",
+            f"no row has a target that is one of the model's classes {classes} "
+            f"({excluded['missing_target']} missing, {excluded['unseen_class']} unseen)",
+            field="target",
+        )
+    unseen = excluded["unseen_class"]
+    if n_scored < MIN_SCORED_SHARE * (n_scored + unseen):
+        examples = ", ".join(repr(v) for v in list(excluded["unseen_class_values"])[:5])
+        raise EvaluationInputError(
+            "too_few_rows_to_score",
+            f"only {n_scored} of the {n_scored + unseen} rows with a target hold one of the model's classes "
+            f"{classes}; the other {unseen} hold values the model never predicts (e.g. {examples}). Is {target!r} "
+            f"the label column? At least half of the rows with a target must hold one of the classes",
+            field="target",
+        )
+
+
 def _counts_on_rows(cells: list[str | None], excluded: np.ndarray) -> Counter[str | None]:
     """Value counts over all rows but the excluded ones (few, usually)."""
     counts = Counter(cells)
@@ -281,18 +321,12 @@ def evaluate_table(
 ) -> dict[str, Any]:
     """Score a rule list on a parsed CSV: the body of an evaluation in docs/governance-api.md."""
     report = progress or (lambda _: None)
-    target_cells = require_column(table, target, "target")
+    target_cells = require_target(rule_list, table, target)
     slice_cells = require_column(table, slice_by, "slice_by") if slice_by is not None else None
     records = typed_records(rule_list, table)
     report(0.4)
     labels = code_labels(rule_list.classes, target_cells)
-    if not labels.scored.any():
-        raise EvaluationInputError(
-            "no_rows_to_score",
-            f"no row has a target that is one of the model's classes {list(rule_list.classes)} "
-            f"({labels.excluded()['missing_target']} missing, {labels.excluded()['unseen_class']} unseen)",
-            field="target",
-        )
+    check_scorable(rule_list, target, labels)
     ids = rule_list.apply(records)
     report(0.8)
     out = {"n_rows_in_file": table.n_rows, **score(rule_list, ids, labels)}
@@ -311,11 +345,13 @@ __all__ = [
     "CodedLabels",
     "Decisions",
     "EvaluationInputError",
+    "check_scorable",
     "code_labels",
     "decisions",
     "evaluate_split",
     "evaluate_table",
     "label_key",
+    "require_target",
     "rule_stats",
     "score",
     "typed_records",

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.services import datasets, registry, versions
 from app.services.csvdata import Table, parse_csv
 from app.services.errors import NotFound
-from app.services.evaluation import Progress, evaluate_table, require_column, typed_records
+from app.services.evaluation import Progress, evaluate_table, require_column, require_target, typed_records
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
 from app.services.paging import Page, page_of_scalars
@@ -50,10 +50,11 @@ def version_ref(session: Session, mv: ModelVersion) -> VersionRef:
 
 
 def check_columns(rule_list: RuleList, header: Sequence[str], target: str, slice_by: str | None) -> None:
-    """Refuse a file that cannot be scored, from its header alone, exactly as the scoring would (target,
-    slice column, the model's columns): EvaluationInputError naming the request field."""
+    """Refuse a file that cannot be scored, from its header alone, exactly as the scoring would (target: in
+    the file and not a model input, slice column, the model's columns): EvaluationInputError naming the
+    request field."""
     table = Table(header=list(header), columns={h: [] for h in header}, n_rows=0)
-    require_column(table, target, "target")
+    require_target(rule_list, table, target)
     if slice_by is not None:
         require_column(table, slice_by, "slice_by")
     typed_records(rule_list, table)

@@ -34,23 +34,30 @@ def _utc(at: datetime, field: str) -> datetime:
     try:
         return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise Invalid.field(field, "out of range: in UTC it falls outside the years 1 to 9999") from None
+        raise Invalid.field(f"query.{field}", "out of range: in UTC it falls outside the years 1 to 9999") from None
 
 
 def window(since: datetime | None, until: datetime | None, buckets: int, now: datetime | None = None) -> Window:
-    """The window asked for (naive times are UTC; default: the 7 days up to now); Invalid when empty or
-    outside the years 1 to 9999."""
+    """The window asked for (naive times are UTC; default: the 7 days up to now); Invalid naming the query
+    parameter at fault (`query.since`, `query.until`, as FastAPI names its own) when empty or outside the years
+    1 to 9999. A `since` alone that is not before now is its own fault: `until` was not sent."""
     end = _utc(until, "until") if until is not None else (now or utcnow())
     if since is not None:
         start = _utc(since, "since")
     elif end - datetime.min.replace(tzinfo=UTC) < DEFAULT_WINDOW:
         raise Invalid.field(
-            "until", "out of range: the default window (the 7 days before until) starts before year 1; give since"
+            "query.until",
+            "out of range: the default window (the 7 days before until) starts before year 1; give since",
         )
     else:
         start = end - DEFAULT_WINDOW
+    if end <= start and until is None:
+        raise Invalid.field(
+            "query.since",
+            f"is in the future: it must be before now ({end.isoformat(timespec='seconds')}), or give a later until too",
+        )
     if end <= start:
-        raise Invalid.field("until", f"must be after since ({start.isoformat()})")
+        raise Invalid.field("query.until", f"must be after since ({start.isoformat()})")
     return Window(start, end, buckets)
 
 

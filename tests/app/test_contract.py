@@ -316,6 +316,6 @@ def test_sql_export_refuses_what_sql_cannot_name(sqlite_api, doc) -> None:
         r = sqlite_api.client.get(
             f"/v1/models/{v['id']}/export", params={"format": "sql", "table": table}, headers=sqlite_api.h()
         )
-        assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "table", (table, r.text)
+        assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "query.table", (table, r.text)
     with pytest.raises(ValueError, match="NUL"):
         RuleList.from_dict(doc).to_sql("t\x00")

@@ -183,3 +183,46 @@ def test_the_dataset_name_from_blank_names_and_odd_file_names(
     )
     assert r.status_code == 201, r.text
     assert r.json()["name"] == expected
+
+
+def test_a_form_field_given_twice_or_unknown_is_a_422_naming_it(sqlite_api, doc) -> None:
+    """`-F name=first -F name=second` stored the dataset as "second", a misspelt `-F nmae=typo` was ignored
+    and predict.csv took any extra field or a second `file` part: each silently not what was sent. Now a 422
+    naming the field, as for a query parameter given twice or unknown; nothing stored or decided."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    csv = ("d.csv", b"age,income,smoker\n61,20,yes\n", "text/csv")
+    cases = [
+        (
+            "/v1/datasets",
+            [("file", csv), ("name", (None, "first")), ("name", (None, "second"))],
+            "name",
+            "give it once",
+        ),
+        ("/v1/datasets", [("file", csv), ("nmae", (None, "typo"))], "nmae", "this upload takes file, name"),
+        (f"/v1/models/{v['id']}/predict.csv", [("file", csv), ("name", (None, "x"))], "name", "takes file"),
+        (f"/v1/models/{v['id']}/predict.csv", [("file", (None, "a")), ("file", csv)], "file", "give it once"),
+    ]
+    for url, files, field, words in cases:
+        r = api.client.post(url, files=files, headers=api.h())
+        assert r.status_code == 422, (url, files, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_input" and err["details"][0]["field"] == field, err
+        assert words in err["message"], err
+    assert api.count("datasets") == 0 and api.count("audit_log") == 0
+    r = api.client.post("/v1/datasets", files=[("file", csv), ("name", (None, "once"))], headers=api.h())
+    assert r.status_code == 201 and r.json()["name"] == "once", r.text
+
+
+def test_a_file_name_over_the_parsers_header_limit_is_named_as_the_problem(sqlite_api) -> None:
+    """A 5,000-character file name answered `400 malformed_multipart "Invalid multipart data."`, which does not
+    say what to change; the message now names the file name. A long one within the limit is kept (cut)."""
+    api = sqlite_api
+    r = upload(api, GOOD, filename="a" * 5000 + ".csv")
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "malformed_multipart" and "file name" in err["message"], err
+    assert api.count("datasets") == 0
+    r = upload(api, GOOD, filename="b" * 3000 + ".csv")
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "b" * 200 and r.json()["filename"] == "b" * 300, r.json()

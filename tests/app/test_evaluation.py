@@ -247,6 +247,24 @@ def test_bad_files_raise_errors_naming_the_field() -> None:
     assert e.code == "invalid_values" and e.details[0]["field"] == "line 5.age"
 
 
+def test_a_feature_or_a_column_of_other_values_as_target_raises_naming_target() -> None:
+    """The worker's path (`evaluate_table`) refuses what the request refuses: a model input as the target
+    (its few values that read as a class were scored: metrics about nothing), and a target column whose
+    values are mostly not the model's classes; a minority of unseen classes is still scored and counted."""
+    rl = _rule_list()
+    rows = _rows(20, seed=9)
+    with pytest.raises(EvaluationInputError) as info:
+        evaluate_table(rl, _table(rows), "age")
+    assert (info.value.code, info.value.field_name) == ("target_is_a_feature", "target")
+    mostly_other = [[*r[:3], r[3] if i < 3 else str(100 + i), r[4]] for i, r in enumerate(rows)]
+    with pytest.raises(EvaluationInputError) as info:
+        evaluate_table(rl, _table(mostly_other), "target")
+    e = info.value
+    assert (e.code, e.field_name) == ("too_few_rows_to_score", "target") and "only 3 of the 20 rows" in e.message
+    few_other = [[*r[:3], r[3] if i >= 3 else "7", r[4]] for i, r in enumerate(rows)]
+    assert evaluate_table(rl, _table(few_other), "target")["excluded"]["unseen_class"] == 3
+
+
 def test_split_entry_scores_typed_columns_like_the_file_entry() -> None:
     rl = _rule_list()
     rows = _rows(150, seed=9)

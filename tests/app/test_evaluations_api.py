@@ -180,3 +180,48 @@ def test_an_evaluation_keeps_the_scored_files_hash_after_the_dataset_is_deleted(
     assert again["dataset_sha256"] == ds["sha256"]
     listed = api.client.get("/v1/models/risk@latest/evaluations", headers=api.h()).json()
     assert listed["items"][0]["dataset_sha256"] == ds["sha256"]
+
+
+def test_a_target_that_is_not_the_label_is_refused_naming_target(api, doc) -> None:
+    """`target` naming one of the model's input features (heart's `att_1`) answered 201 "succeeded", scoring the
+    8 of 270 rows whose value happened to read as a class, with an accuracy and ROC-AUC about nothing. A feature
+    is never the label (422 `target_is_a_feature`), and a column whose values are mostly not the model's
+    classes is refused too (422 `too_few_rows_to_score`); both name `target`, nothing is stored, on the
+    background path as in the request. A label column under another name than at training is scored."""
+    v = api.import_model(doc)
+    rows = labelled_rows(40, seed=7)
+    mostly_other = [[*r, r[4] if i < 5 else "north"] for i, r in enumerate(rows)]  # 5 of 40 are classes
+    ds = upload(api, csv_bytes(mostly_other, [*HEADER, "label"]))
+    for body, code, words in (
+        ({"target": "age"}, "target_is_a_feature", "input features"),
+        ({"target": "smoker"}, "target_is_a_feature", "input features"),
+        ({"target": "label"}, "too_few_rows_to_score", "only 5 of the 40 rows"),
+    ):
+        r = evaluate(api, v["id"], dataset_id=ds["id"], **body)
+        assert r.status_code == 422, (body, r.text)
+        err = r.json()["error"]
+        assert err["code"] == code and err["details"][0]["field"] == "target", (body, err)
+        assert words in err["message"], err
+    assert api.count("evaluations") == 0
+
+    renamed = upload(api, csv_bytes([[*r, r[4]] for r in rows], [*HEADER, "label"]))
+    r = evaluate(api, v["id"], dataset_id=renamed["id"], target="label")
+    assert r.status_code == 201 and r.json()["n_rows"] == 40 and r.json()["target"] == "label", r.text
+    half = upload(api, csv_bytes([[*r, r[4] if i % 2 else "medium"] for i, r in enumerate(rows)], [*HEADER, "y"]))
+    r = evaluate(api, v["id"], dataset_id=half["id"], target="y")  # half the rows are classes: scored
+    assert r.status_code == 201 and r.json()["excluded"]["unseen_class"] == 20, r.text
+
+
+def test_the_background_path_refuses_a_feature_as_target_before_queueing(tmp_path, doc) -> None:
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", evaluation_sync_max_rows=0)
+    api = next(gen)
+    try:
+        v = api.import_model(doc)
+        ds = upload(api, csv_bytes(labelled_rows(20)))
+        r = evaluate(api, v["id"], dataset_id=ds["id"], target="income")
+        assert r.status_code == 422 and r.json()["error"]["code"] == "target_is_a_feature", r.text
+        assert api.count("evaluations") == 0 and api.queue.evaluations == []
+    finally:
+        gen.close()

@@ -180,6 +180,45 @@ def test_smoothing_is_held_below_overflow(sqlite_api) -> None:
     assert r.status_code == 202, r.text
 
 
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_number_that_is_not_finite_is_called_so_for_every_numeric_parameter(sqlite_api, literal: str) -> None:
+    """`"test_size": NaN` answered "must be less than 0.9" (NaN fails every comparison), and so did
+    `options.min_support` / `max_support` ("must be at most 1.0"): a bound the value does not break. Every
+    real-valued parameter now says "must be a finite number", as `options.lr` did; the temperature pairs say
+    their numbers must be finite; integer parameters say they take an integer."""
+    ds = dataset(sqlite_api)
+    finite = "must be a finite number"
+    cases = {
+        "test_size": finite,
+        "options.min_support": finite,
+        "options.max_support": finite,
+        "options.lr": finite,
+        "options.lambda_support": finite,
+        "options.eps": finite,
+        "options.smoothing": finite,
+        "options.free_weight": finite,
+        "options.tune_fraction": finite,
+        "options.refit_fraction": finite,
+        "options.validation_fraction": finite,
+        "options.t_pi": "each finite (not NaN or Infinity)",
+        "options.t_rl": "each finite (not NaN or Infinity)",
+        "n_rules": "must be an integer",
+        "options.batch_size": "must be an integer",
+    }
+    for path, words in cases.items():
+        name = path.removeprefix("options.")
+        value = f"[0.5, {literal}]" if name in ("t_pi", "t_rl") else literal
+        params = f'{{"options": {{"{name}": {value}}}}}' if path.startswith("options.") else f'{{"{name}": {value}}}'
+        raw = f'{{"dataset_id": "{ds}", "target": "target", "parameters": {params}}}'
+        r = sqlite_api.client.post(
+            "/v1/jobs", content=raw, headers={**sqlite_api.h(), "content-type": "application/json"}
+        )
+        assert r.status_code == 422, (path, r.text)
+        detail = r.json()["error"]["details"][0]
+        assert detail["field"] == f"parameters.{path}" and words in detail["message"], (path, detail)
+    assert sqlite_api.count("jobs") == 0
+
+
 def test_too_many_classes_message_names_the_column(sqlite_api) -> None:
     ds = dataset(sqlite_api)
     msg = _job(sqlite_api, {"dataset_id": ds, "target": "age"}).json()["error"]["message"]

@@ -115,7 +115,7 @@ def test_bad_windows_and_other_tenants(api, doc) -> None:
     predict(api, v["id"], [{"age": 70, "income": 50, "smoker": "yes"}])
     now = datetime.now(UTC)
     r = _monitoring(api, v["id"], since=now.isoformat(), until=(now - timedelta(hours=1)).isoformat())
-    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "until"
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "query.until"
     for params in ({"buckets": 0}, {"buckets": 1001}, {"since": "yesterday"}):
         assert _monitoring(api, v["id"], **params).status_code == 422, params
     naive = _monitoring(api, v["id"], since=(now - timedelta(hours=1)).replace(tzinfo=None).isoformat())
@@ -131,9 +131,9 @@ def test_windows_at_the_ends_of_the_calendar_are_refused_not_500(api, doc) -> No
     or the default 7 days before a `until` in the first week of year 1) is a 422 naming the field."""
     v = api.import_model(doc)
     for params, field in (
-        ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
-        ({"until": "9999-12-31T23:59:59-01:00"}, "until"),
-        ({"until": "0001-01-02T00:00:00Z"}, "until"),
+        ({"since": "0001-01-01T00:00:00+01:00"}, "query.since"),
+        ({"until": "9999-12-31T23:59:59-01:00"}, "query.until"),
+        ({"until": "0001-01-02T00:00:00Z"}, "query.until"),
     ):
         r = _monitoring(api, v["id"], **params)
         assert r.status_code == 422, (params, r.status_code, r.text)
@@ -141,3 +141,28 @@ def test_windows_at_the_ends_of_the_calendar_are_refused_not_500(api, doc) -> No
         assert err["code"] == "invalid_input" and err["details"][0]["field"] == field, (params, err)
     edges = _monitoring(api, v["id"], since="0001-01-01T00:00:00Z", until="9999-12-31T23:59:59Z")
     assert edges.status_code == 200 and edges.json()["total"] == 0
+
+
+def test_a_since_in_the_future_or_not_a_time_names_since_in_plain_words(sqlite_api, doc) -> None:
+    """`?since=2030-01-01T00:00:00Z` alone answered "until: must be after since", naming a parameter never
+    sent; `?since=abc` answered pydantic's "Input should be a valid datetime or date, input is too short".
+    Both now name `query.since` (as FastAPI names its own checks of it), in words a user can act on."""
+    api = sqlite_api
+    v = api.import_model(doc)
+    future = (datetime.now(UTC) + timedelta(days=400)).isoformat()
+    r = _monitoring(api, v["id"], since=future)
+    assert r.status_code == 422, r.text
+    detail = r.json()["error"]["details"][0]
+    assert detail["field"] == "query.since" and "is in the future" in detail["message"], detail
+    for bad in ("abc", "2026-13-01T00:00:00Z", "yesterday"):
+        for name in ("since", "until"):
+            r = _monitoring(api, v["id"], **{name: bad})
+            assert r.status_code == 422, r.text
+            detail = r.json()["error"]["details"][0]
+            assert detail == {
+                "field": f"query.{name}",
+                "message": "must be an ISO 8601 date-time, e.g. 2026-11-27T10:00:00Z",
+            }
+    later = (datetime.now(UTC) + timedelta(days=401)).isoformat()
+    r = _monitoring(api, v["id"], since=future, until=later)  # a window in the future, both given: empty, not refused
+    assert r.status_code == 200 and r.json()["total"] == 0, r.text
