@@ -60,7 +60,7 @@ Error codes (a failed request never leaves rows behind):
 | status | code | when |
 | --- | --- | --- |
 | 400 | `malformed_multipart` | a multipart body that cannot be parsed |
-| 401 | `missing_api_key`, `invalid_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key) |
+| 401 | `missing_api_key`, `invalid_api_key`, `ambiguous_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key), or two `X-API-Key` headers with different keys |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
 | 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has (HEAD is answered wherever GET is: the GET's status and headers, no body) |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict`, `alias_conflict` | cancel a finished job; delete a dataset with active jobs; an alias created and deleted by other requests throughout a PUT (try again) |
@@ -69,7 +69,7 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
 | 422 | `invalid_input` | a parameter or body field (message names it); a query parameter the operation does not take (`query.<name>`: a misspelt filter is refused, never ignored); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8); a path segment holding an encoded `/` (`%2F`), which no name, alias or id contains |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
-| 422 | `target_not_found`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
+| 422 | `target_not_found`, `target_is_a_feature`, `missing_columns`, `column_not_found`, `invalid_values`, `no_rows_to_score`, `too_few_rows_to_score` | an evaluation's or comparison's dataset (the field: `target`, `dataset_id`, `slice_by`, `line N.column`) |
 | 422 | `target_differs` | a job or an imported version predicting another target than the model's versions (field `target` / `rule_list.target`): a model predicts one target |
 | 422 | `targets_differ` | a comparison of two versions predicting different targets (field `other`) |
 | 422 | `dataset_too_large_to_compare` | a comparison's dataset over `NEURULES_EVALUATION_SYNC_MAX_ROWS` rows (field `dataset_id`): evaluate each version in the background instead |

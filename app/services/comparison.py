@@ -21,7 +21,7 @@ from app.services.evaluation import (
     Decisions,
     code_labels,
     decisions,
-    require_column,
+    require_target,
     rule_ids_in_order,
     typed_records,
 )
@@ -209,7 +209,8 @@ def compare_on_table(base: RuleList, other: RuleList, table: Table, target: str 
         "other_metrics": None,
     }
     if target is not None:
-        out.update(_side_by_side(base, other, require_column(table, target, "target"), d_base, d_other))
+        require_target(other, table, target)  # a feature of either version is not the label
+        out.update(_side_by_side(base, other, require_target(base, table, target), d_base, d_other))
     return out
 
 

@@ -137,3 +137,19 @@ def test_versions_of_different_targets_are_refused_naming_other(sqlite_api, doc)
     assert r.status_code == 422 and r.json()["error"]["code"] == "targets_differ"  # either way round
     same = api.client.get("/v1/models/defaulted@1/compare", params={"other": "defaulted@1"}, headers=api.h())
     assert same.status_code == 200
+
+
+def test_a_feature_as_the_target_is_refused_naming_target(sqlite_api, doc) -> None:
+    """A comparison took one of the versions' inputs as the label and answered metrics on the few rows whose
+    value happened to read as a class."""
+    sqlite_api.import_model(doc)
+    sqlite_api.import_model(_second_version(doc))
+    ds = upload(sqlite_api, csv_bytes(labelled_rows(60, seed=3)))
+    r = sqlite_api.client.get(
+        "/v1/models/risk@1/compare",
+        params={"other": "risk@2", "dataset_id": ds["id"], "target": "smoker"},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "target_is_a_feature" and err["details"][0]["field"] == "target", err
