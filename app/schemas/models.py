@@ -46,7 +46,13 @@ class ModelCreate(BaseModel):
         "digit (taken as sent: nothing is trimmed or shortened)"
     )
     rule_list: dict[str, Any] = Field(description="a `neurules.rulelist` document (see docs/rulelist-format.md)")
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the importer's own figures, stored as sent (finite numbers only) and shown as supplied with "
+        "the import, not measured by the service. The keys a training job writes (`holdout`, `holdout_evaluation`, "
+        "`train`, `test_size`, `n_rules`, `rows_without_target_dropped`: what the service measured on the rows it "
+        "held out) are refused (422 naming `metrics.<key>`): use other names",
+    )
 
 
 class ModelVersionSummary(BaseModel):

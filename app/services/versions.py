@@ -20,6 +20,11 @@ from models.rulelist import RuleList
 IMPORT_ATTEMPTS = 3
 ExportFormat = Literal["text", "sql", "python", "json"]
 
+# The keys a training job writes into a version's `metrics` (worker/training.py `_metrics`): what the service
+# itself measured on the rows it held out (and the facts of that split). An import's `metrics` are the importer's
+# word, so it may not use these names: a reader (the console, an API client) would take them as measured here.
+MEASURED_KEYS = ("holdout", "holdout_evaluation", "train", "test_size", "n_rules", "rows_without_target_dropped")
+
 
 @dataclass(frozen=True)
 class NamedVersion:
@@ -48,6 +53,8 @@ def import_version(
     api_key_id: str | None = None,
 ) -> ModelVersion:
     """Store a rule list trained elsewhere as the next version of `name` (committed)."""
+    registry.check_name(name)  # the first field of an import: its 422 comes before the metrics'
+    check_supplied_metrics(metrics)
     for _ in range(IMPORT_ATTEMPTS):  # a concurrent import of the same name can take our version number: retry
         try:
             mv = registry.add_version(
@@ -64,6 +71,20 @@ def import_version(
         except IntegrityError:
             session.rollback()
     raise Conflict("concurrent imports of the same model; try again", code="version_conflict")
+
+
+def check_supplied_metrics(metrics: dict[str, Any]) -> None:
+    """422 naming `metrics.<key>` when an import supplies a key the service writes when it trains a version
+    (MEASURED_KEYS, e.g. `holdout_evaluation`): stored, it would read as measured by the service. Any other key is
+    kept as sent, as the importer's own figures."""
+    for key in MEASURED_KEYS:
+        if key in metrics:
+            raise Invalid.field(
+                f"metrics.{key}",
+                f"'{key}' is written by the service when it trains a version (measured on the rows training held "
+                "out); an imported version's metrics are the importer's own, so send them under another name "
+                "(e.g. 'reported_holdout')",
+            )
 
 
 def list_versions(

@@ -206,3 +206,60 @@ def test_a_model_predicts_one_target(api, doc: dict[str, Any]) -> None:
     assert api.count("jobs") == 0 and api.queue.sent == []
     assert api.import_model(other, name="defaulted")["version"] == 1  # under a name of its own
     assert api.client.post("/v1/jobs", json={**job, "model_name": "defaulted"}, headers=api.h()).status_code == 202
+
+
+def test_an_import_cannot_supply_the_metrics_training_measures(api, doc: dict[str, Any]) -> None:
+    """`metrics.holdout_evaluation` supplied with an import was stored and shown as "held-out accuracy per rule
+    from the rows training held out": the importer's figures read as measured by the service, and a badly shaped
+    one (`rules: [null]`) broke the version page. Each key training writes is refused on import, naming it; any
+    other key is kept as sent."""
+    from app.services.versions import MEASURED_KEYS
+
+    supplied: dict[str, Any] = {
+        "holdout_evaluation": {"n_rows": 100000, "rules": [{"rule_id": 1, "n": 50000, "accuracy": 0.99}]},
+        "holdout": {"accuracy": 0.99, "n_rows": 100000},
+    }
+    for key in MEASURED_KEYS:
+        value = supplied.get(key, 3)
+        for shaped in (value, {"rules": [None, {"x": 1}]}, "0.9"):
+            r = api.client.post(
+                "/v1/models", json={"name": "risk", "rule_list": doc, "metrics": {key: shaped}}, headers=api.h()
+            )
+            assert r.status_code == 422, (key, shaped, r.text)
+            err = r.json()["error"]
+            assert err["code"] == "invalid_input" and err["details"][0]["field"] == f"metrics.{key}", err
+            assert "written by the service" in err["message"], err
+    assert api.count("model_versions") == 0 and api.count("registered_models") == 0
+    # a bad name is still named first; the importer's own keys are stored as sent
+    r = api.client.post(
+        "/v1/models", json={"name": " risk", "rule_list": doc, "metrics": {"holdout": {}}}, headers=api.h()
+    )
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "name", r.text
+    mine = {"reported_holdout": {"accuracy": 0.9}, "auc": 0.8}
+    r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc, "metrics": mine}, headers=api.h())
+    assert r.status_code == 201 and r.json()["metrics"] == mine, r.text
+
+
+def test_export_refusals_name_the_query_parameter_as_its_other_checks_do(api, doc: dict[str, Any]) -> None:
+    """`table=a..b` was refused naming `table`, while its length check names `query.table`; a NUL in `table` was
+    named as `table` too, and a NUL the model itself holds as `format` (no `query.`). Every refusal of the export
+    now names the query parameter it is about: `query.table` for the table name, `query.format` (saying the
+    model holds what SQL cannot) when this model cannot be written in the format asked for."""
+    v = api.import_model(doc)
+    url = f"/v1/models/{v['id']}/export"
+    for table in ("a..b", "a.b.c.d", " ", "a\x00b", "x" * 201):
+        r = api.client.get(url, params={"format": "sql", "table": table}, headers=api.h())
+        assert r.status_code == 422, (table, r.text)
+        err = r.json()["error"]
+        assert err["details"][0]["field"] == "query.table" and err["message"].startswith("query.table: "), err
+    doc["features"][2]["categories"] = ["ye\x00s", "no", None]
+    doc["rules"][0]["conditions"][1]["values"] = ["ye\x00s"]
+    r = api.client.post("/v1/models", json={"name": "nul", "rule_list": doc}, headers=api.h())
+    if r.status_code == 201:  # (an import may refuse the NUL itself: then no export can meet it)
+        r = api.client.get(f"/v1/models/{r.json()['id']}/export", params={"format": "sql"}, headers=api.h())
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["details"][0]["field"] == "query.format" and "cannot be exported as sql" in err["message"], err
+        assert "NUL" in err["message"], err
+    else:
+        assert r.status_code == 422, r.text

@@ -43,6 +43,11 @@ export function retryAfterSeconds(value) {
   return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
+/** The wait in ms before a page polls again: `base`, doubled for each failed poll in a row (at most 30 s). */
+export function backoff(base, failures) {
+  return Math.min(base * 2 ** failures, 30_000);
+}
+
 function errorFrom(status, body, fallback, retryAfter = null) {
   const e = body && typeof body === "object" ? body.error : null;
   if (e && typeof e === "object") return new ApiError(status, e.code || "error", e.message || fallback, e.details || [], retryAfter);

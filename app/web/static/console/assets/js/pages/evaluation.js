@@ -1,7 +1,7 @@
 // One evaluation: metrics, per-class scores, confusion matrix, calibration, per-rule accuracy and
 // coverage against training, and per-group slices. Polls while a large file is still being scored.
 
-import { get, seg } from "../api.js";
+import { backoff, get, seg } from "../api.js";
 import { fmt, h, mount, pct, when } from "../dom.js";
 import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
 import { ruleCode, userText } from "../ruletext.js";
@@ -103,7 +103,9 @@ export async function evaluationPage(ctx, id) {
   const scored = ev.dataset_sha256 || ds?.sha256; // kept with the evaluation (null before it was): the dataset's otherwise
   const onTraining = scored && trained ? scored === trained : null;
   const content = h("div");
+  const pollError = h("div"); // the last poll's failure, until a poll succeeds
   let timer = null;
+  let failures = 0;
   const draw = () => {
     if (ev.state === "succeeded") mount(content, body(ev, ds, onTraining));
     else if (ev.state === "failed") mount(content, notice("error", h("strong", { text: "The evaluation failed: " }), ev.error || "no reason recorded", ev.error_code ? h("span", { class: "muted", text: ` (${ev.error_code})` }) : null));
@@ -112,16 +114,18 @@ export async function evaluationPage(ctx, id) {
   const poll = async () => {
     try {
       ev = await get(`/v1/evaluations/${seg(id)}`);
+      failures = 0;
+      mount(pollError);
       draw();
     } catch (err) {
-      mount(content, errorBox(err, "Could not refresh the evaluation"));
-      return;
+      failures += 1; // the state shown may be out of date: say so, and try again, waiting longer after each failure
+      mount(pollError, errorBox(err, "Could not refresh the evaluation"));
     }
-    if (ctx.current() && (ev.state === "queued" || ev.state === "running")) timer = setTimeout(poll, 1000);
+    if (ctx.current() && (ev.state === "queued" || ev.state === "running")) timer = setTimeout(poll, backoff(1000, failures));
   };
   ctx.onLeave(() => clearTimeout(timer));
   draw();
   if (ev.state === "queued" || ev.state === "running") timer = setTimeout(poll, 1000);
   const base = `#/models/${seg(mv.name)}`;
-  return h("div", {}, pageHeader(`Evaluation of ${mv.name} version ${mv.version}`, h("span", {}, h("a", { href: base, text: mv.name }), " / ", h("a", { href: `${base}/${mv.version}`, text: `version ${mv.version}` }), ` / ${when(ev.created_at)}`)), content);
+  return h("div", {}, pageHeader(`Evaluation of ${mv.name} version ${mv.version}`, h("span", {}, h("a", { href: base, text: mv.name }), " / ", h("a", { href: `${base}/${mv.version}`, text: `version ${mv.version}` }), ` / ${when(ev.created_at)}`)), pollError, content);
 }

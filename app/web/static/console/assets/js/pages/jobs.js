@@ -1,6 +1,6 @@
 // Jobs: the list, and one job's live progress, training curve (loss and validation score) and cancel.
 
-import { get, post, qs, seg } from "../api.js";
+import { backoff, get, post, qs, seg } from "../api.js";
 import { announce, h, mount, when } from "../dom.js";
 import { lineChart } from "../charts.js";
 import { badge, confirmDialog, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
@@ -16,10 +16,15 @@ function progressOf(job) {
 /** #/jobs */
 export async function jobsPage(ctx) {
   const list = h("div");
+  const message = h("div"); // the last poll's failure, until a poll succeeds
   let timer = null;
+  let failures = 0;
   const refresh = async () => {
+    let active = false;
     try {
       const page = await get(`/v1/jobs${qs({ limit: 100 })}`);
+      failures = 0;
+      mount(message);
       mount(
         list,
         table(
@@ -35,14 +40,17 @@ export async function jobsPage(ctx) {
           { caption: "Training jobs, newest first", empty: "No job yet: open a dataset and start training." },
         ),
       );
-      if (ctx.current() && page.items.some((j) => ACTIVE.has(j.state))) timer = setTimeout(refresh, 2 * POLL_MS);
+      active = page.items.some((j) => ACTIVE.has(j.state));
     } catch (err) {
-      mount(list, errorBox(err, "Could not list jobs"));
+      failures += 1;
+      mount(message, errorBox(err, "Could not list jobs"));
+      active = true; // the list may be out of date: try again, waiting longer after each failure
     }
+    if (ctx.current() && active) timer = setTimeout(refresh, backoff(2 * POLL_MS, failures));
   };
   ctx.onLeave(() => clearTimeout(timer));
   await refresh();
-  return h("div", {}, pageHeader("Training jobs", "Live progress of every training run; open one for its curve."), section("Jobs", list));
+  return h("div", {}, pageHeader("Training jobs", "Live progress of every training run; open one for its curve."), section("Jobs", message, list));
 }
 
 function curves(points, valName) {

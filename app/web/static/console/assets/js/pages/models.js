@@ -218,13 +218,24 @@ export async function modelPage(ctx, name) {
   );
 }
 
+/**
+ * A figure the service measured on the rows training held out (`metrics.holdout`): a number, else a dash. An imported
+ * version has none (its metrics are the importer's own), and a value that is not a number is labelled, not shown.
+ */
+function heldOut(v, key) {
+  const block = v.job_id ? v.metrics?.holdout : null;
+  const value = block && typeof block === "object" ? block[key] : null;
+  if (value === null || value === undefined) return "—";
+  return typeof value === "number" && Number.isFinite(value) ? fmt(value) : h("span", { class: "muted small", text: "not a number" });
+}
+
 function versionsTable(model, versions) {
   const name = model.name;
   return table(
     [
       { label: "Version", value: (v) => h("a", { href: `#/models/${seg(name)}/${v.version}`, text: `version ${v.version}` }) },
-      { label: "Held-out accuracy", value: (v) => fmt(v.metrics?.holdout?.accuracy), num: true },
-      { label: "Held-out weighted F1", value: (v) => fmt(v.metrics?.holdout?.weighted_f1), num: true },
+      { label: "Held-out accuracy", value: (v) => heldOut(v, "accuracy"), num: true },
+      { label: "Held-out weighted F1", value: (v) => heldOut(v, "weighted_f1"), num: true },
       { label: "Aliases", value: (v) => aliasBadges(Object.fromEntries(Object.entries(model.aliases).filter(([, id]) => id === v.id))) },
       { label: "Job", value: (v) => (v.job_id ? h("a", { href: `#/jobs/${seg(v.job_id)}`, text: v.job_id }) : "imported") },
       { label: "Created", value: (v) => when(v.created_at) },

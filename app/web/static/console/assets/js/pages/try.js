@@ -9,8 +9,10 @@ import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
 import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
 
-const MISSING = "__missing__";
-const OTHER = "__other__";
+// The select's two choices besides the categories are told apart by a data attribute, never by their value: a
+// real category may be spelt like any placeholder ("__missing__", "(missing)", "").
+const MISSING = "missing";
+const OTHER = "other";
 
 function numericInput(f) {
   const start = f.fill_value === null || f.fill_value === undefined ? "" : String(Number(Number(f.fill_value).toPrecision(10)));
@@ -19,27 +21,36 @@ function numericInput(f) {
   return { control: input, hint: `${range}empty = missing (filled with ${fmt(f.fill_value, 4)})`, read: () => (input.value.trim() === "" ? null : Number(input.value)), write: (v) => (input.value = v === null ? "" : String(v)) };
 }
 
+/** Which choice is selected: "missing", "other" or null for a category (then its option's index is the category's). */
+function choiceOf(sel) {
+  return sel.selectedOptions[0]?.dataset.choice || null;
+}
+
 function categoricalInput(f) {
-  const known = (f.categories || []).filter((c) => c !== null);
-  const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: MISSING, text: "(missing)" }), h("option", { value: OTHER, text: "other value…" }));
+  const known = (f.categories || []).filter((c) => c !== null).map(String);
+  const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: "", dataset: { choice: MISSING }, text: "(missing)" }), h("option", { value: "", dataset: { choice: OTHER }, text: "other value…" }));
   const otherId = nextId("other");
   const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
   // "other value…" with nothing typed would send "" (a category of its own, decided as in no rule's set): the
   // field is then required, and "(missing)" is the way to send no value
   const showOther = () => {
-    other.hidden = sel.value !== OTHER;
+    other.hidden = choiceOf(sel) !== OTHER;
     other.required = !other.hidden;
   };
   sel.addEventListener("change", () => {
     showOther();
     if (!other.hidden) other.focus();
   });
-  const read = () => (sel.value === MISSING ? null : sel.value === OTHER ? other.value : sel.value);
+  const read = () => {
+    const choice = choiceOf(sel);
+    return choice === MISSING ? null : choice === OTHER ? other.value : known[sel.selectedIndex];
+  };
   const write = (v) => {
-    if (v === null) sel.value = MISSING;
-    else if (known.includes(String(v))) sel.value = String(v);
+    const i = v === null ? -1 : known.indexOf(String(v));
+    if (v === null) sel.selectedIndex = known.length;
+    else if (i >= 0) sel.selectedIndex = i;
     else {
-      sel.value = OTHER;
+      sel.selectedIndex = known.length + 1;
       other.value = String(v);
     }
     showOther();

@@ -19,14 +19,54 @@ async function isTrainingFile(ev, mv) {
   }
 }
 
-function holdoutBlock(version) {
-  const block = version.metrics?.holdout_evaluation;
-  return block && Array.isArray(block.rules) ? block : null;
+/** Whether a version was imported (no training job): its metrics are the importer's word, not measured by the service. */
+function isImported(mv) {
+  return !mv.job_id;
 }
 
-/** Per rule: rows, accuracy and where the figure comes from. */
+const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
+const isBlock = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** The held-out evaluation training stored (`metrics.holdout_evaluation`); never an importer's block of that name. */
+function holdoutBlock(version) {
+  if (isImported(version)) return null;
+  const block = version.metrics?.holdout_evaluation;
+  return isBlock(block) && Array.isArray(block.rules) ? block : null;
+}
+
+/**
+ * Per rule: rows, accuracy and where the figure comes from. An entry that cannot be read (not an object with an
+ * integer rule id, a row count and an accuracy that is a number or null) is skipped and counted in `skipped`.
+ */
 function byRule(rules, source) {
-  return new Map(rules.map((r) => [r.rule_id, { accuracy: r.accuracy, n: r.n, source }]));
+  const map = new Map();
+  let skipped = 0;
+  for (const r of Array.isArray(rules) ? rules : []) {
+    const readable = isBlock(r) && Number.isInteger(r.rule_id) && isNumber(r.n) && (r.accuracy === null || isNumber(r.accuracy));
+    if (readable && !map.has(r.rule_id)) map.set(r.rule_id, { accuracy: r.accuracy, n: r.n, source });
+    else skipped += 1;
+  }
+  return { map, skipped };
+}
+
+/** The per-rule figures with their note, and a warning naming the entries that could not be read. */
+function perRule({ map, skipped }, note) {
+  const unread = skipped ? notice("warning", `${skipped} per-rule entr${skipped === 1 ? "y" : "ies"} of this block could not be read and ${skipped === 1 ? "is" : "are"} left out.`) : null;
+  return { map, note: h("div", {}, note, unread) };
+}
+
+/**
+ * The newest succeeded evaluation (of `items`, newest first) on a file other than the training file (or one where that
+ * cannot be told), and the newest that scored the training file itself.
+ */
+async function pickEvaluations(items, version) {
+  let onTrainingFile = null;
+  for (const e of items.filter((x) => x.state === "succeeded")) {
+    const onTraining = await isTrainingFile(e, version);
+    if (onTraining !== true) return { held: e, unknown: onTraining === null, onTrainingFile };
+    onTrainingFile = onTrainingFile || e;
+  }
+  return { held: null, unknown: false, onTrainingFile };
 }
 
 /**
@@ -36,25 +76,28 @@ function byRule(rules, source) {
  */
 async function heldoutByRule(ref, version) {
   const split = holdoutBlock(version);
-  let latest = null;
+  let picked = { held: null, unknown: false, onTrainingFile: null };
   try {
-    latest = (await get(`/v1/models/${ref}/evaluations${qs({ limit: 20 })}`)).items.find((e) => e.state === "succeeded") || null;
+    picked = await pickEvaluations((await get(`/v1/models/${ref}/evaluations${qs({ limit: 20 })}`)).items, version);
   } catch (err) {
     if (!split) return { map: new Map(), note: errorBox(err, "Per-rule held-out accuracy (evaluations)") };
   }
-  const onTraining = latest ? await isTrainingFile(latest, version) : null;
-  const evLink = latest ? h("a", { href: `#/evaluations/${seg(latest.id)}`, text: "the latest evaluation" }) : null;
-  if (latest && onTraining !== true) {
-    const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
-    return { map: byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), note: h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${onTraining === null ? "; whether the file was used in training is unknown" : ""}).`) };
+  const { held, unknown, onTrainingFile } = picked;
+  const link = (e, text) => h("a", { href: `#/evaluations/${seg(e.id)}`, text });
+  const skippedNewer = onTrainingFile ? h("span", {}, "; ", link(onTrainingFile, "a newer evaluation"), " scored the training file itself, so it is not used") : null;
+  if (held) {
+    const ev = await get(`/v1/evaluations/${seg(held.id)}`);
+    const evLink = link(held, onTrainingFile ? "the latest evaluation on a file other than the training file" : "the latest evaluation");
+    return perRule(byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${unknown ? "; whether the file was used in training is unknown" : ""})`, skippedNewer, "."));
   }
   if (split) {
-    const why = latest ? h("span", {}, " (", evLink, " scored the training file itself, so it is not held out)") : null;
-    return { map: byRule(split.rules, "held-out split of training"), note: h("p", { class: "muted small" }, `Held-out accuracy per rule from the ${fmt(split.n_rows)} rows training held out`, why, ". Run an evaluation on a file it never saw for more.") };
+    const why = onTrainingFile ? h("span", {}, " (", link(onTrainingFile, "the latest evaluation"), " scored the training file itself, so it is not held out)") : null;
+    const rows = isNumber(split.n_rows) ? `${fmt(split.n_rows)} rows` : "rows";
+    return perRule(byRule(split.rules, "held-out split of training"), h("p", { class: "muted small" }, `Held-out accuracy per rule from the ${rows} training held out`, why, ". Run an evaluation on a file it never saw for more."));
   }
-  if (latest) {
-    const ev = await get(`/v1/evaluations/${seg(latest.id)}`);
-    return { map: byRule(ev.rules, "training file (not held out)"), note: notice("warning", "Per-rule accuracy below is from ", evLink, ", which scored the training file itself: it is not held out and flatters the rules. Evaluate on a file the version never saw.") };
+  if (onTrainingFile) {
+    const ev = await get(`/v1/evaluations/${seg(onTrainingFile.id)}`);
+    return perRule(byRule(ev.rules, "training file (not held out)"), notice("warning", "Per-rule accuracy below is from ", link(onTrainingFile, "the latest evaluation"), ", which scored the training file itself: it is not held out and flatters the rules. Evaluate on a file the version never saw."));
   }
   return { map: new Map(), note: notice("info", "No evaluation of this version yet: run one below to see each rule's accuracy on data it never saw.") };
 }
@@ -62,29 +105,47 @@ async function heldoutByRule(ref, version) {
 const HOLDOUT_METRICS = [["accuracy", "Accuracy"], ["f1_weighted", "Weighted F1"], ["f1_macro", "Macro F1"], ["roc_auc", "ROC AUC"], ["brier", "Brier score"]];
 
 function holdoutFacts(block) {
-  const m = block.metrics || {};
+  const m = isBlock(block.metrics) ? block.metrics : {};
+  const pairs = HOLDOUT_METRICS.filter(([k]) => isNumber(m[k])).map(([k, label]) => [label, m[k]]);
+  const unread = HOLDOUT_METRICS.filter(([k]) => m[k] !== null && m[k] !== undefined && !isNumber(m[k])).map(([, label]) => label);
   return h(
     "div",
     {},
-    h("h3", { text: `Held-out split of training (${fmt(block.n_rows)} rows)` }),
-    facts(HOLDOUT_METRICS.filter(([k]) => m[k] !== null && m[k] !== undefined).map(([k, label]) => [label, m[k]])),
+    h("h3", { text: isNumber(block.n_rows) ? `Held-out split of training (${fmt(block.n_rows)} rows)` : "Held-out split of training" }),
+    facts(pairs),
+    unread.length ? notice("warning", `Not shown, not a number: ${unread.join(", ")}.`) : null,
   );
 }
 
-function metricsView(metrics) {
-  const all = Object.entries(metrics || {});
-  const holdout = all.find(([k, v]) => k === "holdout_evaluation" && v && Array.isArray(v.rules));
-  const blocks = all.filter(([k, v]) => k !== "holdout_evaluation" && v && typeof v === "object" && !Array.isArray(v));
-  const scalars = all.filter(([, v]) => v === null || typeof v !== "object");
-  if (!blocks.length && !scalars.length && !holdout) return h("p", { class: "muted", text: "No metrics stored with this version." });
-  const keys = [...new Set(blocks.flatMap(([, v]) => Object.keys(v).filter((k) => typeof v[k] !== "object" || v[k] === null)))];
+/** A metric in a numeric column: a number, or a dash; anything else is labelled, never shown as a figure. */
+function metricCell(v) {
+  if (v === null || v === undefined) return "—";
+  if (isNumber(v)) return fmt(v);
+  return h("span", { class: "muted small", text: "not a number" });
+}
+
+/** The metrics stored with a version; an imported version's are the importer's, labelled so and never read as held out. */
+function metricsView(metrics, imported) {
+  const all = Object.entries(isBlock(metrics) ? metrics : {});
+  const holdout = imported ? null : all.find(([k, v]) => k === "holdout_evaluation" && isBlock(v) && Array.isArray(v.rules));
+  const rest = all.filter(([k]) => !holdout || k !== "holdout_evaluation"); // an unreadable one is named below
+  const flat = (v) => Object.keys(v).filter((k) => v[k] === null || typeof v[k] !== "object"); // a block's own figures
+  const blocks = rest.filter(([, v]) => isBlock(v) && flat(v).length);
+  const scalars = rest.filter(([, v]) => v === null || typeof v !== "object");
+  const unread = rest.filter(([, v]) => Array.isArray(v) || (isBlock(v) && !flat(v).length)).map(([k]) => k);
+  if (!blocks.length && !scalars.length && !holdout && !unread.length) return h("p", { class: "muted", text: "No metrics stored with this version." });
+  const keys = [...new Set(blocks.flatMap(([, v]) => flat(v)))];
+  const caption = imported ? "Metrics supplied with the import, not measured by the service" : "Metrics measured when the version was trained";
+  const scalarFacts = scalars.map(([k, v]) => [k, isNumber(v) || v === null ? v : h("span", {}, fmt(v), h("span", { class: "muted small", text: " (not a number)" }))]);
   return h(
     "div",
     {},
+    imported ? notice("info", h("strong", { text: "Supplied with the import, not measured by the service: " }), "this version was imported, so the figures below are the importer's own. Run an evaluation on a labelled file to measure it.") : null,
     blocks.length
-      ? table([{ label: "Metric", value: (k) => k }, ...blocks.map(([name, v]) => ({ label: name, value: (k) => fmt(v[k]), num: true }))], keys, { caption: "Metrics measured when the version was trained" })
+      ? table([{ label: "Metric", value: (k) => k }, ...blocks.map(([name, v]) => ({ label: name, value: (k) => metricCell(v[k]), num: true }))], keys, { caption })
       : null,
-    scalars.length ? facts(scalars) : null,
+    scalarFacts.length ? facts(scalarFacts) : null,
+    unread.length ? notice("warning", `Not shown (not a number or a table of numbers): ${unread.join(", ")}.`) : null,
     holdout ? holdoutFacts(holdout[1]) : null,
   );
 }
@@ -178,6 +239,7 @@ export async function versionPage(ctx, name, version) {
   const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
   const [heldout, evals, evalForm, compare] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form")), compareLink(name, mv)]);
   const base = `#/models/${seg(name)}`;
+  const exportMessage = h("div", { class: "export-message" }); // the last export's failure, cleared by the next try
   const actions = [
     h("a", { class: "btn btn-primary", href: `${base}/${version}/try`, text: "Try a record" }),
     compare,
@@ -192,10 +254,10 @@ export async function versionPage(ctx, name, version) {
       ...actions,
     ),
     section("Rule list", h("p", { class: "muted small", text: "Read top to bottom: the first rule whose conditions all hold decides; the default rule decides when none does." }), heldout.note, ruleListView(doc, mv.condition_texts, heldout.map)),
-    section("Metrics", metricsView(mv.metrics)),
+    section("Metrics", metricsView(mv.metrics, isImported(mv))),
     section("Evaluations", evals, h("h3", { text: "Run an evaluation" }), evalForm),
     section("Provenance", provenanceView(mv)),
-    section("Export", h("div", { class: "actions" }, h("span", { class: "muted", text: "Download as" }), ["text", "sql", "python", "json"].map((f) => h("button", { type: "button", class: "btn btn-secondary", "data-export": f, text: f, onclick: (ev) => exportAs(ev, ref, f) })))),
+    section("Export", h("div", { class: "actions" }, h("span", { class: "muted", text: "Download as" }), ["text", "sql", "python", "json"].map((f) => h("button", { type: "button", class: "btn btn-secondary", "data-export": f, text: f, onclick: () => exportAs(exportMessage, ref, f) }))), exportMessage),
   );
 }
 
@@ -221,8 +283,9 @@ async function compareLink(name, mv) {
   return h("a", { class: "btn btn-secondary", href: href(mv.version > 1 ? { base: mv.version - 1, other: mv.version } : { base: mv.version }), text: "Compare…" });
 }
 
-async function exportAs(ev, ref, format) {
-  const btn = ev.currentTarget;
+/** Download the version in a format; a failure shows in `message` (one box, cleared when the next export starts). */
+async function exportAs(message, ref, format) {
+  mount(message);
   try {
     const text = await get(`/v1/models/${ref}/export${qs({ format })}`, { accept: "*/*" });
     const body = typeof text === "string" ? text : JSON.stringify(text, null, 2);
@@ -233,6 +296,6 @@ async function exportAs(ev, ref, format) {
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   } catch (err) {
-    btn.parentNode.after(errorBox(err, "Export failed"));
+    mount(message, errorBox(err, `Export as ${format} failed`));
   }
 }
