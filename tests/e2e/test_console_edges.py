@@ -1602,3 +1602,33 @@ def test_the_jobs_list_and_an_evaluation_keep_polling_after_a_failed_poll(tab: T
         expect(page.get_by_role("heading", name="Confusion matrix and calibration")).to_be_visible()
     finally:  # the 503s are the test's own, not the server's
         tab.server_errors[:] = [e for e in tab.server_errors if not e.startswith("503 ")]
+
+
+def test_a_model_with_more_versions_than_one_page_lists_them_all(tab: Tab, console: Console) -> None:
+    """The model page (and compare, audit, the dataset lists) asked for one page of 500 versions (200 datasets)
+    and showed no more: a model's 501st version was missing from its own page. They now page through the list."""
+    from urllib.parse import parse_qs, urlparse
+
+    from playwright.sync_api import expect
+
+    real = import_model(console, "paged", rule_list_doc())
+    template = console.api.get("/v1/models", params={"name": "paged"}).json()["items"][0]
+    total, seen_offsets = 1203, []
+
+    def pages(route: Any) -> None:
+        q = parse_qs(urlparse(route.request.url).query)
+        offset, limit = int(q.get("offset", ["0"])[0]), int(q.get("limit", ["50"])[0])
+        seen_offsets.append(offset)
+        items = [
+            {**template, "version": total - i, "id": real["id"] if i == total - 1 else f"mv_fake{i}"}
+            for i in range(offset, min(offset + limit, total))
+        ]
+        route.fulfill(json={"items": items, "total": total, "limit": limit, "offset": offset})
+
+    sign_in(tab, console)
+    page = tab.page
+    page.route(lambda u: "/v1/models?" in u and "name=paged" in u, pages)
+    page.goto(_url(console, "models/paged"))
+    rows = page.locator("table:has(caption:text-is('Versions, newest first')) tbody tr")
+    expect(rows).to_have_count(total)
+    assert sorted(set(seen_offsets)) == [0, 500, 1000], seen_offsets

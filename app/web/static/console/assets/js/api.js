@@ -98,6 +98,23 @@ export const post = (path, body, opts) => api("POST", path, body ?? {}, opts);
 export const put = (path, body, opts) => api("PUT", path, body, opts);
 export const del = (path, opts) => api("DELETE", path, undefined, opts);
 
+/**
+ * Every item of a paged list (`{items, total}` answers), fetched 500 at a time up to `max` items: a model with
+ * more versions (or a tenant with more datasets) than one page holds is listed whole. `truncated` says when
+ * `max` cut it short.
+ */
+export async function getAll(path, params = {}, { max = 10_000 } = {}) {
+  const items = [];
+  let total = 0;
+  for (;;) {
+    const page = await get(`${path}${qs({ ...params, limit: 500, offset: items.length })}`);
+    total = page.total;
+    items.push(...page.items);
+    if (!page.items.length || items.length >= total || items.length >= max) break;
+  }
+  return { items: items.slice(0, max), total, truncated: total > Math.min(items.length, max) };
+}
+
 /** A query string from an object, leaving out empty values. */
 export function qs(params) {
   const q = new URLSearchParams();

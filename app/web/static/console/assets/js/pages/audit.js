@@ -2,7 +2,7 @@
 // its place in the hash chain (`audit_seq`, which every JSON decision and the "Try a record" page give), and
 // the check of the chain (intact, or the first broken link). Read-only, like the API (docs/audit.md).
 
-import { get, qs, seg } from "../api.js";
+import { get, getAll, qs, seg } from "../api.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
 import { busy, button, errorBox, facts, field, notice, pageHeader, section, table } from "../ui.js";
 
@@ -11,7 +11,7 @@ const PAGE_SIZE = 50;
 /** The model versions by id, for names in place of ids (an id the list does not hold is shown as is). */
 async function versionNames() {
   try {
-    return new Map((await get(`/v1/models${qs({ limit: 500 })}`)).items.map((v) => [v.id, v]));
+    return new Map((await getAll("/v1/models")).items.map((v) => [v.id, v]));
   } catch {
     return new Map();
   }

@@ -1,7 +1,7 @@
 // Compare two versions: rules added / removed / changed (condition by condition), the default rule,
 // and on a dataset: metrics side by side, how often they disagree and a cross-table of predictions.
 
-import { get, qs, seg } from "../api.js";
+import { get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
 import { fmt, h, mount, pct } from "../dom.js";
 import { heatTable } from "../charts.js";
@@ -215,7 +215,7 @@ function promoteSection(model, versions, candidate, onMoved) {
 /** #/models/<name>/compare?base=<v>&other=<v>&dataset=<id> */
 export async function comparePage(ctx, name) {
   // the registered model first: a name that is not one answers its 404 (the version list of an unknown name is empty)
-  const [model, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`), get(`/v1/datasets${qs({ limit: 200 })}`)]);
+  const [model, versions, datasets] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), getAll("/v1/models", { name }), getAll("/v1/datasets")]);
   // each version with its aliases (production, staging…): the reviewer compares a candidate with what is live
   const aliasesOf = (v) => Object.entries(model.aliases || {}).filter(([, id]) => id === v.id).map(([a]) => a);
   const labelOf = (v) => `version ${v.version}${aliasesOf(v).length ? ` (${aliasesOf(v).join(", ")})` : ""}`;

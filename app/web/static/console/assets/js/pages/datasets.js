@@ -1,7 +1,7 @@
 // Datasets: upload with progress, the list, one dataset's column profile, its first rows, and the
 // form that starts training on it.
 
-import { del, get, post, qs, seg, upload } from "../api.js";
+import { del, get, getAll, post, qs, seg, upload } from "../api.js";
 import { announce, bytes, fmt, h, mount, when } from "../dom.js";
 import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
@@ -67,7 +67,7 @@ export async function datasetsPage() {
   const list = h("div");
   const refresh = async () => {
     try {
-      const page = await get(`/v1/datasets${qs({ limit: 200 })}`);
+      const page = await getAll("/v1/datasets");
       mount(list, datasetTable(page.items), page.total > page.items.length ? h("p", { class: "muted", text: `${page.items.length} of ${page.total} shown.` }) : null);
     } catch (err) {
       mount(list, errorBox(err, "Could not list datasets"));

@@ -1,14 +1,14 @@
 // Registered models: the list, and one model's versions, aliases (moved with a confirmation; the
 // server audits the move) and registry events.
 
-import { del, get, qs, seg } from "../api.js";
+import { del, get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
 import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** #/models */
 export async function modelsPage() {
-  const page = await get(`/v1/registered-models${qs({ limit: 200 })}`);
+  const page = await getAll("/v1/registered-models");
   return h(
     "div",
     {},
@@ -141,7 +141,7 @@ async function eventsView(name) {
 
 /** #/models/<name>, #/models/<name>?show=events (the registry events in view) */
 export async function modelPage(ctx, name) {
-  const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), get(`/v1/models${qs({ name, limit: 500 })}`)]);
+  const [model, versions] = await Promise.all([get(`/v1/registered-models/${seg(name)}`), getAll("/v1/models", { name })]);
   const versionsBox = h("div");
   const aliasesBox = h("div");
   const aliasMessage = h("div", { class: "form-message" });

@@ -1,7 +1,7 @@
 // One model version: the rule list (if / else if / else, with support, class probabilities and
 // held-out accuracy per rule), metrics, provenance and evaluations (list and "run one").
 
-import { get, post, qs, seg } from "../api.js";
+import { get, getAll, post, qs, seg } from "../api.js";
 import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
@@ -236,7 +236,7 @@ export async function versionPage(ctx, name, version) {
   const ref = seg(`${name}@${version}`);
   const mv = await get(`/v1/models/${ref}`);
   const doc = mv.rule_list;
-  const datasets = (await get(`/v1/datasets${qs({ limit: 200 })}`)).items;
+  const datasets = (await getAll("/v1/datasets")).items;
   const [heldout, evals, evalForm, compare] = await Promise.all([heldoutByRule(ref, mv), evaluationsView(ref, datasets), evaluationForm(ref, doc, datasets).catch((err) => errorBox(err, "Could not prepare the evaluation form")), compareLink(name, mv)]);
   const base = `#/models/${seg(name)}`;
   const exportMessage = h("div", { class: "export-message" }); // the last export's failure, cleared by the next try
