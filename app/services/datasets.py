@@ -13,6 +13,7 @@ from app.services import csvdata
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import ACTIVE_JOB_STATES
 from app.services.paging import Page, page_of_scalars
+from app.services.registry import serialize_on_sqlite
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job, new_id
 
@@ -104,7 +105,10 @@ def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
     """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed.
 
     The row is locked first: a job being submitted on it (its insert holds a key-share lock on the row) is
-    committed before the active jobs are counted, so it is counted."""
+    committed before the active jobs are counted, so it is counted. SQLite ignores the row lock: there the
+    transaction takes the database's write lock before it reads, so a job committed meanwhile is counted and
+    one inserted after finds its dataset gone (a 404, not an accepted job that can never train)."""
+    serialize_on_sqlite(session)
     ds = get_dataset(session, tenant_id, dataset_id, lock=True)
     active = session.scalar(
         select(func.count()).select_from(Job).where(Job.dataset_id == ds.id, Job.state.in_(sorted(ACTIVE_JOB_STATES)))

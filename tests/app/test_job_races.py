@@ -152,6 +152,38 @@ def test_a_dataset_delete_waits_for_a_job_being_submitted_on_it(pg_database, tmp
         gen.close()
 
 
+def test_on_sqlite_a_dataset_delete_waits_for_a_job_being_submitted_on_it(sqlite_api) -> None:
+    """The same race on SQLite, which ignores the row lock: the delete counted no active job, waited for the
+    write lock, then deleted the dataset under the job just committed (answered 202, failed on the worker)."""
+    import sqlite3
+    import threading
+
+    from sqlalchemy import text
+
+    ds = dataset(sqlite_api)
+    engine = sqlite_api.app.state.service.db.engine
+    other = sqlite3.connect(engine.url.database, isolation_level=None, timeout=10)  # another process's request
+    other.execute("BEGIN IMMEDIATE")
+    other.execute(
+        "INSERT INTO jobs (id, tenant_id, dataset_id, dataset_sha256, target, model_name, parameters, state, "
+        "cancel_requested, epoch, n_epochs, attempts, created_at) VALUES ('job_race', ?, ?, '', 'target', "
+        "'m', '{}', 'queued', 0, 0, 0, 0, '2026-01-01 00:00:00')",
+        (sqlite_api.tenant_a, ds),
+    )
+    answer: list[int] = []
+    deleting = threading.Thread(
+        target=lambda: answer.append(sqlite_api.client.delete(f"/v1/datasets/{ds}", headers=sqlite_api.h()).status_code)
+    )
+    deleting.start()
+    deleting.join(1.0)
+    other.execute("COMMIT")
+    other.close()
+    deleting.join(10)
+    assert answer == [409]
+    with engine.connect() as c:
+        assert c.execute(text("SELECT dataset_id FROM jobs WHERE id = 'job_race'")).scalar_one() == ds
+
+
 def _concurrently(calls, n_threads: int = 8) -> list:
     from concurrent.futures import ThreadPoolExecutor
 
