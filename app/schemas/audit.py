@@ -33,17 +33,23 @@ class AuditPublic(BaseModel):
     )
 
     id: int
-    created_at: datetime
-    api_key_id: str
-    model_version_id: str
-    input_digest: str
-    output: dict[str, Any]
-    rule_id: int
-    seq: int = Field(description="the row's place in the tenant's hash chain (1, 2, 3, ...)")
-    prev_hash: str = Field(description="row_hash of the tenant's previous row (64 zeros for the first)")
-    row_hash: str = Field(description="SHA-256 of this row's canonical content (docs/audit.md)")
+    # null only in a row changed outside the service into a value its column cannot hold (`unreadable` says which)
+    created_at: datetime | None
+    api_key_id: str | None
+    model_version_id: str | None
+    input_digest: str | None
+    output: dict[str, Any] | None
+    rule_id: int | None
+    seq: int | None = Field(description="the row's place in the tenant's hash chain (1, 2, 3, ...)")
+    prev_hash: str | None = Field(description="row_hash of the tenant's previous row (64 zeros for the first)")
+    row_hash: str | None = Field(description="SHA-256 of this row's canonical content (docs/audit.md)")
     missing_filled: bool | None = Field(
         description="a numeric value was missing and evaluated at its fill value (null: not recorded, older rows)"
+    )
+    unreadable: str | None = Field(
+        None,
+        description="null; else what in this row cannot be read (a row changed outside the service into a value "
+        "its column cannot hold: those fields are null; GET /v1/audit/verify names the break)",
     )
 
 
@@ -60,6 +66,7 @@ BreakKind = Literal[
     "sequence_repeated",
     "previous_hash_mismatch",
     "content_hash_mismatch",
+    "unreadable_row",
     "truncated_tail",
     "head_mismatch",
     "beyond_head",
@@ -74,7 +81,9 @@ class ChainBreakPublic(BaseModel):
 
     kind: BreakKind = Field(
         description="sequence_gap: rows deleted; sequence_repeated: a duplicated row; previous_hash_mismatch: "
-        "a row replaced or forged; content_hash_mismatch: a row changed; truncated_tail: rows deleted at the end; "
+        "a row replaced or forged; content_hash_mismatch: a row changed; unreadable_row: a row changed into "
+        "values its columns cannot hold (text that is not JSON as its output, no time as its created_at); "
+        "truncated_tail: rows deleted at the end; "
         "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
         "missing_head: the chain head was deleted"
     )

@@ -210,6 +210,10 @@ class ChainChecker:
 
     def _check(self, row: Mapping[str, Any]) -> ChainBreak | None:
         rid, seq, expected = row["id"], row["seq"], self.last.seq + 1
+        if row.get("unreadable"):  # a value changed outside the service, into one its column cannot hold
+            where = f"seq {seq}" if seq is not None else f"after seq {self.last.seq}"
+            msg = f"row {rid} ({where}) cannot be read: {row['unreadable']} (changed)"
+            return ChainBreak("unreadable_row", msg, rid, seq if seq is not None else expected)
         if seq != expected:
             if seq > expected:
                 gone = _span(expected, seq - 1)

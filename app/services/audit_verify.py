@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.services import audit_read
 from app.services.audit_chain import ChainBreak, ChainChecker, Link
 from app.services.errors import NotFound
 from app.tables import AuditChainHead, AuditRecord, Tenant
 
 PAGE_ROWS = 5000
-_COLUMNS = list(AuditRecord.__table__.columns)
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,19 @@ def read_head(session: Session, tenant_id: str) -> Link | None:
 
 
 def chain_pages(session: Session, tenant_id: str, page_rows: int = PAGE_ROWS) -> Iterator[list[dict[str, Any]]]:
-    """The tenant's audit rows as dicts, in `seq` order, `page_rows` at a time."""
+    """The tenant's audit rows as dicts (`audit_read.decode`: a row that does not decode is kept, marked
+    `unreadable`), in `seq` order, `page_rows` at a time."""
     after = 0
+    dialect = session.get_bind().dialect
     while True:
-        q = select(*_COLUMNS).where(AuditRecord.tenant_id == tenant_id, AuditRecord.seq > after)
-        page = [dict(m) for m in session.execute(q.order_by(AuditRecord.seq).limit(page_rows)).mappings()]
+        q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id, AuditRecord.seq > after)
+        rows = session.execute(q.order_by(AuditRecord.seq).limit(page_rows)).mappings()
+        page = [audit_read.decode(m, dialect) for m in rows]
         if not page:
             return
         yield page
+        if page[-1]["seq"] is None:  # the checker stops at that row
+            return
         after = page[-1]["seq"]
 
 

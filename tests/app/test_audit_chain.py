@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.schemas.audit import BreakKind
@@ -475,3 +476,34 @@ def test_column_rows_of_several_tenants_return_seqs_in_input_order(api) -> None:
     seqs = audit.write_rows(engine, audit.ColumnRows({k: [r[k] for r in rows] for k in rows[0]}))
     table = _digest_by_tenant_seq(api)
     assert [table[(r["tenant_id"], s)] for r, s in zip(rows, seqs, strict=True)] == [r["input_digest"] for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "words"),
+    [("output", "'not json'", "output is not JSON"), ("created_at", "'garbage'", "created_at is not a time")],
+)
+def test_a_row_changed_into_values_its_columns_cannot_hold_is_named_not_a_500(
+    sqlite_api, doc, column: str, value: str, words: str
+) -> None:
+    """On SQLite (which keeps whatever a column is given) a row edited to hold text that is not JSON as its
+    output, or no time as its created_at, made the verification and every audit page holding it a 500 (the
+    typed reading raised before the checker saw the row). Now the verification names that row, and the
+    audit trail lists it with `unreadable` saying what cannot be read."""
+    v = sqlite_api.import_model(doc)
+    for _ in range(3):
+        predict(sqlite_api, v["id"], [REC_HIGH, REC_FILLED])
+    victim = audit_rows(sqlite_api)[3]
+    tamper(sqlite_api, f"UPDATE audit_log SET {column} = {value} WHERE id = {victim['id']}")
+    client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+    r = client.get("/v1/audit/verify", headers=sqlite_api.h())
+    assert r.status_code == 200, r.text
+    broken = r.json()["first_break"]
+    assert r.json()["intact"] is False and broken["kind"] == "unreadable_row", r.json()
+    assert broken["row_id"] == victim["id"] and broken["seq"] == victim["seq"] and words in broken["message"]
+    r = client.get("/v1/audit", params={"seq": victim["seq"]}, headers=sqlite_api.h())
+    assert r.status_code == 200, r.text
+    (item,) = r.json()["items"]
+    assert words in item["unreadable"] and item[column] is None and item["rule_id"] == victim["rule_id"]
+    r = client.get("/v1/audit", params={"limit": 6}, headers=sqlite_api.h())
+    assert r.status_code == 200 and len(r.json()["items"]) == 6, r.text
+    assert [i["unreadable"] is None for i in r.json()["items"]] == [i["id"] != victim["id"] for i in r.json()["items"]]

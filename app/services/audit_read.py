@@ -1,0 +1,71 @@
+"""Reading audit rows as stored, including rows changed outside the service (a row that does not decode).
+
+SQLite keeps whatever a column was given: a row edited with the sqlite3 shell can hold text that is not JSON
+in `output`, or a `created_at` that is no time. SQLAlchemy's typed result processing raises on such a row, so
+one tampered row made the chain verification and every page of the audit trail holding it a 500. Here the
+JSON and time columns are selected as stored (PostgreSQL's driver still decodes them: that database keeps
+its types) and decoded row by row; a row that does not decode is kept, with what is wrong in `unreadable`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Dialect, String, type_coerce
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.tables import AuditRecord
+
+_TABLE = AuditRecord.__table__
+_AS_STORED = ("created_at", "output")  # columns whose typed reading raises on a value of another kind
+_WHOLE = ("id", "seq", "rule_id")
+_TEXT = ("tenant_id", "api_key_id", "model_version_id", "input_digest", "prev_hash", "row_hash")
+
+COLUMNS: list[ColumnElement[Any]] = [
+    type_coerce(c, String).label(c.name) if c.name in _AS_STORED else c for c in _TABLE.columns
+]
+
+
+def _decoded(row: dict[str, Any], parse_time: Callable[[Any], Any] | None) -> list[tuple[str, str]]:
+    """Decode `created_at` and `output` in place; (column, what is wrong) for each value not of its kind."""
+    out = []
+    if isinstance(row["output"], str):
+        try:
+            row["output"] = json.loads(row["output"])
+        except ValueError:
+            out.append(("output", f"output is not JSON ({row['output'][:40]!r})"))
+    if isinstance(row["created_at"], str) and parse_time is not None:
+        try:
+            row["created_at"] = parse_time(row["created_at"])
+        except (ValueError, TypeError, AttributeError):
+            out.append(("created_at", f"created_at is not a time ({row['created_at'][:40]!r})"))
+    bad = {name for name, _ in out}
+    if "output" not in bad and not isinstance(row["output"], dict):
+        out.append(("output", "output is not a JSON object"))
+    if "created_at" not in bad and not isinstance(row["created_at"], datetime):
+        out.append(("created_at", "created_at is not a time"))
+    out += [(name, f"{name} is not a whole number") for name in _WHOLE if not _is_int(row[name])]
+    out += [(name, f"{name} is not text") for name in _TEXT if not isinstance(row[name], str)]
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def decode(mapping: Any, dialect: Dialect) -> dict[str, Any]:
+    """A row selected with COLUMNS as a dict of the table's columns, plus `unreadable`: None, or what could
+    not be read (those values are None)."""
+    row = dict(mapping)
+    parse_time = _TABLE.c.created_at.type.dialect_impl(dialect).result_processor(dialect, None)
+    problems = _decoded(row, parse_time)
+    for name, _ in problems:
+        row[name] = None
+    row["unreadable"] = "; ".join(why for _, why in problems) or None
+    return row
+
+
+__all__ = ["COLUMNS", "decode"]
