@@ -24,7 +24,21 @@ def count(session: Session, query: Select[*tuple[Any, ...]]) -> int:
     return session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
+def page_of_rows(
+    session: Session, query: Select[*tuple[Any, ...]], order_by: Any, limit: int, offset: int
+) -> Page[Any]:
+    """One page of a query's rows and the query's total, from one statement (`count(*) OVER ()`), so that both
+    come from the same snapshot: read as two statements, rows committed in between made `total` disagree with
+    `items` (a reader of the last page saw one or two items fewer than `total` said). Past the last row the
+    page is empty and the total is counted apart."""
+    counted = query.add_columns(func.count().over().label("_page_total"))
+    rows = session.execute(counted.order_by(*order_by).limit(limit).offset(offset)).all()
+    if not rows:
+        return Page([], count(session, query))
+    return Page([tuple(r[:-1]) for r in rows], int(rows[0][-1]))
+
+
 def page_of_scalars(session: Session, query: Select[T], order_by: Any, limit: int, offset: int) -> Page[T]:
-    """One page of a single-entity query."""
-    rows = session.scalars(query.order_by(*order_by).limit(limit).offset(offset)).all()
-    return Page(list(rows), count(session, query))
+    """One page of a single-entity query (`page_of_rows`)."""
+    page = page_of_rows(session, query, order_by, limit, offset)
+    return Page([r[0] for r in page.items], page.total)

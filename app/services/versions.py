@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.services import registry
 from app.services.errors import Conflict, Invalid
-from app.services.paging import Page, count
+from app.services.paging import Page, page_of_rows
 from app.services.rule_texts import condition_texts as texts_of
 from app.tables import ModelAlias, ModelVersion, RegisteredModel
 from models.rulelist import RuleList
@@ -98,10 +98,8 @@ def list_versions(
     )
     if name:
         q = q.where(RegisteredModel.name == name)
-    rows = session.execute(
-        q.order_by(ModelVersion.created_at.desc(), ModelVersion.id).limit(limit).offset(offset)
-    ).all()
-    return Page([(mv, n) for mv, n in rows], count(session, q))
+    page = page_of_rows(session, q, (ModelVersion.created_at.desc(), ModelVersion.id), limit, offset)
+    return Page([(mv, n) for mv, n in page.items], page.total)
 
 
 def rendered_texts(mv: ModelVersion) -> tuple[str, list[list[str]]]:

@@ -226,3 +226,37 @@ def test_a_file_name_over_the_parsers_header_limit_is_named_as_the_problem(sqlit
     r = upload(api, GOOD, filename="b" * 3000 + ".csv")
     assert r.status_code == 201, r.text
     assert r.json()["name"] == "b" * 200 and r.json()["filename"] == "b" * 300, r.json()
+
+
+def test_a_list_page_and_its_total_come_from_one_snapshot(sqlite_api) -> None:
+    """The page and the total were read by two statements: a dataset committed between them made `total`
+    one more than the items of a list that fits one page (seen under concurrent writes on both databases)."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    for i in range(3):
+        assert upload(sqlite_api, GOOD, name=f"d{i}").status_code == 201
+    engine = sqlite_api.app.state.service.db.engine
+    inserted: list[bool] = []
+
+    def insert_after_the_page(conn, cursor, statement, *args) -> None:  # another process's upload, committed
+        if "FROM datasets" in statement and not inserted:
+            inserted.append(True)
+            other = sqlite3.connect(engine.url.database, isolation_level=None, timeout=10)
+            other.execute(
+                "INSERT INTO datasets (id, tenant_id, name, filename, sha256, size_bytes, n_rows, n_columns, "
+                "columns, blob_key, created_at) VALUES ('ds_late', ?, 'late', 'l.csv', '', 0, 1, 1, '[]', '', "
+                "'2026-01-01 00:00:00')",
+                (sqlite_api.tenant_a,),
+            )
+            other.close()
+
+    event.listen(engine, "after_cursor_execute", insert_after_the_page)
+    try:
+        page = sqlite_api.client.get("/v1/datasets", headers=sqlite_api.h()).json()
+    finally:
+        event.remove(engine, "after_cursor_execute", insert_after_the_page)
+    assert inserted
+    assert page["total"] == len(page["items"]) == 3, page
+    assert sqlite_api.client.get("/v1/datasets", headers=sqlite_api.h()).json()["total"] == 4
