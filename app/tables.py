@@ -211,6 +211,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # the API key that submitted the job (NULL: a job from before migration 0006)
+    api_key_id: Mapped[str | None] = mapped_column(String(40), default=None)
 
     __table_args__ = (
         Index("ix_jobs_tenant_state", "tenant_id", "state"),

@@ -242,6 +242,7 @@ def _store_result(
             metrics=outcome.metrics,
             provenance=provenance,
             job_id=job_id,
+            api_key_id=job.api_key_id,  # the key that submitted the job: the event names who asked for it
         )
         jobsvc.succeed(s, job_id, worker_id, model_version_id=mv.id, device=outcome.device)
         return mv.id

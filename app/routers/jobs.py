@@ -30,7 +30,7 @@ def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, st
     limits = JobLimits(
         max_classes=s.max_classes, max_rules=s.max_rules, max_epochs=s.max_epochs, max_restarts=s.max_restarts
     )
-    return JobPublic.from_row(submit_job(session, state.queue, principal.tenant_id, body, limits))
+    return JobPublic.from_row(submit_job(session, state.queue, principal, body, limits))
 
 
 @router.get("", response_model=JobList, responses=responses(401, 422))

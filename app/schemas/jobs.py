@@ -99,6 +99,9 @@ class JobPublic(BaseModel):
     attempts: int
     device: str | None
     model_version_id: str | None
+    api_key_id: str | None = Field(
+        None, description="the API key that submitted the job (null for a job from before this was recorded)"
+    )
     n_rules_kept: int | None = Field(
         None,
         description="rules the trained list kept, besides the default rule (at most `parameters.n_rules`); "
@@ -124,6 +127,7 @@ class JobPublic(BaseModel):
             attempts=job.attempts,
             device=job.device,
             model_version_id=job.model_version_id,
+            api_key_id=job.api_key_id,
             n_rules_kept=n_rules_kept,
             created_at=job.created_at,
             started_at=job.started_at,

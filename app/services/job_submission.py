@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.schemas.jobs import JobCreate
 from app.services import datasets, registry
+from app.services.auth import Principal
 from app.services.errors import Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
@@ -137,8 +138,10 @@ def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
     return registry.check_name(name, "model_name")
 
 
-def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreate, limits: JobLimits) -> Job:
-    """Check, store and enqueue a job; when the broker refuses, the row is removed and Unavailable raised."""
+def submit_job(session: Session, queue: JobQueue, caller: Principal, body: JobCreate, limits: JobLimits) -> Job:
+    """Check, store and enqueue a job (with the caller's key, which its version's creation will name); when the
+    broker refuses, the row is removed and Unavailable raised."""
+    tenant_id = caller.tenant_id
     ds = datasets.get_dataset(session, tenant_id, body.dataset_id)
     model_name = check_job(body, ds, limits)
     rm = registry.find_model(session, tenant_id, model_name)
@@ -155,6 +158,7 @@ def submit_job(session: Session, queue: JobQueue, tenant_id: str, body: JobCreat
         state=JobState.QUEUED,
         heartbeat_at=utcnow(),  # on a queued job: when it was last enqueued (see jobs.reap)
         n_epochs=body.parameters.epochs if isinstance(body.parameters.epochs, int) else 0,
+        api_key_id=caller.key_id,
     )
     session.add(job)
     try:

@@ -373,6 +373,8 @@ def test_a_failed_training_job_shows_its_error(browser: Any, tmp_path_factory: p
         expect(t.page.locator(".notice-error")).to_contain_text("Training failed:")
         expect(t.page.locator(".notice-error")).to_contain_text(job["error"])
         expect(t.page.locator(".job-status .badge").first).to_have_text("failed")
+        assert job["api_key_id"], job  # who asked for the training: on the page too
+        expect(t.page.get_by_text(job["api_key_id"], exact=True)).to_be_visible()
         shot(t, "32-job-failed")
 
 

@@ -27,5 +27,6 @@ def test_a_trained_version_carries_its_held_out_evaluation_history_and_event(api
     assert [p["loss"] for p in points] == [1.0, 0.2, 1 / 7] and {p["attempt"] for p in points} == {1}
     events = api.client.get(f"/v1/registered-models/{mv['name']}/events", headers=api.h()).json()["items"]
     assert [(e["action"], e["to_version"], e["job_id"], e["api_key_id"]) for e in events] == [
-        ("version_created", 1, jid, None)
+        ("version_created", 1, jid, job["api_key_id"])
     ]
+    assert job["api_key_id"] is not None  # the key that submitted the job: who asked for this version

@@ -145,7 +145,7 @@ export async function jobPage(ctx, id) {
     mount(
       status,
       h("div", { class: "job-status" }, h("span", { class: "state-line" }, "State: ", badge(job.state), job.cancel_requested && ACTIVE.has(job.state) ? badge("cancelling", "cancelled") : null), meter(progressOf(job), { label: "progress", text: `epoch ${p.epoch} of ${p.n_epochs || "?"}` })),
-      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", dataset], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
+      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", dataset], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Submitted with key", job.api_key_id ? h("code", { text: job.api_key_id }) : "not recorded"], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
       // a cancelled job keeps why in `error` ("cancelled by request"): the reader asked for it, it did not fail
       job.error && job.state === "cancelled" ? notice("warning", h("strong", { text: "Cancelled: " }), job.error) : null,
       job.error && job.state !== "cancelled" ? notice("error", h("strong", { text: "Training failed: " }), job.error) : null,
