@@ -20,7 +20,18 @@ from app.http.head import HeadAsGetMiddleware
 from app.http.hot_route import HotRouteMiddleware
 from app.observability import Metrics, RequestMetricsMiddleware, configure_logging, fastapi_telemetry
 from app.openapi import install_openapi, operation_id
-from app.routers import audit, comparisons, datasets, evaluations, models, monitoring, ops, predictions, registry
+from app.routers import (
+    audit,
+    comparisons,
+    datasets,
+    evaluations,
+    keys,
+    models,
+    monitoring,
+    ops,
+    predictions,
+    registry,
+)
 from app.routers import jobs as jobs_router
 from app.services import jobs
 from app.services.job_states import JobState
@@ -102,6 +113,7 @@ ROUTERS = (
     monitoring.router,
     registry.router,
     audit.router,
+    keys.router,
     ops.router,
 )
 OPENAPI_TAGS = [
@@ -114,6 +126,7 @@ OPENAPI_TAGS = [
     {"name": "registered models", "description": "named models, movable aliases and their events"},
     {"name": "predictions", "description": "decisions with explanations; every one audited"},
     {"name": "audit", "description": "the tenant's append-only log of decisions"},
+    {"name": "keys", "description": "the tenant's API keys: who an `api_key_id` is (labels; never the keys)"},
     {"name": "ops", "description": "health, readiness, metrics"},
 ]
 

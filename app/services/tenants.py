@@ -40,6 +40,12 @@ def revoke_key(session: Session, key_id: str) -> None:
     row.revoked_at = utcnow()
 
 
+def tenant_keys(session: Session, tenant_id: str) -> list[ApiKey]:
+    """A tenant's API keys (revoked ones too), oldest first."""
+    q = select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.created_at, ApiKey.id)
+    return list(session.scalars(q))
+
+
 def list_tenants(session: Session) -> list[dict[str, Any]]:
     """Tenants with their keys (ids, labels, revocation; never the keys)."""
     out = []

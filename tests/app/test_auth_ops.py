@@ -189,3 +189,22 @@ def test_the_request_id_is_echoed_as_sent(sqlite_api) -> None:
 
     for sent in (b"req-1", "caf\u00e9".encode(), b"\xff\xfe-x", b"r" * 150):
         assert anyio.run(echoed, sent) == [sent[:100]], sent
+
+
+def test_the_tenant_sees_its_keys_labels_never_the_keys(sqlite_api) -> None:
+    """Events, jobs and audit records name an `api_key_id`, but no endpoint said whose key that is (the label
+    given at `create-key`): a reviewer could not tell who acted. GET /v1/keys lists the tenant's keys."""
+    from app.admin import create_key, revoke_key
+
+    key_id, key = create_key(sqlite_api.url, "tenant-a", "dr. jones (cardiology)")
+    revoke_key(sqlite_api.url, key_id)
+    r = sqlite_api.client.get("/v1/keys", headers=sqlite_api.h())
+    assert r.status_code == 200, r.text
+    items = r.json()["items"]
+    by_id = {k["id"]: k for k in items}
+    assert by_id[key_id]["label"] == "dr. jones (cardiology)" and by_id[key_id]["revoked_at"] is not None
+    assert [k["current"] for k in items].count(True) == 1
+    assert key not in r.text and sqlite_api.key_a not in r.text and "hash" not in r.text
+    other = sqlite_api.client.get("/v1/keys", headers=sqlite_api.h(sqlite_api.key_b)).json()["items"]
+    assert key_id not in {k["id"] for k in other} and len(other) >= 1
+    assert sqlite_api.client.get("/v1/keys").status_code == 401

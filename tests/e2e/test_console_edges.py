@@ -1634,3 +1634,38 @@ def test_a_model_with_more_versions_than_one_page_lists_them_all(tab: Tab, conso
     rows = page.locator("table:has(caption:text-is('Versions, newest first')) tbody tr")
     expect(rows).to_have_count(total)
     assert sorted(set(seen_offsets)) == [0, 500, 1000], seen_offsets
+
+
+def test_the_audit_trail_names_each_key_and_shows_a_record_that_cannot_be_read(tab: Tab, console: Console) -> None:
+    """Events, jobs and audit records showed a bare key id: nobody could tell whose key it was. They now show the
+    key's label (GET /v1/keys). An audit record the API lists as `unreadable` (changed outside the service: its
+    output null) made the audit page fail (it read `output.prediction`); it now says it cannot be read."""
+    from playwright.sync_api import expect
+
+    import_model(console, "labelled", rule_list_doc())
+    _predict(console, "labelled@1", [{"age": 70, "income": 5, "smoker": "yes"}] * 2)
+    (me,) = [k for k in console.api.get("/v1/keys").json()["items"] if k["current"]]
+    sign_in(tab, console)
+    page = tab.page
+
+    def labelled(route: Any) -> None:
+        body = route.fetch().json()
+        for k in body["items"]:
+            k["label"] = "dr. jones (cardiology)" if k["id"] == me["id"] else k["label"]
+        route.fulfill(json=body)
+
+    def one_unreadable(route: Any) -> None:
+        body = route.fetch().json()
+        body["items"][0].update(output=None, unreadable="output is not JSON ('not json')")
+        route.fulfill(json=body)
+
+    page.route("**/v1/keys", labelled)
+    page.route(lambda u: "/v1/audit?" in u and "seq=" not in u, one_unreadable)
+    page.goto(_url(console, "audit"))
+    listed = page.locator("table:has(caption:text-is('Decisions, newest first')) tbody tr")
+    expect(listed.first).to_contain_text("cannot be read")
+    expect(listed.first).to_contain_text("dr. jones (cardiology)")
+    expect(listed.nth(1)).to_contain_text(me["id"])
+    page.goto(_url(console, "models/labelled"))
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events.first).to_contain_text("dr. jones (cardiology)")

@@ -4,6 +4,7 @@
 
 import { get, getAll, qs, seg } from "../api.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
+import { keyCell, keyLabels } from "../keys.js";
 import { busy, button, errorBox, facts, field, notice, pageHeader, section, table } from "../ui.js";
 
 const PAGE_SIZE = 50;
@@ -30,22 +31,26 @@ function filledText(value) {
 }
 
 function probabilities(output) {
-  return Object.entries(output.probabilities || {})
+  return Object.entries(output?.probabilities || {})
     .map(([c, p]) => `${c}: ${fmt(p, 4)}`)
     .join(", ");
 }
 
+// a record changed outside the service into values its columns cannot hold: its fields are null (`unreadable`)
+const prediction = (row) => (row.output ? fmt(row.output.prediction) : "cannot be read");
+
 /** One audited decision in full: what was decided, by what, for whom, and its links in the chain. */
-function recordView(row, versions) {
+function recordView(row, versions, keys) {
   return facts([
+    ...(row.unreadable ? [["Cannot be read", h("strong", { text: `${row.unreadable} (changed outside the service: verify the chain)` })]] : []),
     ["Place in the chain (seq)", row.seq],
     ["When", when(row.created_at)],
     ["Model version", versionCell(row.model_version_id, versions)],
     ["Decided by", ruleName(row.rule_id)],
-    ["Prediction", h("strong", { text: fmt(row.output.prediction) })],
+    ["Prediction", h("strong", { text: prediction(row) })],
     ["Probabilities", probabilities(row.output)],
     ["A missing number was filled", filledText(row.missing_filled)],
-    ["API key", h("code", { text: row.api_key_id })],
+    ["API key", keyCell(row.api_key_id, keys)],
     ["Input digest (SHA-256 of the record)", h("code", { class: "hash", text: row.input_digest })],
     ["Previous row's hash", h("code", { class: "hash", text: row.prev_hash })],
     ["This row's hash", h("code", { class: "hash", text: row.row_hash })],
@@ -53,16 +58,16 @@ function recordView(row, versions) {
   ]);
 }
 
-function rowsTable(rows, versions) {
+function rowsTable(rows, versions, keys) {
   return table(
     [
       { label: "Seq", value: (r) => h("a", { href: `#/audit${qs({ seq: r.seq })}`, text: String(r.seq), "aria-label": `decision ${r.seq}` }), num: true },
       { label: "When", value: (r) => when(r.created_at) },
       { label: "Model version", value: (r) => versionCell(r.model_version_id, versions) },
       { label: "Rule", value: (r) => ruleName(r.rule_id) },
-      { label: "Prediction", value: (r) => fmt(r.output.prediction) },
+      { label: "Prediction", value: prediction },
       { label: "Missing filled", value: (r) => filledText(r.missing_filled) },
-      { label: "API key", value: (r) => h("code", { text: r.api_key_id }) },
+      { label: "API key", value: (r) => keyCell(r.api_key_id, keys) },
     ],
     rows,
     { caption: "Decisions, newest first", empty: "No decision recorded yet: every prediction adds one." },
@@ -115,11 +120,11 @@ function findForm(seq) {
   return form;
 }
 
-async function foundView(seq, versions) {
+async function foundView(seq, versions, keys) {
   try {
     const [row] = (await get(`/v1/audit${qs({ seq, limit: 1 })}`)).items;
     if (!row) return notice("warning", `No decision at place ${seq} in this tenant's chain.`);
-    return h("div", { class: "audit-record" }, h("h3", { text: `Decision ${row.seq}` }), recordView(row, versions));
+    return h("div", { class: "audit-record" }, h("h3", { text: `Decision ${row.seq}` }), recordView(row, versions, keys));
   } catch (err) {
     return errorBox(err, "Could not find the decision");
   }
@@ -128,7 +133,7 @@ async function foundView(seq, versions) {
 /** #/audit, #/audit?seq=<n> */
 export async function auditPage(ctx) {
   const seq = ctx.query.get("seq");
-  const versions = await versionNames();
+  const [versions, keys] = await Promise.all([versionNames(), keyLabels()]);
   const rows = [];
   const list = h("div", { tabindex: "-1" });
   const message = h("div");
@@ -147,7 +152,7 @@ export async function auditPage(ctx) {
     try {
       const page = await get(`/v1/audit${qs({ limit: PAGE_SIZE, before_id: beforeId })}`);
       rows.push(...page.items);
-      mount(list, rowsTable(rows, versions));
+      mount(list, rowsTable(rows, versions, keys));
       if (page.items.length) lastId = page.items[page.items.length - 1].id;
       older.hidden = page.items.length < PAGE_SIZE;
       mount(message);
@@ -161,7 +166,7 @@ export async function auditPage(ctx) {
     {},
     pageHeader("Audit trail", "Every decision this tenant's keys obtained, in a hash chain that shows any change made around the service."),
     section("Check the chain", verifyBlock()),
-    section("Find a decision", findForm(seq), seq ? await foundView(seq, versions) : null),
+    section("Find a decision", findForm(seq), seq ? await foundView(seq, versions, keys) : null),
     section("Decisions", list, h("div", { class: "form-actions" }, older), message),
   );
 }

@@ -3,6 +3,7 @@
 import { backoff, get, post, qs, seg } from "../api.js";
 import { announce, h, mount, when } from "../dom.js";
 import { lineChart } from "../charts.js";
+import { keyCell, keyLabels } from "../keys.js";
 import { badge, confirmDialog, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 
 const ACTIVE = new Set(["queued", "running"]);
@@ -91,7 +92,7 @@ async function datasetFact(datasetId) {
 /** #/jobs/<id> */
 export async function jobPage(ctx, id) {
   let job = await get(`/v1/jobs/${seg(id)}`);
-  const dataset = await datasetFact(job.dataset_id);
+  const [dataset, keys] = await Promise.all([datasetFact(job.dataset_id), keyLabels()]);
   const seen = new Map(); // epoch -> point, from polling (used only when the history endpoint is absent)
   const head = h("div");
   const status = h("div");
@@ -145,7 +146,7 @@ export async function jobPage(ctx, id) {
     mount(
       status,
       h("div", { class: "job-status" }, h("span", { class: "state-line" }, "State: ", badge(job.state), job.cancel_requested && ACTIVE.has(job.state) ? badge("cancelling", "cancelled") : null), meter(progressOf(job), { label: "progress", text: `epoch ${p.epoch} of ${p.n_epochs || "?"}` })),
-      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", dataset], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Submitted with key", job.api_key_id ? h("code", { text: job.api_key_id }) : "not recorded"], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
+      facts([["Loss", p.loss], ["Validation score", p.val_score], ["Dataset", dataset], ["Target", h("code", { text: job.target })], ["Parameters", h("code", { text: JSON.stringify(job.parameters) })], ["Device", job.device], ["Submitted with key", job.api_key_id ? keyCell(job.api_key_id, keys) : "not recorded"], ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)]]),
       // a cancelled job keeps why in `error` ("cancelled by request"): the reader asked for it, it did not fail
       job.error && job.state === "cancelled" ? notice("warning", h("strong", { text: "Cancelled: " }), job.error) : null,
       job.error && job.state !== "cancelled" ? notice("error", h("strong", { text: "Training failed: " }), job.error) : null,

@@ -4,6 +4,7 @@
 import { del, get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
+import { keyCell, keyLabels } from "../keys.js";
 import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** #/models */
@@ -88,6 +89,7 @@ const EVENTS_PAGE = 100;
  * long history once showed its newest 100 alone, the earlier promotions silently left out.
  */
 async function eventsView(name) {
+  const keys = await keyLabels();
   const rows = [];
   const seen = new Set();
   let total = 0;
@@ -121,7 +123,7 @@ async function eventsView(name) {
           { label: "Alias", value: (e) => e.alias ?? "—", wrap: true },
           { label: "From", value: (e) => versionLink(e.from_version) },
           { label: "To", value: (e) => versionLink(e.to_version) },
-          { label: "API key", value: (e) => h("code", { text: e.api_key_id ?? "—" }) },
+          { label: "API key", value: (e) => keyCell(e.api_key_id, keys) },
           { label: "Job", value: (e) => (e.job_id ? h("a", { href: `#/jobs/${seg(e.job_id)}`, text: e.job_id }) : "—") },
         ],
         rows,
