@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from app import admin
 from app.db_roles import RoleError
 from app.schemas.audit import AuditVerification
-from app.services.errors import DomainError
+from app.services.errors import DomainError, NotFound
 from app.settings import Settings
 
 ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key", "verify-audit")
@@ -114,8 +114,13 @@ def create_app_role(settings: Settings, name: str | None, password_env: str | No
 
 
 def verify_audit(settings: Settings, tenant: str | None) -> int:
-    """Print one JSON report per tenant chain; the exit status: 0 when all are intact, 1 otherwise."""
-    reports = admin.verify_audit(settings.resolved_database_url, tenant)
+    """Print one JSON report per tenant chain; the exit status: 0 when all are intact, 1 when one is broken,
+    2 when nothing was checked (an unknown tenant), so that a script never reads a typo as a broken chain."""
+    try:
+        reports = admin.verify_audit(settings.resolved_database_url, tenant)
+    except NotFound as e:
+        print(f"neurules-admin: {e.message}", file=sys.stderr)
+        return 2
     for r in reports:
         print(AuditVerification.model_validate(r).model_dump_json())
     broken = [r for r in reports if not r.intact]
@@ -142,7 +147,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--password-env", default=None, help="variable holding its password (default: NEURULES_DATABASE_URL's)"
     )
-    sp = sub.add_parser("verify-audit", help="check the audit hash chains; exit 1 at a broken link")
+    sp = sub.add_parser(
+        "verify-audit", help="check the audit hash chains; exit 1 at a broken link, 2 for an unknown tenant"
+    )
     sp.add_argument("--tenant", default=None, help="tenant name or id (default: every tenant)")
     sp = sub.add_parser("create-tenant", help="create a tenant")
     sp.add_argument("name")
