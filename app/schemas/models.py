@@ -160,7 +160,8 @@ class AliasUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"version": 3}]})
 
     version: int | None = Field(None, ge=1, le=2**31 - 1)
-    version_id: str | None = None
+    # an id is `mv_` and hex: an empty one was looked up (a 404), one with a NUL refused naming no field
+    version_id: str | None = Field(None, min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")
 
     @model_validator(mode="after")
     def _one(self) -> AliasUpdate:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 
 def test_import_get_and_versions_increment(api, doc: dict[str, Any]) -> None:
     v1 = api.import_model(doc)
@@ -263,3 +265,15 @@ def test_export_refusals_name_the_query_parameter_as_its_other_checks_do(api, do
         assert "NUL" in err["message"], err
     else:
         assert r.status_code == 422, r.text
+
+
+@pytest.mark.parametrize("version_id", ["", "mv_\u0000x", "x" * 41])
+def test_an_alias_version_id_that_cannot_be_an_id_is_a_422_naming_it(sqlite_api, doc, version_id: str) -> None:
+    """`{"version_id": ""}` was looked up and answered 404 "model version '' not found"; one holding a NUL was
+    a generic 422 naming no field."""
+    sqlite_api.import_model(doc)
+    r = sqlite_api.client.put(
+        "/v1/registered-models/risk/aliases/production", json={"version_id": version_id}, headers=sqlite_api.h()
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["details"][0]["field"] == "version_id", r.json()
