@@ -78,7 +78,10 @@ async def current_principal(
 def _one_key_header(request: Request) -> None:
     """X-API-Key given more than once with different values: refused, so that no key silently wins."""
     raw = request.scope["headers"]
-    if sum(1 for name, _ in raw if name == b"x-api-key") > 1 and len(set(request.headers.getlist("x-api-key"))) > 1:
+    if (
+        sum(1 for name, _ in raw if name == b"x-api-key") > 1
+        and len({v.strip() for v in request.headers.getlist("x-api-key")}) > 1
+    ):
         raise Unauthenticated(
             "X-API-Key is given more than once with different keys; send one key", code="ambiguous_api_key"
         )

@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -27,6 +28,7 @@ CategoryKey = str | None
 
 
 _MISSING_TYPES = frozenset({"NAType", "NaTType"})  # pandas.NA / NaT, recognised without importing pandas
+_FLOAT_MAX = sys.float_info.max
 
 
 def is_missing(value: Any) -> bool:
@@ -44,8 +46,18 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
+_PLAIN_KEYS: dict[type, Any] = {  # the usual values (JSON's), keyed without the checks below: per request
+    str: lambda v: v or None,
+    bool: lambda v: "true" if v else "false",
+    int: str,
+}
+
+
 def category_key(value: Any) -> CategoryKey:
     """Normalise a categorical value to the key rules compare against (None means missing)."""
+    plain = _PLAIN_KEYS.get(type(value))
+    if plain is not None:
+        return plain(value)  # type: ignore[no-any-return]
     if is_missing(value):
         return None
     if _is_bool(value):
@@ -1117,8 +1129,10 @@ def _as_floats(col: np.ndarray) -> np.ndarray | None:
 
 def _to_float(name: str, row: int, v: Any) -> float:
     """One value of a numeric feature as float (NaN when missing); ValueError naming name and row."""
-    if type(v) is float:  # the usual value (a JSON number), decided without the checks below
+    if type(v) is float:  # the usual values (JSON numbers), decided without the checks below
         return v
+    if type(v) is int and -_FLOAT_MAX <= v <= _FLOAT_MAX:
+        return float(v)
     if is_missing(v) or (isinstance(v, str) and v.strip() == ""):
         return math.nan
     if _is_bool(v):

@@ -37,10 +37,17 @@ def loads(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         parsed = json.loads(raw)
+        if _utf8(raw) is raw and not _MAY_HOLD_SURROGATE.search(raw):  # the walk only where one can be
+            return parsed
         path = lone_surrogate_path(parsed)
         if path is not None:
             raise LoneSurrogate(path) from None
         return parsed
+
+
+# how a surrogate gets into UTF-8 JSON text: an escape `\ud800`-`\udfff`, or its UTF-8-like bytes (which the
+# standard library decodes with "surrogatepass"); other encodings (UTF-16, a BOM) are always walked
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

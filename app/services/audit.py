@@ -695,4 +695,5 @@ def list_records(
     if before_id:
         q = q.where(AuditRecord.id < before_id)
     rows = session.execute(q.order_by(AuditRecord.id.desc()).limit(limit)).mappings()
-    return [audit_read.decode(m, session.get_bind().dialect) for m in rows]
+    parse_time = audit_read.time_parser(session.get_bind().dialect)
+    return [audit_read.decode(m, parse_time) for m in rows]

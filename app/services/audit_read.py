@@ -56,11 +56,15 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def decode(mapping: Any, dialect: Dialect) -> dict[str, Any]:
+def time_parser(dialect: Dialect) -> Callable[[Any], Any] | None:
+    """How the dialect reads a stored `created_at` (None: its driver gives a datetime)."""
+    return _TABLE.c.created_at.type.dialect_impl(dialect).result_processor(dialect, None)
+
+
+def decode(mapping: Any, parse_time: Callable[[Any], Any] | None) -> dict[str, Any]:
     """A row selected with COLUMNS as a dict of the table's columns, plus `unreadable`: None, or what could
-    not be read (those values are None)."""
+    not be read (those values are None); `parse_time` from `time_parser`."""
     row = dict(mapping)
-    parse_time = _TABLE.c.created_at.type.dialect_impl(dialect).result_processor(dialect, None)
     problems = _decoded(row, parse_time)
     for name, _ in problems:
         row[name] = None
@@ -68,4 +72,4 @@ def decode(mapping: Any, dialect: Dialect) -> dict[str, Any]:
     return row
 
 
-__all__ = ["COLUMNS", "decode"]
+__all__ = ["COLUMNS", "decode", "time_parser"]

@@ -51,11 +51,11 @@ def chain_pages(session: Session, tenant_id: str, page_rows: int = PAGE_ROWS) ->
     """The tenant's audit rows as dicts (`audit_read.decode`: a row that does not decode is kept, marked
     `unreadable`), in `seq` order, `page_rows` at a time."""
     after = 0
-    dialect = session.get_bind().dialect
+    parse_time = audit_read.time_parser(session.get_bind().dialect)
     while True:
         q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id, AuditRecord.seq > after)
         rows = session.execute(q.order_by(AuditRecord.seq).limit(page_rows)).mappings()
-        page = [audit_read.decode(m, dialect) for m in rows]
+        page = [audit_read.decode(m, parse_time) for m in rows]
         if not page:
             return
         yield page

@@ -19,6 +19,7 @@ from app.services.classification_metrics import metrics_block
 from app.services.csvdata import Table
 from app.services.evaluation import (
     Decisions,
+    check_scorable,
     code_labels,
     decisions,
     require_target,
@@ -210,15 +211,19 @@ def compare_on_table(base: RuleList, other: RuleList, table: Table, target: str 
     }
     if target is not None:
         require_target(other, table, target)  # a feature of either version is not the label
-        out.update(_side_by_side(base, other, require_target(base, table, target), d_base, d_other))
+        out.update(_side_by_side(base, other, target, require_target(base, table, target), d_base, d_other))
     return out
 
 
 def _side_by_side(
-    base: RuleList, other: RuleList, cells: list[str | None], d_base: Decisions, d_other: Decisions
+    base: RuleList, other: RuleList, target: str, cells: list[str | None], d_base: Decisions, d_other: Decisions
 ) -> dict[str, Any]:
-    """Both metric blocks on the rows scored by both versions, and what was left out."""
-    yb, yo = code_labels(base.classes, cells).codes, code_labels(other.classes, cells).codes
+    """Both metric blocks on the rows scored by both versions, and what was left out; refused (as an
+    evaluation is) when the target's values are mostly not a version's classes."""
+    coded = code_labels(base.classes, cells), code_labels(other.classes, cells)
+    for rl, labels in zip((base, other), coded, strict=True):
+        check_scorable(rl, target, labels)
+    yb, yo = coded[0].codes, coded[1].codes
     mask = (yb >= 0) & (yo >= 0)
     missing = int(np.sum((yb == -1) | (yo == -1)))
     blocks: dict[str, Any] = {"base_metrics": None, "other_metrics": None}

@@ -107,7 +107,11 @@ def decision_counts(
     counts: list[BucketCount] = []
     filled: dict[str, int] = {}
     for version_id, bucket, rule_id, n, n_filled in grouped:
-        counts.append((version_id, min(max(int(bucket), 0), w.buckets - 1), int(rule_id), int(n)))
+        try:
+            place, rule = min(max(int(bucket), 0), w.buckets - 1), int(rule_id)
+        except (TypeError, ValueError):  # a row changed outside the service (no time, no rule): the audit names it
+            continue
+        counts.append((version_id, place, rule, int(n)))
         filled[version_id] = filled.get(version_id, 0) + int(n_filled or 0)
     return counts, list(filled.items())
 

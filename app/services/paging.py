@@ -27,11 +27,13 @@ def count(session: Session, query: Select[*tuple[Any, ...]]) -> int:
 def page_of_rows(
     session: Session, query: Select[*tuple[Any, ...]], order_by: Any, limit: int, offset: int
 ) -> Page[Any]:
-    """One page of a query's rows and the query's total, from one statement (`count(*) OVER ()`), so that both
-    come from the same snapshot: read as two statements, rows committed in between made `total` disagree with
-    `items` (a reader of the last page saw one or two items fewer than `total` said). Past the last row the
-    page is empty and the total is counted apart."""
-    counted = query.add_columns(func.count().over().label("_page_total"))
+    """One page of a query's rows and the query's total, from one statement (the count as an uncorrelated
+    scalar subquery, evaluated once), so that both come from the same snapshot: read as two statements, rows
+    committed in between made `total` disagree with `items` (a reader of the last page saw one or two items
+    fewer than `total` said). (`count(*) OVER ()` would read every matching row at full width before the
+    LIMIT.) Past the last row the page is empty and the total is counted apart."""
+    total = select(func.count()).select_from(query.order_by(None).subquery()).scalar_subquery()
+    counted = query.add_columns(total.label("_page_total"))
     rows = session.execute(counted.order_by(*order_by).limit(limit).offset(offset)).all()
     if not rows:
         return Page([], count(session, query))

@@ -51,11 +51,7 @@ class ServedModel:
     names: frozenset[str]
     class_keys: tuple[str, ...]
     levels: tuple[tuple[str, frozenset[CategoryKey]], ...]  # each categorical feature's training levels
-
-    @property
-    def levels_of(self) -> dict[str, frozenset[CategoryKey]]:
-        """Each categorical feature's training levels by name."""
-        return dict(self.levels)
+    levels_of: dict[str, frozenset[CategoryKey]]  # the same by name
 
     @classmethod
     def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
@@ -74,6 +70,7 @@ class ServedModel:
             numeric | categorical,
             tuple(class_key(c) for c in rl.classes),
             tuple((f.name, frozenset(f.categories)) for f in rl.features if f.type == "categorical"),
+            {f.name: frozenset(f.categories) for f in rl.features if f.type == "categorical"},
         )
 
     def ref(self) -> dict[str, Any]:
@@ -196,8 +193,6 @@ def _value_problem(model: ServedModel, name: str, v: Any) -> str | None:
         return f"expected a string, number, boolean or null, got {_type_name(v)}"
     if t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
         return "must be a finite number, a string, a boolean or null"
-    if t is int and not -FLOAT_MAX <= v <= FLOAT_MAX:  # no category of a double: send such a code as a string
-        return "an integer beyond the range of a double; send such a code as a string"
     return None
 
 

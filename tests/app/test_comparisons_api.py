@@ -153,3 +153,20 @@ def test_a_feature_as_the_target_is_refused_naming_target(sqlite_api, doc) -> No
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["code"] == "target_is_a_feature" and err["details"][0]["field"] == "target", err
+
+
+def test_a_target_mostly_not_the_classes_is_refused_naming_target(sqlite_api, doc) -> None:
+    """A comparison answered metrics on the few rows whose target happened to be a class (evaluations refuse
+    that since: `too_few_rows_to_score`); it is refused the same way now."""
+    sqlite_api.import_model(doc)
+    sqlite_api.import_model(_second_version(doc))
+    rows = labelled_rows(60, seed=3)
+    for row in rows[5:]:
+        row[4] = "unknown"
+    ds = upload(sqlite_api, csv_bytes(rows))
+    r = sqlite_api.client.get(
+        "/v1/models/risk@1/compare", params={"other": "risk@2", "dataset_id": ds["id"]}, headers=sqlite_api.h()
+    )
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "too_few_rows_to_score" and err["details"][0]["field"] == "target", err

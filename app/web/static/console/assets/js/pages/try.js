@@ -31,8 +31,8 @@ function categoricalInput(f) {
   const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: "", dataset: { choice: MISSING }, text: "(missing)" }), h("option", { value: "", dataset: { choice: OTHER }, text: "other value…" }));
   const otherId = nextId("other");
   const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
-  // "other value…" with nothing typed would send "" (a category of its own, decided as in no rule's set): the
-  // field is then required, and "(missing)" is the way to send no value
+  // "other value…" with nothing typed would send "", which the service reads as missing: the field is then
+  // required, so that "(missing)" is the one way to send no value
   const showOther = () => {
     other.hidden = choiceOf(sel) !== OTHER;
     other.required = !other.hidden;
