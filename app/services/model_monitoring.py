@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, Integer, case, cast, func, select
+from sqlalchemy import BigInteger, ColumnElement, Float, Integer, String, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.services import registry
 from app.services.errors import Invalid
-from app.services.monitoring import BucketCount, DriftRule, FilledCount, VersionInfo, monitoring_report
+from app.services.monitoring import BucketCount, DriftRule, FilledCount, VersionInfo, micros, monitoring_report
 from app.tables import AuditRecord, ModelAlias, ModelVersion, RegisteredModel, utcnow
 from models.rulelist import RuleList
 
@@ -68,8 +68,22 @@ def _epoch_seconds(dialect: str) -> ColumnElement[float]:
     return cast(func.extract("epoch", AuditRecord.created_at), Float)
 
 
+def _epoch_microseconds(dialect: str) -> ColumnElement[int]:
+    """Microseconds since 1970 of an audit row's time, exactly (julianday() rounds to the millisecond)."""
+    at = AuditRecord.created_at
+    if dialect == "sqlite":  # whole seconds, then the stored fraction's digits ('.5' is 500000; none is 0)
+        seconds = cast(func.strftime("%s", at), BigInteger)
+        return seconds * 1_000_000 + cast(func.substr(cast(at, String) + "000000", 21, 6), BigInteger)
+    return cast(func.round(func.extract("epoch", at) * 1_000_000), BigInteger)
+
+
 def _bucket(dialect: str, w: Window) -> ColumnElement[int]:
-    """floor((t - since) * buckets / width): the time bucket of a row (clamped afterwards)."""
+    """floor((t - since) * buckets / width): the time bucket of a row (clamped afterwards), in whole
+    microseconds where the product fits 64 bits (every window up to a century at 1,000 buckets), so a
+    decision at a bucket's start is in that bucket as `monitoring.bucket_of` says; in seconds beyond."""
+    width_us = micros(w.until) - micros(w.since)
+    if width_us * w.buckets < 2**62:  # rows lie in [since, until): (t - since) * buckets stays below this
+        return ((_epoch_microseconds(dialect) - micros(w.since)) * w.buckets) // width_us
     width = (w.until - w.since).total_seconds()
     offset = (_epoch_seconds(dialect) - w.since.timestamp()) * (w.buckets / width)
     if dialect == "sqlite":  # the rows are at or after `since`: truncation is the floor

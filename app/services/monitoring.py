@@ -16,7 +16,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.services.rule_texts import rule_text
@@ -69,10 +69,18 @@ def bucket_edges(since: datetime, until: datetime, n: int) -> list[tuple[datetim
     return [(since + i * width, until if i == n - 1 else since + (i + 1) * width) for i in range(n)]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(at: datetime) -> int:
+    """Whole microseconds since 1970 of an aware time."""
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
 def bucket_of(at: datetime, since: datetime, until: datetime, n: int) -> int:
-    """Index of the bucket holding `at`: floor((at - since) / width), clamped to 0..n-1 (SQL can
-    compute the same from epoch seconds)."""
-    i = math.floor((at - since).total_seconds() * n / (until - since).total_seconds())
+    """Index of the bucket holding `at`: floor((at - since) * n / width) in whole microseconds, clamped to
+    0..n-1 (SQL computes the same from the stored times)."""
+    i = (micros(at) - micros(since)) * n // (micros(until) - micros(since))
     return min(max(i, 0), n - 1)
 
 
@@ -228,6 +236,7 @@ __all__ = [
     "VersionInfo",
     "bucket_edges",
     "bucket_of",
+    "micros",
     "monitoring_report",
     "psi",
     "records_missing_filled",

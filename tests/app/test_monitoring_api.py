@@ -166,3 +166,18 @@ def test_a_since_in_the_future_or_not_a_time_names_since_in_plain_words(sqlite_a
     later = (datetime.now(UTC) + timedelta(days=401)).isoformat()
     r = _monitoring(api, v["id"], since=future, until=later)  # a window in the future, both given: empty, not refused
     assert r.status_code == 200 and r.json()["total"] == 0, r.text
+
+
+def test_a_decision_on_a_bucket_edge_is_in_the_bucket_it_starts(api, doc) -> None:
+    """On SQLite the bucket came from julianday(), which rounds to the millisecond: decisions within about
+    0.5 ms of an edge fell in the bucket before or after it (a probe: [100, 110] for [50, 160]). Buckets are
+    now computed in whole microseconds from the stored time, on both databases, as `bucket_of` does."""
+    v = api.import_model(doc)
+    predict(api, v["id"], records_of(labelled_rows(6, seed=1)))
+    items = api.client.get("/v1/audit", headers=api.h()).json()["items"]
+    at = datetime.fromisoformat(items[0]["created_at"])  # all six share one time: one audit batch
+    assert {i["created_at"] for i in items} == {items[0]["created_at"]}
+    for edge, expected in ((at, [0, 6]), (at + timedelta(microseconds=1), [6, 0])):
+        since, until = edge - timedelta(seconds=3), edge + timedelta(seconds=3)
+        body = _monitoring(api, "risk@1", since=since.isoformat(), until=until.isoformat(), buckets=2).json()
+        assert [b["total"] for b in body["versions"][0]["series"]] == expected, (edge, body["versions"][0]["series"])
