@@ -108,8 +108,11 @@ def scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
     n = len(y_true)
     if n == 0:
         return {"n_rows": 0, "accuracy": None, "weighted_f1": None, "macro_f1": None}
-    labels, support = np.unique(y_true.astype(str), return_counts=True)
     ts, ps = y_true.astype(str), y_pred.astype(str)
+    # the macro average over the classes in the labels or the predictions, as the evaluation's f1_macro (and
+    # scikit-learn) take it: a class predicted but absent from these rows counts with F1 0
+    labels = np.union1d(np.unique(ts), np.unique(ps))
+    support = np.array([np.sum(ts == lab) for lab in labels])
     f1s = []
     for lab in labels:
         tp = float(np.sum((ts == lab) & (ps == lab)))

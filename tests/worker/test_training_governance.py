@@ -30,3 +30,19 @@ def test_a_trained_version_carries_its_held_out_evaluation_history_and_event(api
         ("version_created", 1, jid, job["api_key_id"])
     ]
     assert job["api_key_id"] is not None  # the key that submitted the job: who asked for this version
+
+
+def test_the_holdout_macro_f1_counts_a_class_predicted_but_absent_as_the_evaluation_does() -> None:
+    """`metrics.holdout.macro_f1` averaged over the classes in the labels only, `holdout_evaluation`'s
+    `f1_macro` over those in the labels or the predictions (as scikit-learn): one version could carry two
+    different "macro F1" figures for the same rows."""
+    import numpy as np
+    from sklearn.metrics import f1_score
+
+    from worker.training import scores
+
+    y_true = np.array(["a", "a", "b", "b"], dtype=object)
+    y_pred = np.array(["a", "c", "b", "b"], dtype=object)  # "c": predicted, absent from the labels
+    got = scores(y_true, y_pred)
+    assert got["macro_f1"] == round(f1_score(y_true, y_pred, average="macro"), 6)
+    assert got["weighted_f1"] == round(f1_score(y_true, y_pred, average="weighted"), 6)
