@@ -5,6 +5,13 @@ polling the folder in between moves the empty file away, fails to parse it and s
 error: JSONDecodeError"), the message lost with it (seen in a test run). Here a message is written under a
 hidden name that no queue reads (`.<name>.part`) and renamed into place once complete: a rename within a
 folder is atomic, so a reader finds either no file or the whole message.
+
+kombu takes a message by moving it to the system's temporary folder, which on another filesystem is a copy
+and then a delete: when the delete failed (the broker folder read-only for a moment) the copy stayed behind,
+every later move of that message failed on it ("destination exists", skipped without a word) and the job
+stayed queued for good, its message still in the folder (so the reaper never sent it again). Here a message
+is claimed by renaming it to a hidden name in its own folder (atomic: one consumer wins), then read and
+removed; a claim that fails leaves the message where it is, for the next poll.
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from queue import Empty
 from time import monotonic
 from typing import Any
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
-from kombu.utils.json import dumps
+from kombu.utils.json import dumps, loads
 
 TRANSPORT = "worker.broker_files:Transport"  # Celery's `broker_transport` for a filesystem:// broker URL
 
@@ -38,6 +46,29 @@ class Channel(filesystem.Channel):
             with contextlib.suppress(OSError):  # never written, or already gone
                 os.remove(part)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _get(self, queue: Any, timeout: Any = None) -> Any:  # as kombu names it (the filesystem's takes no timeout)
+        """The oldest message of `queue`, claimed by an atomic rename within its folder, then read and removed."""
+        if self.store_processed:
+            return super()._get(queue)  # type: ignore[no-untyped-call]
+        wanted = f"{queue}.msg"
+        for name in sorted(os.listdir(self.data_folder_in)):
+            if name.partition(".")[2] != wanted:  # kombu's test: `<time>_<uuid>.<queue>.msg`
+                continue
+            claimed = os.path.join(self.data_folder_in, f".{name}.{uuid.uuid4().hex}.claimed")
+            try:
+                os.rename(os.path.join(self.data_folder_in, name), claimed)
+            except OSError:  # taken by another consumer, or the folder is not writable now: try later
+                continue
+            try:
+                with open(claimed, "rb") as f:
+                    payload = f.read()
+            except OSError as exc:
+                raise ChannelError(f"Cannot read file {claimed!r} from queue.") from exc
+            with contextlib.suppress(OSError):  # read: a leftover hidden file is harmless
+                os.remove(claimed)
+            return loads(payload.decode())  # type: ignore[no-untyped-call]
+        raise Empty()
 
 
 class Transport(filesystem.Transport):

@@ -61,3 +61,43 @@ def test_tasks_sent_through_the_app_reach_the_queue(tmp_path: Path) -> None:
     app.send_task(TRAIN_TASK, args=["job-1"], queue=settings.queue)
     (msg,) = (settings.broker_dir / "queue").glob(f"*.{settings.queue}.msg")
     assert "job-1" in msg.read_text()
+
+
+def test_a_message_that_could_not_be_taken_is_taken_at_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kombu took a message by moving it to the system's temporary folder: across filesystems a copy, then a
+    delete. With the broker folder read-only for a moment the delete failed, the copy stayed there, and every
+    later move of that message failed on it without a word: the job stayed queued for good (a probe, with a
+    read-only bind mount). Here a message is claimed by a rename in its own folder, or left for the next poll."""
+    import errno
+    import os
+    import tempfile
+
+    channel, folder, settings = _channel(tmp_path)
+    channel._put(settings.queue, {"body": 1})
+    (msg,) = folder.glob(f"*.{settings.queue}.msg")
+    real_rename, real_unlink = os.rename, os.unlink
+    fail = {"rename": 1, "unlink": 1}
+
+    def rename(src: Any, dst: Any, *a: Any, **k: Any) -> None:  # the first move crosses filesystems
+        if fail["rename"]:
+            fail["rename"] -= 1
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_rename(src, dst, *a, **k)
+
+    def unlink(path: Any, *a: Any, **k: Any) -> None:  # ... and the folder is read-only then
+        if fail["unlink"] and str(path) == str(msg):
+            fail["unlink"] -= 1
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "unlink", unlink)
+    from queue import Empty
+
+    with pytest.raises(Empty):
+        channel._get(settings.queue)
+    assert channel._get(settings.queue) == {"body": 1}
+    assert list(folder.iterdir()) == []
+    assert not (Path(tempfile.gettempdir()) / msg.name).exists()
