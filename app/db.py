@@ -44,6 +44,12 @@ def is_unavailable_error(exc: BaseException) -> bool:
     return _driver_outage(exc)
 
 
+def is_sqlite_read_only(exc: BaseException) -> bool:
+    """SQLite's "attempt to write a readonly database" (raised by the driver, or wrapped by SQLAlchemy)."""
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, sqlite3.OperationalError) and "readonly database" in str(orig).lower()
+
+
 def _driver_outage(exc: BaseException) -> bool:
     """The same judgement on an exception raised by a PEP 249 driver itself."""
     if isinstance(exc, sqlite3.Error):
@@ -78,6 +84,14 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
             cur.execute(f"PRAGMA synchronous={sqlite_synchronous.upper()}")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+
+        @event.listens_for(engine, "handle_error")
+        def _renew_read_only(ctx: Any) -> None:
+            # SQLite opens a file it cannot write read-only and keeps the connection so: one opened while the
+            # file was read-only refused writes for good once it was writable again (pooled, a 503 now and then)
+            if is_sqlite_read_only(ctx.original_exception):
+                ctx.is_disconnect = True  # that connection and the pool's others are replaced
+                ctx.invalidate_pool_on_disconnect = True
 
         return engine
     # pre-ping: a connection that died while pooled (server restarted) is replaced at checkout, so the

@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from app.db import is_sqlite_read_only
 from app.services import audit_one_statement, audit_read, serving, wal_checkpoint
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
@@ -171,6 +172,8 @@ def run_driver_sql(conn: Connection, sql: str, params: list[Any]) -> list[tuple[
             cursor.executemany(sql, params)
         return list(cursor.fetchall())
     except sqlite3.Error as e:
+        if is_sqlite_read_only(e):  # as the engine's handle_error does for its own statements (app.db)
+            conn.engine.dispose(close=False)
         raise DBAPIError.instance(sql, params, e, sqlite3.Error, dialect=conn.dialect, ismulti=len(params) > 1) from e
     finally:
         cursor.close()

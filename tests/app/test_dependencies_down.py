@@ -267,3 +267,35 @@ def test_a_restarted_database_is_used_again_without_a_failed_request(tmp_path: A
             assert r.status_code == 200 and len(r.json()["items"]) == 2
     finally:
         drop()
+
+
+def test_connections_opened_while_the_sqlite_file_was_read_only_are_replaced(
+    sqlite_api: Api, doc: dict[str, Any]
+) -> None:
+    """SQLite opens a file it cannot write read-only and keeps the connection so. After the file had been
+    read-only for a while, the pooled connections opened meanwhile refused writes for good: uploads, jobs and
+    predict.csv answered 503 now and then until a restart (a fault probe with a read-only bind mount). Such a
+    connection (here: every pooled one, made read-only with `PRAGMA query_only`, which fails writes with the
+    same error) is replaced at its first refused write, with the rest of the pool."""
+    v = sqlite_api.import_model(doc)["id"]
+    engine = sqlite_api.app.state.service.db.engine
+    held = [engine.raw_connection() for _ in range(engine.pool.size())]  # type: ignore[attr-defined]
+    for c in held:
+        c.driver_connection.execute("PRAGMA query_only=ON")
+        c.close()  # back into the pool, read-only
+    client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+    record = {"age": 70, "income": 5, "smoker": "yes"}
+    codes = []
+    for _ in range(8):
+        up = client.post(
+            "/v1/datasets", files={"file": ("d.csv", b"a,t\n1,0\n2,1\n", "text/csv")}, headers=sqlite_api.h()
+        )
+        csv = client.post(
+            f"/v1/models/{v}/predict.csv",
+            files={"file": ("b.csv", b"age,income,smoker\n70,5,yes\n", "text/csv")},
+            headers=sqlite_api.h(),
+        )
+        one = client.post(f"/v1/models/{v}/predict", json={"records": [record]}, headers=sqlite_api.h())
+        codes.append((up.status_code, csv.status_code, one.status_code))
+    assert all(c in (201, 200, 503) for trio in codes for c in trio), codes
+    assert codes[-4:] == [(201, 200, 200)] * 4, codes  # recovered by itself, not only after a restart
