@@ -9,6 +9,7 @@ the solo pool used for GPU workers cannot enforce them).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -35,8 +36,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
     if url.startswith("filesystem"):
         folder = settings.broker_dir
-        for sub in ("queue", "processed", "control"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
         transport.update(
             {
                 "data_folder_in": str(folder / "queue"),
@@ -74,10 +73,23 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+BROKER_FOLDERS = ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
+
+
+def make_broker_folders(app: Celery) -> None:
+    """Create the filesystem broker's folders where missing (at start, before each send and each start of the
+    embedded worker: a folder deleted under a running service is made again, not an outage for good)."""
+    opts = app.conf.broker_transport_options or {}
+    for key in BROKER_FOLDERS:
+        if opts.get(key):
+            Path(opts[key]).mkdir(parents=True, exist_ok=True)
+
+
 def make_celery(settings: Settings) -> Celery:
     """A Celery app configured from settings, with the training tasks registered."""
     app = Celery("neurules", set_as_current=False)
     app.conf.update(celery_config(settings))
+    make_broker_folders(app)
     register_tasks(app, settings)
     return app
 
@@ -97,6 +109,7 @@ class CeleryQueue:
         self._send(EVALUATE_TASK, evaluation_id)
 
     def _send(self, task: str, ident: str) -> None:
+        make_broker_folders(self.app)  # deleted under the running service: made again (a read-only one fails)
         retry_policy = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
         self.app.send_task(task, args=[ident], queue=self.queue, retry=True, retry_policy=retry_policy)
 

@@ -342,3 +342,43 @@ def test_cross_fitting_keeps_the_jobs_score_and_history(sqlite_api) -> None:
     with st.db.sessionmaker() as s:
         epochs = list(s.scalars(select(JobProgressPoint.epoch).where(JobProgressPoint.job_id == jid)))
     assert epochs and len(epochs) == len(set(epochs)) and max(epochs) == 6, epochs
+
+
+def test_the_embedded_worker_recovers_when_its_broker_folder_is_deleted(sqlite_api, tmp_path, monkeypatch) -> None:
+    """Deleting the broker folder ended the embedded worker for good (Celery: "Unrecoverable error:
+    FileNotFoundError"); once the folder was made again, jobs were accepted and never trained until a restart
+    (a fault probe). Now the folder is made again before each send and each start, and a worker that stopped on
+    its own is replaced after a pause."""
+    import shutil
+
+    from app.settings import Settings
+    from worker import embedded
+    from worker.celery_app import CeleryQueue, make_celery
+
+    monkeypatch.setattr(embedded, "RESTART_PAUSES_S", (0.2,))
+    api = sqlite_api
+    settings = Settings(database_url=api.url, data_dir=tmp_path / "embedded", queue="q-gone", train_threads=1)
+    app = make_celery(settings)
+    running = embedded.start_embedded_worker(app, settings)
+    try:
+        time.sleep(1.0)  # consuming
+        first = running.controller
+        shutil.rmtree(settings.broker_dir)
+        for _ in range(100):  # the worker polls the missing folder and stops on its own, then is replaced
+            if running.controller is not first and running.thread.is_alive():
+                break
+            time.sleep(0.1)
+        assert running.controller is not first and running.thread.is_alive()
+        jid = make_job(api, {"epochs": 3})
+        with api.app.state.service.db.session() as s:  # fails at once, before any training: quick to see
+            job = s.get(Job, jid)
+            job.parameters = {**job.parameters, "options": {"no_such_option": 1}}
+        CeleryQueue(app, "q-gone").send(jid)  # the folder is made again for it
+        for _ in range(300):
+            if job_row(api, jid).state == "failed":
+                break
+            time.sleep(0.1)
+        assert job_row(api, jid).state == "failed" and "no_such_option" in (job_row(api, jid).error or "")
+    finally:
+        embedded.stop_embedded_worker(running)
+    assert not running.thread.is_alive()
