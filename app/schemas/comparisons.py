@@ -104,6 +104,11 @@ class ComparisonDataset(BaseModel):
     excluded: ComparisonExcluded | None
     base_metrics: MetricsBlock | None
     other_metrics: MetricsBlock | None
+    metrics_withheld: str | None = Field(
+        None,
+        description="why the metrics are null although the file has the target: its values are mostly not a "
+        "version's classes (metrics on the few rows matched by chance would mislead; an evaluation refuses it)",
+    )
     disagreement: float = Field(description="share of rows on which the two versions predict differently")
     n_disagree: int
     crosstab: LabelMatrix = Field(description="rows = base prediction, columns = other prediction")

@@ -19,6 +19,7 @@ from app.services.classification_metrics import metrics_block
 from app.services.csvdata import Table
 from app.services.evaluation import (
     Decisions,
+    EvaluationInputError,
     check_scorable,
     code_labels,
     decisions,
@@ -218,16 +219,22 @@ def compare_on_table(base: RuleList, other: RuleList, table: Table, target: str 
 def _side_by_side(
     base: RuleList, other: RuleList, target: str, cells: list[str | None], d_base: Decisions, d_other: Decisions
 ) -> dict[str, Any]:
-    """Both metric blocks on the rows scored by both versions, and what was left out; refused (as an
-    evaluation is) when the target's values are mostly not a version's classes."""
+    """Both metric blocks on the rows scored by both versions, and what was left out. When the target's values
+    are mostly not a version's classes (what an evaluation refuses), the comparison stands without metrics and
+    `metrics_withheld` says why: metrics on a few rows matched by chance would mislead."""
     coded = code_labels(base.classes, cells), code_labels(other.classes, cells)
+    withheld = None
     for rl, labels in zip((base, other), coded, strict=True):
-        check_scorable(rl, target, labels)
+        try:
+            check_scorable(rl, target, labels)
+        except EvaluationInputError as e:  # (no row at all: no metrics anyway, `n_scored` 0 says so)
+            if e.code == "too_few_rows_to_score":
+                withheld = withheld or e.message
     yb, yo = coded[0].codes, coded[1].codes
     mask = (yb >= 0) & (yo >= 0)
     missing = int(np.sum((yb == -1) | (yo == -1)))
-    blocks: dict[str, Any] = {"base_metrics": None, "other_metrics": None}
-    if mask.any():
+    blocks: dict[str, Any] = {"base_metrics": None, "other_metrics": None, "metrics_withheld": withheld}
+    if mask.any() and withheld is None:
         blocks = {
             f"{side}_metrics": metrics_block(rl.classes, y[mask], d.pred[mask], d.proba[mask])
             for side, rl, y, d in (("base", base, yb, d_base), ("other", other, yo, d_other))

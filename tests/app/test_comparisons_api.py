@@ -155,9 +155,10 @@ def test_a_feature_as_the_target_is_refused_naming_target(sqlite_api, doc) -> No
     assert err["code"] == "target_is_a_feature" and err["details"][0]["field"] == "target", err
 
 
-def test_a_target_mostly_not_the_classes_is_refused_naming_target(sqlite_api, doc) -> None:
-    """A comparison answered metrics on the few rows whose target happened to be a class (evaluations refuse
-    that since: `too_few_rows_to_score`); it is refused the same way now."""
+def test_a_target_mostly_not_the_classes_gets_no_metrics_and_says_why(sqlite_api, doc) -> None:
+    """A comparison answered metrics on the few rows whose target happened to be a class (an evaluation refuses
+    that: `too_few_rows_to_score`). The comparison still stands (rules, disagreement), without metrics, and says
+    why."""
     sqlite_api.import_model(doc)
     sqlite_api.import_model(_second_version(doc))
     rows = labelled_rows(60, seed=3)
@@ -167,6 +168,13 @@ def test_a_target_mostly_not_the_classes_is_refused_naming_target(sqlite_api, do
     r = sqlite_api.client.get(
         "/v1/models/risk@1/compare", params={"other": "risk@2", "dataset_id": ds["id"]}, headers=sqlite_api.h()
     )
-    assert r.status_code == 422, r.text
-    err = r.json()["error"]
-    assert err["code"] == "too_few_rows_to_score" and err["details"][0]["field"] == "target", err
+    assert r.status_code == 200, r.text
+    d = r.json()["dataset"]
+    assert d["base_metrics"] is None and d["other_metrics"] is None and d["n_rows"] == 60
+    assert "only 5 of the 60 rows with a target" in d["metrics_withheld"], d
+    full = upload(sqlite_api, csv_bytes(labelled_rows(60, seed=3)))
+    r = sqlite_api.client.get(
+        "/v1/models/risk@1/compare", params={"other": "risk@2", "dataset_id": full["id"]}, headers=sqlite_api.h()
+    )
+    d = r.json()["dataset"]
+    assert d["base_metrics"] is not None and d["metrics_withheld"] is None

@@ -74,7 +74,9 @@ function datasetView(d, base, other) {
   // no metrics: either the file has no target column, or it has one and no row could be scored by both versions
   const metricsNote = d.base_metrics
     ? null
-    : d.target !== null && d.target !== undefined
+    : d.metrics_withheld
+      ? notice("warning", h("strong", { text: "No metrics: " }), `${d.metrics_withheld}; only the disagreement and the cross-table are shown.`)
+      : d.target !== null && d.target !== undefined
       ? notice("info", h("strong", { text: "No row could be scored: " }), `every row's ${d.target} is missing or a class one of the versions never saw (see the rows left out above), so there are no metrics; only the disagreement and the cross-table are shown.`)
       : notice("info", "No target column to score against: only the disagreement and the cross-table are shown.");
   return h(
