@@ -44,6 +44,23 @@ def is_unavailable_error(exc: BaseException) -> bool:
     return _driver_outage(exc)
 
 
+# what an operator can act on, for the SQLite outages that have one cause (the 503's message says it)
+SQLITE_OUTAGE_CAUSES = {
+    "database or disk is full": "the disk holding the database is full: free space there",
+    "attempt to write a readonly database": "the database file cannot be written (read-only): make it writable",
+    "unable to open database file": "the database file cannot be opened: check that it exists and can be read",
+}
+
+
+def outage_cause(exc: BaseException) -> str | None:
+    """What an operator can act on for a database outage with one known cause (a full disk...), else None."""
+    orig = getattr(exc, "orig", exc)
+    if not isinstance(orig, sqlite3.OperationalError):
+        return None
+    text = str(orig).lower()
+    return next((cause for prefix, cause in SQLITE_OUTAGE_CAUSES.items() if text.startswith(prefix)), None)
+
+
 def is_sqlite_read_only(exc: BaseException) -> bool:
     """SQLite's "attempt to write a readonly database" (raised by the driver, or wrapped by SQLAlchemy)."""
     orig = getattr(exc, "orig", exc)

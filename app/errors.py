@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse as StarletteJSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import is_unavailable_error
+from app.db import is_unavailable_error, outage_cause
 from app.http.bodies import AllowedMethods, is_unreadable_body, not_json_message, unreadable_body_message
 from app.http.validation import plain_message
 from app.schemas.errors import Error
@@ -193,7 +193,9 @@ async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
     # (not by the catch-all below) so the client's keep-alive connection survives it too
     if is_unavailable_error(exc):
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
-        return domain_error_response(Unavailable(DATABASE_UNAVAILABLE, dependency="database"))
+        cause = outage_cause(exc)
+        message = f"{DATABASE_UNAVAILABLE} ({cause})" if cause else DATABASE_UNAVAILABLE
+        return domain_error_response(Unavailable(message, dependency="database"))
     log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
     return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
 

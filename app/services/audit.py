@@ -38,7 +38,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from app.db import is_sqlite_read_only
+from app.db import is_sqlite_read_only, outage_cause
 from app.services import audit_one_statement, audit_read, serving, wal_checkpoint
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import Unavailable
@@ -660,9 +660,13 @@ def _settle(settled: list[tuple[asyncio.Future[list[int]], list[int]]], err: Bas
         if err is None:
             fut.set_result(seqs)
         else:
-            fut.set_exception(
-                Unavailable("the audit log could not be written; the decision was not returned", dependency="audit")
-            )
+            fut.set_exception(Unavailable(_unwritten("the decision was not returned", err), dependency="audit"))
+
+
+def _unwritten(what: str, err: BaseException) -> str:
+    """The 503's message when audit rows could not be written, with the cause where one is known."""
+    cause = outage_cause(err)
+    return f"the audit log could not be written; {what}" + (f" ({cause})" if cause else "")
 
 
 def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
@@ -671,9 +675,7 @@ def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) ->
         write_rows(engine, rows)
     except Exception as e:  # noqa: BLE001 -- whatever broke, the answer is 503, never a 500
         log.error("audit write failed", extra={"rows": len(rows), "error": repr(e)})
-        raise Unavailable(
-            "the audit log could not be written; the decisions were not returned", dependency="audit"
-        ) from None
+        raise Unavailable(_unwritten("the decisions were not returned", e), dependency="audit") from None
 
 
 def list_records(

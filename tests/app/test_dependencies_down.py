@@ -299,3 +299,25 @@ def test_connections_opened_while_the_sqlite_file_was_read_only_are_replaced(
         codes.append((up.status_code, csv.status_code, one.status_code))
     assert all(c in (201, 200, 503) for trio in codes for c in trio), codes
     assert codes[-4:] == [(201, 200, 200)] * 4, codes  # recovered by itself, not only after a restart
+
+
+def test_a_full_disk_or_a_read_only_file_is_named_in_the_503(sqlite_api: Api, doc: dict[str, Any]) -> None:
+    """A full disk answered 503 "the database is unavailable" (the audit: "could not be written"), nothing
+    saying what an operator could do (a fault probe with a 24 MB tmpfs). The message now names the cause SQLite
+    gave: a full disk, a read-only file. (SQLite's page limit fails writes with the same error as a full disk.)"""
+    v = sqlite_api.import_model(doc)["id"]
+    engine = sqlite_api.app.state.service.db.engine
+    held = [engine.raw_connection() for _ in range(engine.pool.size())]  # type: ignore[attr-defined]
+    for c in held:
+        pages = c.driver_connection.execute("PRAGMA page_count").fetchone()[0]
+        c.driver_connection.execute(f"PRAGMA max_page_count={pages}")
+        c.close()
+    client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+    big = b"a,t\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(20_000))
+    up = client.post("/v1/datasets", files={"file": ("d.csv", big, "text/csv")}, headers=sqlite_api.h())
+    assert up.status_code == 503 and "disk holding the database is full" in up.json()["error"]["message"], up.text
+    rows = b"age,income,smoker\n" + b"70,5,yes\n" * 5_000
+    csv = client.post(
+        f"/v1/models/{v}/predict.csv", files={"file": ("b.csv", rows, "text/csv")}, headers=sqlite_api.h()
+    )
+    assert csv.status_code == 503 and "disk holding the database is full" in csv.json()["error"]["message"], csv.text
