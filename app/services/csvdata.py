@@ -27,6 +27,12 @@ EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float 
 MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
 
 
+def cell_value(cell: str) -> str | None:
+    """A CSV cell as the service reads it: surrounding blanks dropped, a missing-value token None."""
+    c = cell.strip()
+    return None if c in MISSING_TOKENS else c
+
+
 class CSVError(Invalid, ValueError):
     """A CSV that cannot be accepted; `code` is stable, the message names the row/column."""
 
@@ -201,7 +207,7 @@ def _read_rows(
             n += 1
             if n + rows_before > max_rows:
                 raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
-            for j, cell in enumerate(row):
+            for j, cell in enumerate(row):  # `cell_value`, written out: this runs once per cell of an upload
                 c = cell.strip()
                 cols[j].append(None if c in MISSING_TOKENS else c)
     except csv.Error as e:

@@ -10,7 +10,7 @@ from itertools import islice
 from sqlalchemy.orm import Session
 
 from app.services import datasets
-from app.services.csvdata import MISSING_TOKENS, sniff_delimiter
+from app.services.csvdata import cell_value, sniff_delimiter
 from app.storage import DatabaseBlobStore
 
 MAX_PREVIEW_ROWS = 100
@@ -33,7 +33,7 @@ def head(data: bytes, limit: int) -> Preview:
     reader = csv.reader(text, delimiter=delimiter, strict=True)
     header = [h.strip() for h in next(reader, [])]
     rows = islice((r for r in reader if r), min(limit, MAX_PREVIEW_ROWS))
-    return Preview(header, [[None if (c := cell.strip()) in MISSING_TOKENS else c for cell in r] for r in rows])
+    return Preview(header, [[cell_value(cell) for cell in r] for r in rows])
 
 
 def preview(session: Session, tenant_id: str, dataset_id: str, limit: int) -> Preview:

@@ -43,8 +43,12 @@ def default_name(filename: str) -> str:
         base = base[:-3]
     if "." in base:
         base = base[: base.rindex(".")]
-    base = "".join(ch for ch in base if ch.isprintable())
-    return base.strip()[:MAX_NAME_CHARS] or "dataset"
+    return _printable(base).strip()[:MAX_NAME_CHARS] or "dataset"
+
+
+def _printable(text: str) -> str:
+    """The text without control characters."""
+    return "".join(ch for ch in text if ch.isprintable())
 
 
 def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool = False) -> Dataset:
@@ -81,7 +85,7 @@ def create_dataset(db: Database, tenant_id: str, upload: Upload, limits: TableLi
             id=new_id("ds"),
             tenant_id=tenant_id,
             name=name or default_name(upload.filename),
-            filename="".join(ch for ch in upload.filename if ch.isprintable())[:300],
+            filename=_printable(upload.filename)[:300],
             sha256=csvdata.sha256(upload.data),
             size_bytes=len(upload.data),
             n_rows=table.n_rows,

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from app.services.csvdata import MISSING_TOKENS, Table, to_float
+from app.services.csvdata import MISSING_TOKENS, Table, cell_value, to_float
 from app.services.errors import Invalid
 from models.rulelist import CategoryKey, RuleList, category_key, decision_table, label_key
 
@@ -50,8 +50,7 @@ class ServedModel:
     categorical: frozenset[str]
     names: frozenset[str]
     class_keys: tuple[str, ...]
-    levels: tuple[tuple[str, frozenset[CategoryKey]], ...]  # each categorical feature's training levels
-    levels_of: dict[str, frozenset[CategoryKey]]  # the same by name
+    levels_of: dict[str, frozenset[CategoryKey]]  # each categorical feature's training levels, by name
 
     @classmethod
     def build(cls, version_id: str, tenant_id: str, name: str, version: int, doc: dict[str, Any]) -> ServedModel:
@@ -69,7 +68,6 @@ class ServedModel:
             categorical,
             numeric | categorical,
             tuple(class_key(c) for c in rl.classes),
-            tuple((f.name, frozenset(f.categories)) for f in rl.features if f.type == "categorical"),
             {f.name: frozenset(f.categories) for f in rl.features if f.type == "categorical"},
         )
 
@@ -85,7 +83,7 @@ def unseen_categories(model: ServedModel, record: dict[str, Any]) -> dict[str, A
     "United-States") decides without an error; the answer says so.
     """
     out = {}
-    for name, seen in model.levels:
+    for name, seen in model.levels_of.items():
         value = record.get(name)
         key = category_key(value)
         if key is not None and key not in seen:
@@ -156,11 +154,7 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
 def as_csv_cell(model: ServedModel, name: str, value: str) -> str | None:
     """A categorical string read as predict.csv reads the same cell: surrounding blanks dropped, a missing-value
     token (`NA`, `?`, `null`...) missing; a value the model knows as it is (an imported list's level) stays."""
-    levels = model.levels_of.get(name, frozenset())
-    if value in levels:
-        return value
-    cell = value.strip()
-    return None if cell in MISSING_TOKENS else cell
+    return value if value in model.levels_of.get(name, ()) else cell_value(value)
 
 
 def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, Any]]:
@@ -257,7 +251,7 @@ def predict_records(model: ServedModel, records: list[dict[str, Any]], *, explai
 
 
 def _flag_unseen(model: ServedModel, record: dict[str, Any], item: dict[str, Any]) -> None:
-    if model.levels:
+    if model.levels_of:
         unseen = unseen_categories(model, record)
         if unseen:
             item["unseen_categories"] = unseen

@@ -50,7 +50,7 @@ def list_tenants(session: Session) -> list[dict[str, Any]]:
     """Tenants with their keys (ids, labels, revocation; never the keys)."""
     out = []
     for t in session.scalars(select(Tenant).order_by(Tenant.name)):
-        ks = session.scalars(select(ApiKey).where(ApiKey.tenant_id == t.id)).all()
+        ks = tenant_keys(session, t.id)
         out.append(
             {
                 "id": t.id,
