@@ -103,6 +103,11 @@ class SliceGroup(BaseModel):
     """The metrics of one group of the slice column."""
 
     value: str | None
+    pooled: bool = Field(
+        default=False,
+        description='true for the group that pools the values beyond the 49 largest (its value reads "(other)"); '
+        'a column value that happens to read "(other)" has a group of its own, with pooled false',
+    )
     n_rows: int
     metrics: MetricsBlock
     positive_rate: float | None

@@ -278,22 +278,24 @@ def unseen_categories(rule_list: RuleList, table: Table, excluded: np.ndarray) -
     return out
 
 
-def slice_groups(cells: list[str | None]) -> tuple[np.ndarray, list[str | None]]:
-    """Group index per cell and the group values (largest first; beyond 50, the rest as "(other)")."""
+def slice_groups(cells: list[str | None]) -> tuple[np.ndarray, list[str | None], bool]:
+    """Group index per cell, the group values (largest first) and whether the last group pools the rest: beyond
+    50 values, the 49 largest keep their own group and the rest share the last, shown as "(other)". Groups are
+    told apart by position, so a real value "(other)" keeps its own group."""
     counts = Counter(cells)
     ordered = sorted(counts, key=lambda v: (-counts[v], v is not None, v or ""))
-    if len(ordered) > MAX_SLICE_GROUPS:
-        ordered = [*ordered[: MAX_SLICE_GROUPS - 1], OTHER_GROUP]
-    index = {v: i for i, v in enumerate(ordered)}
-    other = index.get(OTHER_GROUP, -1) if len(counts) > MAX_SLICE_GROUPS else -1
-    codes = np.fromiter((index.get(v, other) for v in cells), dtype=np.int64, count=len(cells))
-    return codes, ordered
+    pooled = len(ordered) > MAX_SLICE_GROUPS
+    kept = ordered[: MAX_SLICE_GROUPS - 1] if pooled else ordered
+    index = {v: i for i, v in enumerate(kept)}
+    rest = len(kept)
+    codes = np.fromiter((index.get(v, rest) for v in cells), dtype=np.int64, count=len(cells))
+    return codes, [*kept, OTHER_GROUP] if pooled else kept, pooled
 
 
 def slices(rule_list: RuleList, column: str, cells: list[str | None], y: np.ndarray, d: Decisions) -> dict[str, Any]:
     """The same metrics per group of the slice column (scored rows only), with the positive rate."""
     classes = list(rule_list.classes)
-    codes, values = slice_groups(cells)
+    codes, values, pooled = slice_groups(cells)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(values) + 1))
     groups = []
@@ -303,6 +305,7 @@ def slices(rule_list: RuleList, column: str, cells: list[str | None], y: np.ndar
         groups.append(
             {
                 "value": value,
+                "pooled": pooled and g == len(values) - 1,
                 "n_rows": int(rows.size),
                 "metrics": metrics_block(classes, y[rows], pred, d.proba[rows]),
                 "positive_rate": float(np.mean(pred == 1)) if len(classes) == 2 else None,

@@ -191,6 +191,19 @@ def test_slices_keep_the_largest_groups_and_pool_the_rest() -> None:
     assert len(groups) == MAX_SLICE_GROUPS
     assert groups[0]["value"] == "big" and groups[0]["n_rows"] == 100
     assert groups[-1]["value"] == OTHER_GROUP and groups[-1]["n_rows"] == 200 - 100 - 48
+    assert [g["pooled"] for g in groups] == [False] * 49 + [True]
+    assert sum(g["n_rows"] for g in groups) == 200
+
+
+def test_a_value_reading_other_keeps_its_own_group_beside_the_pooled_one() -> None:
+    rl = _rule_list()
+    rows = _rows(200, seed=6)
+    for i, r in enumerate(rows):
+        r[4] = OTHER_GROUP if i < 100 else f"id{i}"  # a real value "(other)" and 100 singletons
+    out = evaluate_table(rl, _table(rows), "target", slice_by="sex")
+    groups = out["slices"]["groups"]
+    assert (groups[0]["value"], groups[0]["pooled"], groups[0]["n_rows"]) == (OTHER_GROUP, False, 100)
+    assert (groups[-1]["value"], groups[-1]["pooled"], groups[-1]["n_rows"]) == (OTHER_GROUP, True, 52)
     assert sum(g["n_rows"] for g in groups) == 200
 
 

@@ -60,6 +60,7 @@ def test_metrics_match_scikit_learn_on_the_apis_predictions(api, doc) -> None:
         assert rule["accuracy"] == (pytest.approx(sum(hits) / len(hits)) if hits else None)
     assert [r["training_support"] for r in ev["rules"]] == [43, 30, 150]
     assert sum(g["n_rows"] for g in ev["slices"]["groups"]) == ev["n_rows"]
+    assert all(g["pooled"] is False for g in ev["slices"]["groups"])  # the schema passes the flag through
     assert sum(b["count"] for b in ev["calibration"]["bins"]) == ev["n_rows"]
 
     # stored: the same answer by id, and a summary in the version's list

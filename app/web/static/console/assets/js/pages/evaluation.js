@@ -48,11 +48,16 @@ function rulesTable(rules) {
   );
 }
 
+function sliceValue(g) {
+  if (g.pooled) return h("span", { class: "missing", text: "all other values" });
+  return g.value === null ? h("span", { class: "missing", text: "missing" }) : g.value;
+}
+
 function slicesView(slices) {
   if (!slices) return h("p", { class: "muted", text: "Not sliced: choose a column under “Slice by” when running an evaluation." });
   return table(
     [
-      { label: slices.column, value: (g) => (g.value === null ? h("span", { class: "missing", text: "missing" }) : g.value) },
+      { label: slices.column, value: sliceValue },
       { label: "Rows", value: (g) => fmt(g.n_rows), num: true },
       { label: "Accuracy", value: (g) => meter(g.metrics.accuracy, { label: "accuracy" }) },
       { label: "Weighted F1", value: (g) => fmt(g.metrics.f1_weighted), num: true },
