@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from app.tables import AuditChainHead, AuditRecord, Base, JobProgressPoint, RegistryEvent
 
@@ -58,19 +59,35 @@ def grant_statements(role: str, existing_tables: set[str]) -> list[str]:
     return stmts
 
 
+ROLE_RIGHTS = ("REPLICATION", "BYPASSRLS", "CREATEROLE", "CREATEDB")  # pg_roles' columns, in check_app_role's order
+CREATED_ROLE_ATTRIBUTES = "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
 def check_app_role(conn: Connection, role: str) -> None:
-    """RoleError unless `role` exists, is not the connected (owner) role, not a superuser and owns no table."""
+    """RoleError unless `role` exists, is not the connected (owner) role, holds none of the rights a service role
+    must not have (superuser, replication, bypassing row security, creating roles or databases) and owns no
+    table."""
     if role == conn.execute(text("SELECT current_user")).scalar_one():
         raise RoleError(f"the app role {role!r} is the role migrations run as; give the service its own role")
-    found = conn.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = :r"), {"r": role}).first()
+    found = conn.execute(
+        text(
+            "SELECT rolsuper, rolreplication, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = :r"
+        ),
+        {"r": role},
+    ).first()
     if found is None:
         raise RoleError(f"the app role {role!r} does not exist; create it with `neurules-admin create-app-role`")
     if found.rolsuper:
         raise RoleError(f"the app role {role!r} is a superuser; the service must run as an ordinary role")
+    if extra := [name for name, held in zip(ROLE_RIGHTS, found[1:], strict=True) if held]:
+        raise RoleError(
+            f"the app role {role!r} holds {', '.join(extra)}; the service must run as an ordinary role "
+            f"(as a superuser: ALTER ROLE {role} {' '.join('NO' + name for name in extra)})"
+        )
     owned = conn.execute(
         text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tableowner = :r ORDER BY 1"), {"r": role}
     ).scalars()
@@ -102,17 +119,24 @@ def _grant_connect(conn: Connection, role: str) -> str:
 
 
 def create_app_role(conn: Connection, role: str, password: str | None) -> bool:
-    """Create `role` as a plain login role (or set its password); True when it was created."""
+    """Create `role` as a plain login role (or set its password); True when it was created; RoleError naming the
+    server's refusal."""
     exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first() is not None
-    verb = "ALTER" if exists else "CREATE"
+    # An existing role is given LOGIN and its password only: naming NOSUPERUSER, NOREPLICATION or NOBYPASSRLS
+    # in an ALTER takes a superuser even where nothing changes, and an owner with CREATEROLE is enough here;
+    # grant_app_role then refuses a role that holds any of those rights.
+    attributes = "LOGIN NOCREATEDB NOCREATEROLE" if exists else f"LOGIN {CREATED_ROLE_ATTRIBUTES}"
     # format(%I, %L) quotes the name and the password on the server; DDL takes no bind parameters
     stmt = conn.execute(
         text(
-            "SELECT format('%s ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', "
-            "CAST(:verb AS text), CAST(:r AS text)) || CASE WHEN CAST(:p AS text) IS NULL THEN '' "
-            "ELSE format(' PASSWORD %L', CAST(:p AS text)) END"
+            "SELECT format('%s ROLE %I ', CAST(:verb AS text), CAST(:r AS text)) || CAST(:attrs AS text) || "
+            "CASE WHEN CAST(:p AS text) IS NULL THEN '' ELSE format(' PASSWORD %L', CAST(:p AS text)) END"
         ),
-        {"verb": verb, "r": role, "p": password},
+        {"verb": "ALTER" if exists else "CREATE", "r": role, "attrs": attributes, "p": password},
     ).scalar_one()
-    conn.execute(text(stmt))
+    try:
+        conn.execute(text(stmt))
+    except DBAPIError as e:
+        cause = str(e.orig).strip() if e.orig is not None else str(e)
+        raise RoleError(f"could not {'alter' if exists else 'create'} the app role {role!r}: {cause}") from e
     return not exists

@@ -116,6 +116,21 @@ def test_migrate_refuses_an_owning_app_role(roles: Roles) -> None:
         eng.dispose()
 
 
+def test_create_app_role_runs_again_under_an_owner_with_createrole(roles: Roles, tmp_path, monkeypatch) -> None:
+    """Re-running it (to re-password) as a non-superuser owner works; a right the role gained meanwhile is
+    named by migrate and taken away by create-app-role."""
+    from worker.cli import main
+
+    roles_env(monkeypatch, roles, tmp_path)
+    main(["create-app-role"])  # the ALTER named NOSUPERUSER, which only a superuser may: a traceback before
+    _run(roles.owner_url, f"ALTER ROLE {roles.app} CREATEDB")
+    with pytest.raises(SystemExit, match=f"the app role '{roles.app}' holds CREATEDB"):
+        main(["migrate"])
+    main(["create-app-role"])
+    main(["migrate"])
+    _run(roles.app_url, "SELECT 1")  # still logs in with its password
+
+
 def test_service_under_the_app_role_and_owner_tampering_found(roles: Roles, tmp_path, monkeypatch, capsys) -> None:
     """One predict and one verify through the API as the app role; the owner's edits then show up in verify-audit."""
     from fastapi.testclient import TestClient
