@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from app import db_roles
-from app.db import Database, make_engine
+from app.db import Database, make_engine, make_migration_engine
 from app.services import audit_verify, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
@@ -55,7 +55,7 @@ def migrate(url: str, app_role: str | None = None) -> list[str]:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["configure_logging"] = False
-    engine = make_engine(url)
+    engine = make_migration_engine(url)
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn

@@ -124,6 +124,28 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
     )
 
 
+def make_migration_engine(url: str) -> Engine:
+    """`make_engine`, with every statement of a transaction inside it on SQLite too, DDL included.
+
+    Python's sqlite3 opens a transaction only before INSERT/UPDATE/DELETE, so a migration's first ALTER or DROP
+    ran (and stayed) on its own: a migration that failed later left the schema half changed under the old
+    revision number. Here the driver's own handling is off and SQLAlchemy's begin issues BEGIN (SQLAlchemy's
+    documented recipe for pysqlite), so a failed upgrade or downgrade changes nothing.
+    """
+    engine = make_engine(url)
+    if engine.url.get_backend_name() == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _driver_transactions_off(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
 def sqlite_file(engine: Engine) -> str | None:
     """The path of the engine's database when it is a plain SQLite file (None: another database, in memory, a URI)."""
     url = engine.url

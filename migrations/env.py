@@ -7,7 +7,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import make_engine
+from app.db import make_migration_engine
 from app.tables import Base
 
 config = context.config
@@ -22,7 +22,7 @@ def _url() -> str:
     if not url:
         from app.settings import get_settings
 
-        url = get_settings().resolved_database_url
+        url = get_settings().resolved_migration_database_url  # the owner's, as `neurules-admin migrate` uses
     return url
 
 
@@ -56,7 +56,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(_url())
+    engine = make_migration_engine(_url())
     try:
         with engine.connect() as conn:
             _configure(conn)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 
 from app.services.audit_chain import START, Link, link_rows
 
@@ -105,6 +105,10 @@ def _type_of(name: str) -> sa.types.TypeEngine[Any]:
 
 def _chain_existing_rows() -> None:
     """Link every existing row, per tenant in id order, in pages; then write each tenant's head."""
+    if context.is_offline_mode():
+        # SQL written for later (`alembic upgrade --sql`) cannot read rows: it is for an empty audit_log, and run
+        # on one holding rows it stops at the NOT NULL step below instead of leaving rows unchained.
+        return
     conn = op.get_bind()
     tails: dict[str, Link] = {}
     after = 0
@@ -133,8 +137,22 @@ def _chain_existing_rows() -> None:
         )
 
 
+def _refuse_dropping_a_chain() -> None:
+    """RuntimeError when audit_log has rows: going below 0002 would drop their links, heads and `missing_filled`,
+    and upgrading again would re-hash every row, so a head recorded outside the database would stop matching."""
+    if context.is_offline_mode():
+        return
+    n = op.get_bind().execute(sa.text("SELECT count(*) FROM audit_log")).scalar_one()
+    if n:
+        raise RuntimeError(
+            f"audit_log holds {n} rows: a downgrade below 0002 would drop their hash chain and missing_filled, "
+            "and upgrading again would re-hash every row; stay at 0002 or later (nothing was changed)"
+        )
+
+
 def downgrade() -> None:
-    """Revert (the chain columns and heads are dropped; the rows stay)."""
+    """Revert (the chain columns and heads are dropped); refused while audit_log holds rows."""
+    _refuse_dropping_a_chain()
     sqlite = _is_sqlite()
     if sqlite:
         op.execute("DROP TRIGGER IF EXISTS audit_log_no_update")

@@ -29,5 +29,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Revert."""
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("api_key_id")
+    if op.get_bind().dialect.name == "sqlite":
+        # Not a batch rebuild: it drops `jobs`, and with foreign keys on that deletes every job's progress points
+        # (ON DELETE CASCADE). SQLite 3.35+ drops a plain column in place.
+        op.execute("ALTER TABLE jobs DROP COLUMN api_key_id")
+    else:
+        op.drop_column("jobs", "api_key_id")

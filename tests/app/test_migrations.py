@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from app.admin import migrate
-from app.db import make_engine
+from app.db import make_engine, make_migration_engine
 from app.tables import Base
 
 
@@ -57,7 +60,7 @@ def test_downgrade_and_upgrade_again(tmp_path) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["configure_logging"] = False
-    eng = make_engine(url)
+    eng = make_migration_engine(url)
     with eng.begin() as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "base")
@@ -77,7 +80,7 @@ def _upgrade_to(url: str, revision: str) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["configure_logging"] = False
-    eng = make_engine(url)
+    eng = make_migration_engine(url)
     try:
         with eng.begin() as conn:
             cfg.attributes["connection"] = conn
@@ -174,3 +177,101 @@ def test_0002_chains_existing_rows_postgresql() -> None:
         _chain_after_0002(url)
     finally:
         drop()
+
+
+def _alembic(url: str, step: Any, revision: str) -> None:
+    """Run an Alembic command (upgrade or downgrade) to `revision` on the database at `url`."""
+    from alembic.config import Config
+
+    from app.admin import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["configure_logging"] = False
+    eng = make_migration_engine(url)
+    try:
+        with eng.begin() as conn:
+            cfg.attributes["connection"] = conn
+            step(cfg, revision)
+    finally:
+        eng.dispose()
+
+
+def _count(url: str, table: str) -> int:
+    from sqlalchemy import text
+
+    eng = make_engine(url)
+    try:
+        with eng.connect() as c:
+            return int(c.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+    finally:
+        eng.dispose()
+
+
+def test_downgrading_0006_keeps_the_jobs_progress_on_sqlite(tmp_path) -> None:
+    """0006's downgrade drops its column in place: a batch rebuild dropped `jobs`, and the foreign keys' cascade
+    took every job's progress points with it."""
+    from alembic import command
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path / 'p.sqlite3'}"
+    migrate(url)
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(
+            text(
+                "INSERT INTO jobs (id, tenant_id, dataset_sha256, target, model_name, parameters, state, "
+                "cancel_requested, epoch, n_epochs, attempts, created_at, api_key_id) VALUES ('job_1', 'tn_1', 'x', "
+                "'t', 'm', '{}', 'succeeded', 0, 1, 1, 1, '2026-01-01 00:00:00', 'key_1')"
+            )
+        )
+        c.execute(text("INSERT INTO job_progress_points (job_id, attempt, epoch, at) VALUES ('job_1', 1, 1, '2026-01-01')"))
+    eng.dispose()
+    _alembic(url, command.downgrade, "0005")
+    assert (_count(url, "jobs"), _count(url, "job_progress_points")) == (1, 1)
+    migrate(url)
+    assert _diff(url) == [] and _count(url, "job_progress_points") == 1
+
+
+def test_a_downgrade_below_0002_is_refused_while_the_audit_holds_rows(tmp_path) -> None:
+    """It would drop the chain and missing_filled, and re-hash every row on the way back up."""
+    from alembic import command
+
+    from app.services import audit
+
+    url = f"sqlite:///{tmp_path / 'a.sqlite3'}"
+    migrate(url)
+    row = {
+        "created_at": datetime.now(UTC),
+        "tenant_id": "tn_a",
+        "api_key_id": "key_1",
+        "model_version_id": "mv_1",
+        "input_digest": "e" * 64,
+        "output": {"prediction": 0, "probabilities": {"0": 1.0, "1": 0.0}},
+        "rule_id": 0,
+        "missing_filled": True,
+    }
+    eng = make_engine(url)
+    audit.write_rows(eng, [row])
+    eng.dispose()
+    with pytest.raises(RuntimeError, match="audit_log holds 1 rows: a downgrade below 0002"):
+        _alembic(url, command.downgrade, "0001")
+    assert _diff(url) == [] and _count(url, "audit_log") == 1  # nothing changed
+
+
+def test_offline_sql_is_written_for_an_empty_database(tmp_path) -> None:
+    """`alembic upgrade head --sql` writes PostgreSQL's whole script (0002's chaining reads no rows offline; it
+    crashed there). SQLite's table rebuilds need a live database, and alembic says so."""
+    import subprocess
+    import sys
+
+    from app.admin import MIGRATIONS
+
+    out = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", str(MIGRATIONS.parent / "alembic.ini"), "-x", "url=postgresql+psycopg://nobody@127.0.0.1:1/none", "upgrade",
+         "head", "--sql"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "CREATE TABLE audit_chain_heads" in out.stdout and "UPDATE alembic_version SET version_num='0006'" in out.stdout
