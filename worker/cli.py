@@ -113,6 +113,35 @@ def create_app_role(settings: Settings, name: str | None, password_env: str | No
     return f"{'created' if created else 'updated'} role {role!r} and granted it its rights"
 
 
+def worker_alive(settings: Settings) -> int:
+    """0 when a training worker on this host wrote its heartbeat row within three beats, else 1 (a container's
+    health check: the row is written by the worker's own thread, so a hung or dead worker, or one that cannot
+    reach the database, reads as unhealthy)."""
+    import socket
+
+    from app.db import Database
+    from app.services import workers
+
+    db = Database(settings.resolved_database_url, settings.sqlite_synchronous)
+    try:
+        with db.session() as s:
+            names = workers.live_on_host(s, socket.gethostname(), within_s=settings.worker_alive_s)
+    except Exception as e:  # noqa: BLE001 -- the database is away: the worker cannot take jobs either
+        print(f"neurules-admin: no heartbeat could be read: {e.__class__.__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+    if not names:
+        print(
+            f"neurules-admin: no worker on {socket.gethostname()} wrote its heartbeat in the last "
+            f"{settings.worker_alive_s:g} s",
+            file=sys.stderr,
+        )
+        return 1
+    print(json.dumps({"alive": names}))
+    return 0
+
+
 def verify_audit(settings: Settings, tenant: str | None) -> int:
     """Print one JSON report per tenant chain; the exit status: 0 when all are intact, 1 when one is broken,
     2 when nothing was checked (an unknown tenant), so that a script never reads a typo as a broken chain."""
@@ -162,6 +191,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
     sp = sub.add_parser("worker", help="run a Celery training worker (distributed mode)")
     sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
+    sub.add_parser("worker-alive", help="exit 0 when a training worker on this host beat recently (health check)")
     sub.add_parser("config", help="print the effective configuration (validated)")
     return p
 
@@ -215,6 +245,8 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         print(json.dumps(reap(settings)))
     elif args.cmd == "worker":
         run_worker(settings, args.celery_args)
+    elif args.cmd == "worker-alive":
+        sys.exit(worker_alive(settings))
     elif args.cmd == "config":
         print(json.dumps(effective_config(settings), indent=2))
 

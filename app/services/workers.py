@@ -38,3 +38,10 @@ def live_workers(session: Session, queue: str, *, within_s: float, now: datetime
     cutoff = (now or utcnow()) - timedelta(seconds=within_s)
     q = select(WorkerHeartbeat.name).where(WorkerHeartbeat.queue == queue, WorkerHeartbeat.seen_at >= cutoff)
     return list(session.scalars(q.order_by(WorkerHeartbeat.name)).all())
+
+
+def live_on_host(session: Session, hostname: str, *, within_s: float, now: datetime | None = None) -> list[str]:
+    """Names of the workers on `hostname` (any queue) seen in the last `within_s` seconds."""
+    cutoff = (now or utcnow()) - timedelta(seconds=within_s)
+    q = select(WorkerHeartbeat.name).where(WorkerHeartbeat.hostname == hostname, WorkerHeartbeat.seen_at >= cutoff)
+    return list(session.scalars(q.order_by(WorkerHeartbeat.name)).all())

@@ -88,3 +88,34 @@ def test_roles_are_for_postgresql_and_config_hides_passwords(env, capsys, monkey
     monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", "postgresql+psycopg://owner@db/elsewhere")
     with pytest.raises(SystemExit, match="must name the same database"):
         main(["config"])
+
+
+def test_worker_alive_reads_this_hosts_heartbeat(env, capsys) -> None:
+    """The compose worker's health check: 0 with a fresh heartbeat row on this host, 1 with none or a stale one."""
+    import socket
+    from datetime import timedelta
+
+    from app.admin import migrate
+    from app.db import Database
+    from app.services import workers
+    from app.tables import utcnow
+    from worker.cli import load_settings
+
+    settings = load_settings()
+    migrate(settings.resolved_database_url)
+    with pytest.raises(SystemExit) as none:
+        main(["worker-alive"])
+    assert none.value.code == 1 and "no worker on" in capsys.readouterr().err
+    db = Database(settings.resolved_database_url)
+    beat_at = utcnow() - timedelta(seconds=settings.worker_alive_s + 1)
+    with db.session() as s:
+        workers.beat(s, name="celery@here/1", queue=settings.queue, hostname=socket.gethostname(), pid=1, now=beat_at)
+    with pytest.raises(SystemExit) as stale:
+        main(["worker-alive"])
+    assert stale.value.code == 1
+    with db.session() as s:
+        workers.beat(s, name="celery@here/1", queue=settings.queue, hostname=socket.gethostname(), pid=1)
+    db.dispose()
+    with pytest.raises(SystemExit) as alive:
+        main(["worker-alive"])
+    assert alive.value.code == 0 and json.loads(capsys.readouterr().out) == {"alive": ["celery@here/1"]}

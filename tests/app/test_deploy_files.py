@@ -46,6 +46,8 @@ def test_worker_reserves_a_gpu_and_runs_the_solo_worker() -> None:
     dev = w["deploy"]["resources"]["reservations"]["devices"][0]
     assert dev["driver"] == "nvidia" and "gpu" in dev["capabilities"]
     assert w["command"] == ["neurules-admin", "worker"]
+    assert w["healthcheck"]["test"] == ["CMD", "neurules-admin", "worker-alive"]  # not the image's HTTP check
+    assert compose()["services"]["migrate"]["healthcheck"] == {"disable": True}
 
 
 def test_environment_passes_the_fail_fast_settings() -> None:
