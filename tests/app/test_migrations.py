@@ -226,7 +226,9 @@ def test_downgrading_0006_keeps_the_jobs_progress_on_sqlite(tmp_path) -> None:
                 "'t', 'm', '{}', 'succeeded', 0, 1, 1, 1, '2026-01-01 00:00:00', 'key_1')"
             )
         )
-        c.execute(text("INSERT INTO job_progress_points (job_id, attempt, epoch, at) VALUES ('job_1', 1, 1, '2026-01-01')"))
+        c.execute(
+            text("INSERT INTO job_progress_points (job_id, attempt, epoch, at) VALUES ('job_1', 1, 1, '2026-01-01')")
+        )
     eng.dispose()
     _alembic(url, command.downgrade, "0005")
     assert (_count(url, "jobs"), _count(url, "job_progress_points")) == (1, 1)
@@ -268,10 +270,9 @@ def test_offline_sql_is_written_for_an_empty_database(tmp_path) -> None:
 
     from app.admin import MIGRATIONS
 
-    out = subprocess.run(
-        [sys.executable, "-m", "alembic", "-c", str(MIGRATIONS.parent / "alembic.ini"), "-x", "url=postgresql+psycopg://nobody@127.0.0.1:1/none", "upgrade",
-         "head", "--sql"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    ini, url = str(MIGRATIONS.parent / "alembic.ini"), "url=postgresql+psycopg://nobody@127.0.0.1:1/none"
+    argv = [sys.executable, "-m", "alembic", "-c", ini, "-x", url, "upgrade", "head", "--sql"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "CREATE TABLE audit_chain_heads" in out.stdout and "UPDATE alembic_version SET version_num='0006'" in out.stdout
+    assert "CREATE TABLE audit_chain_heads" in out.stdout
+    assert "UPDATE alembic_version SET version_num='0006'" in out.stdout
