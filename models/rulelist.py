@@ -473,22 +473,87 @@ def _parse_features(doc: Mapping[str, Any]) -> dict[str, Feature]:
     return by_name
 
 
-def check_new_document(rl: RuleList) -> None:
+# missing-value tokens of a CSV cell: the service reads such a cell (blanks around it dropped) as missing
+CSV_MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
+
+
+def csv_cell_value(cell: str) -> str | None:
+    """A CSV cell as the service reads it: surrounding blanks dropped, a missing-value token None."""
+    c = cell.strip()
+    return None if c in CSV_MISSING_TOKENS else c
+
+
+# the keys each object of a document may have (`to_dict` writes no others): a misspelt key is refused on import,
+# not dropped (a condition's `hgih` silently read as no upper bound)
+_DOCUMENT_KEYS = frozenset({"format", "version", "target", "classes", "features", "rules", "default", "smoothing"})
+_FEATURE_KEYS = {
+    "numeric": frozenset({"name", "type", "fill_value", "min", "max", "values"}),
+    "categorical": frozenset({"name", "type", "categories"}),
+}
+_CONDITION_KEYS = {
+    "between": frozenset({"feature", "op", "low", "high"}),
+    "in": frozenset({"feature", "op", "values"}),
+    "not_in": frozenset({"feature", "op", "values"}),
+}
+
+
+def check_new_document(rl: RuleList, doc: Mapping[str, Any] | None = None) -> None:
     """What a new document (an import) must also satisfy; DocumentError naming the path. Stored documents are
-    read without these checks, so a version stored before them stays readable: feature names without a NUL
-    character (no CSV header, SQL name or most clients' record keys hold one), each category listed once, a
-    numeric feature's min at most its max."""
+    read without these checks, so a version stored before them stays readable: no key the format does not
+    have (`doc`, the document as sent), feature names without a NUL character or blanks around them (no CSV
+    header, SQL name or most clients' record keys hold one), each category listed once and written as a CSV
+    cell reads it, a numeric feature's min at most its max."""
+    if doc is not None:
+        _check_keys(doc)
     for i, f in enumerate(rl.features):
         path = f"features[{i}]"
         if "\x00" in f.name:
             _Doc.fail(f"{path}.name", "must not contain a NUL character")
+        if f.name != f.name.strip():
+            _Doc.fail(f"{path}.name", "must not begin or end with blanks (a CSV header's names are read without)")
         if f.min is not None and f.max is not None and f.min > f.max:
             _Doc.fail(f"{path}.min", "must not exceed max")
-        seen: set[CategoryKey] = set()
-        for j, c in enumerate(f.categories):
-            if c in seen:
-                _Doc.fail(f"{path}.categories[{j}]", f"{c!r} is listed twice")
-            seen.add(c)
+        _check_levels(f.categories, f"{path}.categories")
+    for r, rule in enumerate(rl.rules):
+        for c, cond in enumerate(rule.conditions):
+            _check_levels(cond.values, f"rules[{r}].conditions[{c}].values", unique=False)
+
+
+def _check_levels(levels: Sequence[CategoryKey], path: str, *, unique: bool = True) -> None:
+    """Each level once (`unique`), and each one a CSV cell can hold: a level no record can reach is refused."""
+    seen: set[CategoryKey] = set()
+    for j, c in enumerate(levels):
+        if unique and c in seen:
+            _Doc.fail(f"{path}[{j}]", f"{c!r} is listed twice")
+        seen.add(c)
+        if c is not None and csv_cell_value(c) != c:
+            why = "a missing value" if csv_cell_value(c) is None else f"{csv_cell_value(c)!r}"
+            _Doc.fail(
+                f"{path}[{j}]",
+                f"{c!r} is read from a CSV cell or a record as {why} (blanks around a value are dropped; "
+                f"{', '.join(repr(t) for t in sorted(CSV_MISSING_TOKENS) if t)} are missing): write the level as "
+                "it is read, or null for the missing level",
+            )
+
+
+def _check_keys(doc: Mapping[str, Any]) -> None:
+    """DocumentError naming the first key the document format does not have."""
+    _no_other_keys(doc, _DOCUMENT_KEYS | {"metadata"}, "")
+    for i, f in enumerate(doc.get("features") or ()):
+        _no_other_keys(f, _FEATURE_KEYS.get(f.get("type"), frozenset(f)), f"features[{i}]")
+    for r, rule in enumerate(doc.get("rules") or ()):
+        _no_other_keys(rule, frozenset({"conditions", "class_counts", "probabilities"}), f"rules[{r}]")
+        for c, cond in enumerate(rule.get("conditions") or ()):
+            allowed = _CONDITION_KEYS.get(cond.get("op"), frozenset(cond))
+            _no_other_keys(cond, allowed, f"rules[{r}].conditions[{c}]")
+    _no_other_keys(doc.get("default") or {}, frozenset({"class_counts", "probabilities"}), "default")
+
+
+def _no_other_keys(obj: Mapping[str, Any], allowed: frozenset[str], path: str) -> None:
+    for key in obj:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            _Doc.fail(where, f"unknown key (this object takes {', '.join(sorted(allowed))})")
 
 
 def _parse_rule(entry: Any, path: str, by_name: Mapping[str, Feature], k: int) -> Rule:

@@ -443,7 +443,8 @@ def check_file(model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra
         _decode_rest(head, splitter)
         raise state
     if delimiter != "," and comma:
-        state.separators = {h: decimal_comma.ColumnSeparators(h) for h in state.header}
+        # a model's categorical feature keeps its commas: `1,5` there is a level, not a number
+        state.separators = {h: decimal_comma.ColumnSeparators(h) for h in state.header if h in model.numeric}
     spill = tempfile.TemporaryFile(prefix="neurules-batch-")  # noqa: SIM115 -- closed by CheckedFile.close
     checked = CheckedFile(spill, 0, 0)
     try:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.services import datasets, registry
 from app.services.comparison import compare_on_table, diff_rule_lists
-from app.services.csvdata import parse_csv
+from app.services.csvdata import categorical_names, parse_csv
 from app.services.errors import Invalid
 from app.services.evaluations import VersionRef, version_ref
 from app.storage import DatabaseBlobStore
@@ -67,7 +67,7 @@ def compare_versions(
     if dataset_id is not None:
         ds = datasets.get_dataset(session, tenant_id, dataset_id)
         check_size(ds.n_rows, sync_max_rows)
-        table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key))
+        table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key), keep_text=categorical_names(base, other_rl))
         if target is None and base.target in table.columns:
             target = base.target
         out["dataset"] = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}

@@ -16,21 +16,17 @@ import hashlib
 import io
 import math
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
+from models.rulelist import CSV_MISSING_TOKENS, RuleList, csv_cell_value
 
 EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly (a class label's number)
-MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
-
-
-def cell_value(cell: str) -> str | None:
-    """A CSV cell as the service reads it: surrounding blanks dropped, a missing-value token None."""
-    c = cell.strip()
-    return None if c in MISSING_TOKENS else c
+MISSING_TOKENS = CSV_MISSING_TOKENS  # models/ owns the reading of a cell: imports and exports follow it
+cell_value = csv_cell_value
 
 
 class CSVError(Invalid, ValueError):
@@ -215,12 +211,20 @@ def _read_rows(
     return cols, n, RowLines(tuple(marks) or ((0, end + 1 + line_offset),), rows_before)
 
 
-def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, line_offset: int = 0) -> Table:
+def parse_csv(
+    data: bytes,
+    *,
+    max_rows: int = 10**9,
+    max_columns: int = 10**6,
+    line_offset: int = 0,
+    keep_text: Callable[[str], bool] | None = None,
+) -> Table:
     """Parse a CSV strictly: header required, unique non-empty names, every row the same width, no NUL.
 
     Separated by `,`, `;`, tab or `|` (the header line's most frequent); in a file not separated by
-    commas, decimal commas are read as numbers (`decimal_comma`). `line_offset`: lines of a larger
-    file before `data`'s second line (a chunk after the header), for the messages.
+    commas, decimal commas are read as numbers (`decimal_comma`), except in the columns `keep_text` names.
+    `line_offset`: lines of a larger file before `data`'s second line (a chunk after the header), for the
+    messages.
     """
     if not data.strip():
         raise CSVError("csv_empty", "the file is empty")
@@ -234,7 +238,7 @@ def parse_csv(data: bytes, *, max_rows: int = 10**9, max_columns: int = 10**6, l
         raise CSVError("csv_no_rows", "the file has a header but no data rows")
     columns = dict(zip(header, cols, strict=True))
     if delimiter != ",":
-        columns = decimal_comma.normalise(columns, lines.line)
+        columns = decimal_comma.normalise(columns, lines.line, keep_text)
     return Table(header=header, columns=columns, n_rows=n, lines=lines)
 
 
@@ -316,3 +320,9 @@ def write_csv(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
     w.writerow(header)
     w.writerows(rows)
     return buf.getvalue()
+
+
+def categorical_names(*rule_lists: RuleList) -> Callable[[str], bool]:
+    """Whether a column is a categorical feature of one of the rule lists (read as text, commas and all)."""
+    names = frozenset(f.name for rl in rule_lists for f in rl.features if f.type == "categorical")
+    return names.__contains__

@@ -108,6 +108,12 @@ def normalise_column(name: str, cells: list[str | None], line_of: Callable[[int]
     return rewritten(cells) if seps.rewrite() else cells
 
 
-def normalise(columns: dict[str, list[str | None]], line_of: Callable[[int], int]) -> dict[str, list[str | None]]:
-    """Every column of a `;`/tab/`|`-separated table with its decimal commas read (see the module doc)."""
-    return {name: normalise_column(name, cells, line_of) for name, cells in columns.items()}
+def normalise(
+    columns: dict[str, list[str | None]], line_of: Callable[[int], int], keep: Callable[[str], bool] | None = None
+) -> dict[str, list[str | None]]:
+    """Every column of a `;`/tab/`|`-separated table with its decimal commas read (see the module doc), but
+    those `keep` names (a model's categorical features: `1,5` there is a level, not a number)."""
+    return {
+        name: cells if keep is not None and keep(name) else normalise_column(name, cells, line_of)
+        for name, cells in columns.items()
+    }

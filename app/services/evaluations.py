@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.services import datasets, registry, versions
-from app.services.csvdata import Table, parse_csv
+from app.services.csvdata import Table, categorical_names, parse_csv
 from app.services.errors import NotFound
 from app.services.evaluation import Progress, evaluate_table, require_column, require_target, typed_records
 from app.services.job_states import JobState
@@ -64,7 +64,8 @@ def score_file(
     rule_list: RuleList, data: bytes, target: str, slice_by: str | None, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Parse the stored CSV and score the rule list on it (the result body of an evaluation)."""
-    return evaluate_table(rule_list, parse_csv(data), target, slice_by=slice_by, progress=progress)
+    table = parse_csv(data, keep_text=categorical_names(rule_list))
+    return evaluate_table(rule_list, table, target, slice_by=slice_by, progress=progress)
 
 
 @dataclass(frozen=True)

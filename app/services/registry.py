@@ -263,7 +263,7 @@ def add_version(
     _check_numbers(document, metrics, provenance)
     try:
         rl = RuleList.from_dict(document)
-        check_new_document(rl)
+        check_new_document(rl, document)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:  # ValueError names the path
         msg = str(e) if isinstance(e, ValueError) else f"malformed document ({type(e).__name__}: {e})"
         where = f"rule_list.{e.path}" if isinstance(e, DocumentError) and e.path != "document" else "rule_list"

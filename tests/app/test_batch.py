@@ -407,7 +407,9 @@ def test_number_texts_are_what_digest_writes(values: list[float]) -> None:
 def reference(model: ServedModel, data: bytes, max_rows: int = 10**9) -> tuple[Any, ...]:
     """The one-shot path's outcome: its error (code, message, details), or its answer rows and digests."""
     try:
-        records = serving.table_records(model, parse_csv(data, max_rows=max_rows))
+        # as predict.csv reads a `;` file: decimal commas in the model's numeric features only
+        table = parse_csv(data, max_rows=max_rows, keep_text=lambda name: name not in model.numeric)
+        records = serving.table_records(model, table)
     except Invalid as e:
         return ("error", e.code, str(e), e.details)
     _, rows, _ = serving.batch_csv_rows(model, records)
@@ -578,6 +580,24 @@ def test_decimal_commas_are_decided_over_the_whole_file(small_chunks: None, late
     rows[1990] = f"{late};1"
     data = ("a;b\n" + "\n".join(rows) + "\n").encode()
     assert streamed(model, data) == reference(model, data)
+
+
+def test_a_categorical_level_with_a_comma_is_kept_in_a_semicolon_file() -> None:
+    """`1,5` in a categorical column is a level, not a decimal comma: a `;` file decides it as a `,` file and
+    the JSON record do (it was read as `1.5`, which no rule names), and the numeric column beside it still
+    reads its decimal commas."""
+    doc = numeric_doc()
+    doc["features"][1] = {"name": "b", "type": "categorical", "categories": ["1,5", "2,5", None]}
+    doc["rules"][0]["conditions"] = [{"feature": "b", "op": "in", "values": ["1,5"]}]
+    doc["rules"][1]["conditions"] = [{"feature": "a", "op": "between", "low": 0.2, "high": 0.6}]
+    model = served(doc)
+    expected = serving.predict_records(model, [{"a": 0.5, "b": "1,5"}, {"a": 2.5, "b": "2,5"}], explain=False)
+    semicolons = b"a;b\n0,5;1,5\n2,5;2,5\n"
+    commas = b'a,b\n0.5,"1,5"\n2.5,"2,5"\n'
+    for data in (semicolons, commas):
+        rule_ids = [line.split(",")[3] for line in chunked(model, data)[1]]
+        assert rule_ids == [str(e["rule_id"]) for e in expected] == ["1", "0"]
+        assert reference(model, data)[1] == chunked(model, data)[1]
 
 
 TRICKY = ["1", "2.5", "3,5", "x", " ", "NA", "", '"', '""', "1.234,5", "inf", "\x00", "\udcff", "é", '"1"', '"a\nb"']

@@ -571,12 +571,14 @@ def test_a_categorical_string_is_read_as_the_same_csv_cell(api, doc) -> None:
     assert digests[: len(cells)] == digests[len(cells) :]
 
 
-def test_an_imported_level_with_blanks_or_a_token_keeps_its_meaning(sqlite_api, doc) -> None:
-    """A list whose level is written with blanks or as a missing-value token (an imported list, trained on data
-    read without trimming) still matches that value sent exactly."""
+def test_a_stored_level_with_blanks_or_a_token_keeps_its_meaning(sqlite_api, doc, monkeypatch) -> None:
+    """A version stored before imports refused such levels (a level written with blanks or as a missing-value
+    token) still matches that value sent exactly."""
     doc["features"][2]["categories"] = [" yes", "?", None]
     doc["rules"][0]["conditions"][1]["values"] = [" yes", "?"]
-    v = sqlite_api.import_model(doc)["id"]
+    with monkeypatch.context() as m:  # stored as the import of before the check did
+        m.setattr("app.services.registry.check_new_document", lambda rl, document=None: None)
+        v = sqlite_api.import_model(doc)["id"]
     body = json.dumps({"records": [{"age": 70, "income": 50, "smoker": c} for c in (" yes", "?", "yes")]})
     r = _predict_raw(sqlite_api, v, body)
     assert r.status_code == 200, r.text
@@ -592,6 +594,27 @@ def test_an_imported_level_with_blanks_or_a_token_keeps_its_meaning(sqlite_api, 
         ),
         (lambda d: d["features"][2].update(categories=["yes", "no", "yes"]), "rule_list.features[2].categories[2]"),
         (lambda d: d["features"][0].update(min=90.0, max=20.0), "rule_list.features[0].min"),
+        # levels no CSV cell or JSON record can reach (blanks dropped, missing tokens read as missing): JSON and
+        # predict.csv decided them differently
+        (lambda d: d["features"][2].update(categories=["yes", " no", None]), "rule_list.features[2].categories[1]"),
+        (lambda d: d["features"][2].update(categories=["yes", "NA", None]), "rule_list.features[2].categories[1]"),
+        (
+            lambda d: d["rules"][0]["conditions"][1].update(values=["?"]),
+            "rule_list.rules[0].conditions[1].values[0]",
+        ),
+        (
+            lambda d: (
+                d["features"][1].update(name=" income"),
+                d["rules"][1]["conditions"][0].update(feature=" income"),
+            ),
+            "rule_list.features[1].name",
+        ),
+        # a misspelt key was dropped: `hgih` read as no upper bound, `smooting` as the default smoothing
+        (lambda d: d["rules"][1]["conditions"][0].update(hgih=5.0), "rule_list.rules[1].conditions[0].hgih"),
+        (lambda d: d.update(smooting=0.0), "rule_list.smooting"),
+        (lambda d: d["features"][0].update(categories=["a"]), "rule_list.features[0].categories"),
+        (lambda d: d["rules"][0].update(rule_id=1), "rule_list.rules[0].rule_id"),
+        (lambda d: d["default"].update(conditions=[]), "rule_list.default.conditions"),
     ],
 )
 def test_an_import_that_reading_allows_but_no_client_could_use_is_a_422(sqlite_api, doc, change, field) -> None:
