@@ -922,13 +922,6 @@ class RuleList:
             raise ValueError("output must be 'prediction' or 'rule_id'")
         by_name = {f.name: f for f in self.features}
 
-        def literal(v: Any) -> str:
-            if isinstance(v, bool):
-                return "1" if v else "0"
-            if isinstance(v, (int, float)):
-                return repr(v)
-            return _sql_string(str(v))
-
         def cond_sql(c: Condition) -> str:
             col = _sql_ident(c.feature)
             if c.op == "between":
@@ -944,13 +937,17 @@ class RuleList:
             col = f"NULLIF(CAST({col} AS TEXT), '')"  # '' is the missing level, like NULL
             if _is_boolean_feature(by_name[c.feature]):  # SQLite, MySQL, SQL Server keep booleans as 1 / 0
                 col = f"CASE {col} WHEN '1' THEN 'true' WHEN '0' THEN 'false' ELSE {col} END"
-            inlist = f"{col} IN ({', '.join(literal(v) for v in present)})" if present else "1 = 0"
+            inlist = f"{col} IN ({', '.join(_sql_string(v) for v in present)})" if present else "1 = 0"
             if c.op == "in":
                 return f"({inlist} OR {col} IS NULL)" if null_in else f"({col} IS NOT NULL AND {inlist})"
             return f"({col} IS NOT NULL AND NOT {inlist})" if null_in else f"({col} IS NULL OR NOT {inlist})"
 
+        classes = _sql_class_literals(self.classes)
+
         def out(rule_id: int) -> str:
-            return str(rule_id) if output == "rule_id" else literal(self.prediction_of(rule_id))
+            if output == "rule_id":
+                return str(rule_id)
+            return classes[_argmax(self.rule(rule_id).probabilities)]
 
         whens = []
         for j, rule in enumerate(self.rules, start=1):
@@ -1077,6 +1074,20 @@ def _sql_text(text: str, what: str) -> str:
 def _sql_ident(name: str, what: str = "column name") -> str:
     """A quoted identifier: any character but NUL, `"` doubled."""
     return '"' + _sql_text(name, what).replace('"', '""') + '"'
+
+
+_SQL_BIGINT = 2**63  # integers a BIGINT holds lie in [-2**63, 2**63)
+
+
+def _sql_class_literals(classes: Sequence[ClassLabel]) -> list[str]:
+    """One SQL literal per class, all of one SQL type, so a CASE's branches share it and classes stay apart:
+    integers when every class is one a BIGINT holds, 1 / 0 when every class is a boolean, else each class's
+    text (`label_key`: `true` and `1` differ; a mix of numbers and text was a type error on PostgreSQL)."""
+    if all(isinstance(c, bool) for c in classes):
+        return ["1" if c else "0" for c in classes]
+    if all(isinstance(c, int) and not isinstance(c, bool) and -_SQL_BIGINT <= c < _SQL_BIGINT for c in classes):
+        return [str(c) for c in classes]
+    return [_sql_string(label_key(c)) for c in classes]
 
 
 def _sql_string(value: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.rulelist import RuleList, category_key, smoothed_probabilities
+from models.rulelist import RuleList, category_key, label_key, smoothed_probabilities
 
 DOC = {
     "format": "neurules.rulelist",
@@ -607,3 +607,58 @@ def test_distinct_bounds_never_read_alike() -> None:
     for x in rng.normal(size=2000) * 10.0 ** rng.integers(-30, 30, size=2000):
         assert float(format_number(x)) == x
         assert float(format_number(np.nextafter(x, math.inf))) != float(format_number(x))
+
+
+def _class_list(classes: list[Any]) -> RuleList:
+    """A one-rule list over `a` whose rule predicts classes[0] and whose default predicts classes[1]."""
+    return RuleList.from_dict(
+        {
+            "format": "neurules.rulelist",
+            "version": 1,
+            "target": "y",
+            "classes": classes,
+            "features": [{"name": "a", "type": "numeric", "fill_value": 0.0}],
+            "rules": [
+                {
+                    "conditions": [{"feature": "a", "op": "between", "low": 1.0, "high": None}],
+                    "class_counts": [5, 1],
+                    "probabilities": [0.8, 0.2],
+                }
+            ],
+            "default": {"class_counts": [1, 5], "probabilities": [0.2, 0.8]},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("classes", "expected"),
+    [
+        ([True, 1], ["true", "1"]),  # both were 1
+        ([0, "a"], ["0", "a"]),  # a CASE mixing 0 and 'a': a type error on PostgreSQL
+        ([2**63 + 1, 0], [str(2**63 + 1), "0"]),  # beyond BIGINT: SQLite answered a rounded float
+        ([3, 7], [3, 7]),
+        ([False, True], [0, 1]),
+    ],
+)
+def test_sql_export_keeps_classes_apart_in_one_sql_type(classes: list[Any], expected: list[Any]) -> None:
+    rl = _class_list(classes)
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE t ("a" REAL)')
+    con.executemany("INSERT INTO t VALUES (?)", [(2.0,), (0.0,)])
+    assert [row[-1] for row in con.execute(rl.to_sql("t"))] == expected
+    assert [label_key(c) for c in rl.predict({"a": [2.0, 0.0]}).tolist()] == [label_key(c) for c in classes]
+
+
+@pytest.mark.integration
+def test_sql_export_of_mixed_classes_runs_on_postgresql() -> None:
+    from tests.conftest import PG_ADMIN_URL, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    import psycopg
+
+    rl = _class_list([0, "a"])
+    with psycopg.connect(PG_ADMIN_URL.replace("postgresql+psycopg", "postgresql")) as con:
+        con.execute('CREATE TEMP TABLE m ("a" DOUBLE PRECISION)')
+        con.execute("INSERT INTO m VALUES (2.0), (0.0)")
+        assert [row[-1] for row in con.execute(rl.to_sql("m"))] == ["0", "a"]
