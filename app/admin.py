@@ -86,7 +86,9 @@ def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:
         with db.session() as s:
             if tenant is None:
                 return list(audit_verify.verify_all(s))
-            return [audit_verify.verify_tenant(s, audit_verify.resolve_tenant(s, tenant))]
+            found = tenants.find_tenant(s, tenant)  # by id, else by name; Conflict when it is both, of two tenants
+            tenant_id = found.id if found is not None else audit_verify.resolve_tenant(s, tenant)
+            return [audit_verify.verify_tenant(s, tenant_id)]
     finally:
         db.dispose()
 

@@ -12,34 +12,62 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from app import admin
 from app.db_roles import RoleError
 from app.schemas.audit import AuditVerification
-from app.services.errors import DomainError, NotFound
+from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
 ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key", "verify-audit")
+COMMANDS_AS_OWNER = ("migrate", "create-app-role")  # they connect with NEURULES_MIGRATION_DATABASE_URL
+SERVE_FLAGS = ("host", "port", "workers")  # `serve` flags that override the settings of the same name
+# "undefined table / column" (PostgreSQL's SQLSTATEs, SQLite's messages): the schema is missing or older
+NOT_MIGRATED_SQLSTATES = ("42P01", "42703")
+NOT_MIGRATED_SQLITE = ("no such table", "no such column")
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """The validated settings, or exit with the problems in words."""
+    """The validated settings (`overrides`: command-line flags, checked like the variables), or exit with the
+    problems in words."""
     try:
         return Settings(**overrides)
     except ValidationError as e:
-        msgs = "; ".join(_config_problem(err) for err in e.errors())
+        msgs = "; ".join(_config_problem(err, overrides) for err in e.errors())
         sys.exit(f"neurules-admin: invalid configuration: {msgs}")
 
 
-def _config_problem(err: Any) -> str:
-    """One settings error in words, naming the environment variable when it is about one setting."""
+def _config_problem(err: Any, flags: Mapping[str, Any]) -> str:
+    """One settings error in words, naming the flag or environment variable when it is about one setting."""
     msg = str(err["msg"]).removeprefix("Value error, ")
     loc = err.get("loc") or ()
-    return f"NEURULES_{str(loc[0]).upper()}: {msg}" if loc else msg
+    if not loc:
+        return msg
+    name = str(loc[0])
+    return f"--{name.replace('_', '-')} {flags[name]}: {msg}" if name in flags else f"NEURULES_{name.upper()}: {msg}"
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the command's flags give (`serve --port` ...); flags left out are not overrides."""
+    return {name: getattr(args, name) for name in SERVE_FLAGS if getattr(args, name, None) is not None}
+
+
+def database_problem(e: DBAPIError, url: str) -> str:
+    """A database error in one line: which database, what is wrong and, where it is clear, what to do."""
+    where = _hide_password(url)
+    orig = e.orig
+    reason = (str(orig) or orig.__class__.__name__).strip().splitlines()[0]
+    if isinstance(e, OperationalError) and (e.statement is None or e.connection_invalidated):
+        return f"cannot reach the database at {where}: {reason}"
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate in NOT_MIGRATED_SQLSTATES or reason.startswith(NOT_MIGRATED_SQLITE):
+        return f"the database at {where} is not migrated ({reason}): run `neurules-admin migrate`"
+    return f"the database at {where} refused the command ({orig.__class__.__name__}): {reason}"
 
 
 def run_worker(settings: Settings, extra: Sequence[str]) -> None:
@@ -147,7 +175,7 @@ def verify_audit(settings: Settings, tenant: str | None) -> int:
     2 when nothing was checked (an unknown tenant), so that a script never reads a typo as a broken chain."""
     try:
         reports = admin.verify_audit(settings.resolved_database_url, tenant)
-    except NotFound as e:
+    except (NotFound, Conflict) as e:  # an unknown or ambiguous tenant: nothing was checked
         print(f"neurules-admin: {e.message}", file=sys.stderr)
         return 2
     for r in reports:
@@ -215,8 +243,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     if args.cmd == "serve":
         from worker.serve import serve
 
-        host, port, workers = args.host or settings.host, args.port or settings.port, args.workers or settings.workers
-        serve(settings, host, port, workers, not args.no_migrate)
+        serve(settings, settings.host, settings.port, settings.workers, not args.no_migrate)
     elif args.cmd == "migrate":
         print(migrate(settings))
     elif args.cmd == "create-app-role":
@@ -254,10 +281,15 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `neurules-admin` console script."""
     args = parser().parse_args(argv)
+    settings = load_settings(**flag_overrides(args))
     try:
-        run(args, load_settings())
+        run(args, settings)
     except (DomainError, RoleError) as e:
         sys.exit(f"neurules-admin: {getattr(e, 'message', e)}")
+    except DBAPIError as e:  # only the database's own errors: a bug elsewhere keeps its traceback
+        owner = args.cmd in COMMANDS_AS_OWNER
+        url = settings.resolved_migration_database_url if owner else settings.resolved_database_url
+        sys.exit(f"neurules-admin: {database_problem(e, url)}")
 
 
 if __name__ == "__main__":

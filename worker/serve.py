@@ -35,6 +35,21 @@ def reuseport_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def listen_problem(host: str, port: int, e: OSError) -> str:
+    """Why host:port cannot be listened on, in one line (unknown host, port taken, no permission)."""
+    why = e.strerror or str(e)
+    return f"neurules-admin: cannot listen on {host}:{port}: {why}; check --host and --port (or NEURULES_HOST/_PORT)"
+
+
+def check_listen(host: str, port: int) -> None:
+    """Exit with one line unless a listener can be bound on host:port (closed again at once: with SO_REUSEPORT a
+    listener that is never served would take its share of the connections)."""
+    try:
+        reuseport_socket(host, port).close()
+    except OSError as e:  # socket.gaierror (an unknown host) is one too
+        sys.exit(listen_problem(host, port, e))
+
+
 def port_in_use(host: str, port: int) -> bool:
     """Whether something already accepts connections on host:port (SO_REUSEPORT would share it silently)."""
     try:
@@ -73,7 +88,11 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
         server_header=False,
     )
     server = uvicorn.Server(config)
-    server.run(sockets=[reuseport_socket(host, port)])
+    try:
+        sock = reuseport_socket(host, port)
+    except OSError as e:  # taken since `serve` checked it
+        sys.exit(listen_problem(host, port, e))
+    server.run(sockets=[sock])
     if not server.started:  # uvicorn returns normally when the application's start-up failed
         sys.exit("neurules-admin: the server did not start (see the log above)")
 
@@ -83,6 +102,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     configure_logging(settings.log_level)
     if port_in_use(host, port):
         sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port")
+    check_listen(host, port)  # before the lock and the migrations: a bad address changes nothing
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock_database(settings)
     if run_migrations and settings.migrate_on_start:

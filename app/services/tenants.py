@@ -2,18 +2,73 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import String, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import keys
-from app.services.errors import Conflict, NotFound
+from app.services.errors import Conflict, Invalid, NotFound
 from app.tables import ApiKey, Tenant, new_id, utcnow
+
+# what `new_id("tn")` makes (hex digits, any length and case): a name of this shape would read as an id
+TENANT_ID_SHAPE = re.compile(r"tn_[0-9a-f]+", re.IGNORECASE)
+# control, format (invisible: zero-width, bidi overrides), surrogate (undecodable bytes), line/paragraph separators
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def max_length(column: InstrumentedAttribute[str]) -> int | None:
+    """The length limit of a String column (None when it has none)."""
+    return column.type.length if isinstance(column.type, String) else None
+
+
+def check_length(field: str, value: str, column: InstrumentedAttribute[str]) -> None:
+    """Invalid when `value` is longer than `column` holds."""
+    limit = max_length(column)
+    if limit is not None and len(value) > limit:
+        raise Invalid.field(field, f"{len(value)} characters; at most {limit} are allowed", code="too_long")
+
+
+def looks_like_tenant_id(text: str) -> bool:
+    """Whether `text` has the shape of a tenant id (`tn_` and hex digits)."""
+    return TENANT_ID_SHAPE.fullmatch(text) is not None
+
+
+def check_tenant_name(name: str) -> None:
+    """Invalid unless `name` is a usable tenant name: not blank, no edge spaces or control characters, no id shape."""
+    if not name.strip():
+        raise Invalid.field("tenant name", "must not be empty or blank", code="invalid_tenant_name")
+    if name != name.strip():
+        raise Invalid.field("tenant name", "must not start or end with whitespace", code="invalid_tenant_name")
+    bad = next((ch for ch in name if unicodedata.category(ch) in _UNPRINTABLE), None)
+    if bad is not None:
+        msg = f"must not contain control or invisible characters (found U+{ord(bad):04X})"
+        raise Invalid.field("tenant name", msg, code="invalid_tenant_name")
+    if looks_like_tenant_id(name):
+        # lookups take a name or an id: such a name would shadow, or be shadowed by, a tenant's id
+        msg = f"{name!r} looks like a tenant id (tn_ and hex digits); choose another name"
+        raise Invalid.field("tenant name", msg, code="invalid_tenant_name")
+    check_length("tenant name", name, Tenant.name)
+
+
+def find_tenant(session: Session, tenant: str) -> Tenant | None:
+    """The tenant whose id, or else whose name, is `tenant`; Conflict when it is one tenant's id and another's name."""
+    by_id = session.get(Tenant, tenant) if looks_like_tenant_id(tenant) else None
+    by_name = session.scalar(select(Tenant).where(Tenant.name == tenant))
+    if by_id is not None and by_name is not None and by_id.id != by_name.id:
+        raise Conflict(
+            f"{tenant!r} is both the id of tenant {by_id.name!r} and the name of tenant {by_name.id}: "
+            f"give {by_id.name!r} or {by_name.id} instead",
+            code="tenant_ambiguous",
+        )
+    return by_id or by_name
 
 
 def create_tenant(session: Session, name: str) -> Tenant:
-    """A new tenant; Conflict when the name is taken."""
+    """A new tenant; Invalid for an unusable name, Conflict when the name is taken."""
+    check_tenant_name(name)
     if session.scalar(select(Tenant).where(Tenant.name == name)) is not None:
         raise Conflict(f"tenant {name!r} already exists", code="tenant_exists")
     t = Tenant(id=new_id("tn"), name=name)
@@ -22,8 +77,9 @@ def create_tenant(session: Session, name: str) -> Tenant:
 
 
 def create_key(session: Session, tenant: str, label: str = "") -> tuple[ApiKey, str]:
-    """A new API key for a tenant (by name or id): the row and the key itself, which is not stored."""
-    t = session.scalar(select(Tenant).where((Tenant.name == tenant) | (Tenant.id == tenant)))
+    """A new API key for a tenant (by id or name): the row and the key itself, which is not stored."""
+    check_length("label", label, ApiKey.label)
+    t = find_tenant(session, tenant)
     if t is None:
         raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")
     key, prefix = keys.generate_key()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Iterator
 
 import pytest
 
@@ -119,3 +121,168 @@ def test_worker_alive_reads_this_hosts_heartbeat(env, capsys) -> None:
     with pytest.raises(SystemExit) as alive:
         main(["worker-alive"])
     assert alive.value.code == 0 and json.loads(capsys.readouterr().out) == {"alive": ["celery@here/1"]}
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A local port that refuses connections: bound (so nothing else takes it) but not listening."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    yield s.getsockname()[1]
+    s.close()
+
+
+def _exit_message(argv: list[str]) -> str:
+    """The one-line message `main(argv)` exits with (a traceback fails the test)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert isinstance(e.value.code, str), e.value.code
+    assert "\n" not in e.value.code and "Traceback" not in e.value.code
+    return e.value.code
+
+
+def test_database_errors_are_one_line(env, closed_port, monkeypatch) -> None:
+    """An unmigrated or unreachable database is a one-line message naming it (password hidden), not a traceback;
+    an error that is not the database's keeps its traceback."""
+    assert "is not migrated (no such table: jobs): run `neurules-admin migrate`" in _exit_message(["reap"])
+    url = f"postgresql+psycopg://app:s3cret@127.0.0.1:{closed_port}/neurules"
+    monkeypatch.setenv("NEURULES_DATABASE_URL", url)
+    for argv in (["create-tenant", "x"], ["create-key", "x"], ["revoke-key", "k"], ["list-tenants"], ["reap"]):
+        msg = _exit_message(argv)
+        assert msg.startswith(f"neurules-admin: cannot reach the database at {url.replace('s3cret', '***')}: ")
+        assert "refused" in msg and "s3cret" not in msg
+    assert "cannot reach the database" in _exit_message(["verify-audit"])
+    monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", url.replace("app:s3cret", "owner"))
+    assert "cannot reach the database at postgresql+psycopg://owner@" in _exit_message(["migrate"])
+
+    def bug(url: str) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("app.admin.list_tenants", bug)
+    with pytest.raises(KeyError, match="a bug"):
+        main(["list-tenants"])
+
+
+@pytest.mark.integration
+def test_unmigrated_postgresql_database_says_migrate(env, monkeypatch) -> None:
+    from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    url, drop = fresh_pg_database()
+    try:
+        monkeypatch.setenv("NEURULES_DATABASE_URL", url)
+        for argv in (["create-tenant", "x"], ["list-tenants"], ["verify-audit"]):
+            msg = _exit_message(argv)
+            assert msg.startswith(f"neurules-admin: the database at {url} is not migrated (relation ")
+            assert msg.endswith("does not exist): run `neurules-admin migrate`")
+    finally:
+        drop()
+
+
+def test_tenant_names_and_labels_are_checked(env, capsys) -> None:
+    """Names and labels longer than their columns, blank names, control characters and id-shaped names are refused
+    with a message naming the argument; nothing is created."""
+    from app.tables import ApiKey, Tenant
+
+    limit, label_limit = Tenant.name.type.length, ApiKey.label.type.length
+    assert f"tenant name: {limit + 1} characters; at most {limit}" in _exit_message(
+        ["create-tenant", "x" * (limit + 1)]
+    )
+    for bad, why in [
+        ("", "empty or blank"),
+        ("   ", "empty or blank"),
+        (" acme", "start or end with whitespace"),
+        ("a\nb", "control or invisible characters (found U+000A)"),
+        ("a\u202eb", "control or invisible characters (found U+202E)"),
+        ("tn_0123456789abcdef01234567", "looks like a tenant id"),
+        ("TN_00ff", "looks like a tenant id"),
+    ]:
+        msg = _exit_message(["create-tenant", bad])
+        assert msg.startswith("neurules-admin: tenant name: ") and why in msg
+    main(["list-tenants"])
+    assert json.loads(capsys.readouterr().out) == []
+    main(["create-tenant", "y" * limit])  # the limit itself fits
+    main(["create-tenant", "tn_ but with words"])
+    capsys.readouterr()
+    msg = _exit_message(["create-key", "y" * limit, "--label", "l" * (label_limit + 1)])
+    assert msg == f"neurules-admin: label: {label_limit + 1} characters; at most {label_limit} are allowed"
+    main(["create-key", "y" * limit, "--label", "l" * label_limit])
+    capsys.readouterr()
+    main(["list-tenants"])
+    listed = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert set(listed) == {"y" * limit, "tn_ but with words"}
+    assert [k["label"] for k in listed["y" * limit]["keys"]] == ["l" * label_limit]
+
+
+def test_tenant_lookup_is_unambiguous(env, capsys) -> None:
+    """A tenant is found by id, else by name; a value that is one tenant's id and another's name (a name from before
+    names shaped like ids were refused) is refused naming both, never a key for the wrong tenant."""
+    from app.db import Database
+    from app.tables import Tenant, new_id
+    from worker.cli import load_settings
+
+    main(["create-tenant", "acme"])
+    acme = capsys.readouterr().out.strip()
+    assert "looks like a tenant id" in _exit_message(["create-tenant", acme])
+    main(["create-key", acme, "--label", "by id"])
+    main(["create-key", "acme", "--label", "by name"])
+    capsys.readouterr()
+    db = Database(load_settings().resolved_database_url)
+    with db.session() as s:
+        s.add(Tenant(id=(legacy := new_id("tn")), name=acme))
+    db.dispose()
+    msg = _exit_message(["create-key", acme, "--label", "which?"])
+    assert f"both the id of tenant 'acme' and the name of tenant {legacy}" in msg
+    with pytest.raises(SystemExit) as audit:
+        main(["verify-audit", "--tenant", acme])
+    assert audit.value.code == 2 and legacy in capsys.readouterr().err
+    main(["list-tenants"])
+    keys = {t["id"]: [k["label"] for k in t["keys"]] for t in json.loads(capsys.readouterr().out)}
+    assert keys == {acme: ["by id", "by name"], legacy: []}
+
+
+@pytest.fixture
+def no_server(monkeypatch) -> None:
+    """`serve` must stop before a server process runs (the test fails instead of serving) and leaves logging alone."""
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a server process was started")
+
+    monkeypatch.setattr("worker.serve._serve_process", started)
+    monkeypatch.setattr("worker.serve._supervise", started)
+    monkeypatch.setattr("worker.serve.configure_logging", lambda level: None)
+    monkeypatch.setenv("NEURULES_EMBEDDED_WORKER", "false")
+
+
+def test_serve_flags_are_checked_like_the_variables(env, no_server, monkeypatch) -> None:
+    """`serve --port/--workers/--host` go through the settings' own bounds (1..65535, 1..64) and are used as given."""
+    served: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(
+        "worker.serve.serve", lambda settings, host, port, workers, mig: served.append((host, port, workers))
+    )
+    for flags, problem in [
+        (["--port", "70000"], "--port 70000: Input should be less than or equal to 65535"),
+        (["--port", "-1"], "--port -1: Input should be greater than or equal to 1"),
+        (["--port", "0"], "--port 0: Input should be greater than or equal to 1"),
+        (["--workers", "0"], "--workers 0: Input should be greater than or equal to 1"),
+        (["--workers", "-1"], "--workers -1: Input should be greater than or equal to 1"),
+        (["--workers", "65"], "--workers 65: Input should be less than or equal to 64"),
+    ]:
+        assert _exit_message(["serve", *flags]) == f"neurules-admin: invalid configuration: {problem}"
+    monkeypatch.setenv("NEURULES_WORKERS", "65")
+    assert "NEURULES_WORKERS: Input should be less than or equal to 64" in _exit_message(["serve"])
+    monkeypatch.setenv("NEURULES_WORKERS", "3")
+    monkeypatch.setenv("NEURULES_PORT", "9001")
+    main(["serve"])
+    main(["serve", "--host", "0.0.0.0", "--port", "65535", "--workers", "64"])
+    assert served == [("127.0.0.1", 9001, 3), ("0.0.0.0", 65535, 64)]
+
+
+def test_serve_bind_failure_is_one_line(env, no_server, closed_port) -> None:
+    """An unknown host or a port another socket holds is one line and exit 1, before any lock, migration or server."""
+    msg = _exit_message(["serve", "--no-migrate", "--host", "999.1.1.1", "--port", "8123"])
+    assert msg.startswith("neurules-admin: cannot listen on 999.1.1.1:8123: ")
+    msg = _exit_message(["serve", "--no-migrate", "--port", str(closed_port)])
+    assert msg.startswith(f"neurules-admin: cannot listen on 127.0.0.1:{closed_port}: Address already in use")
+    assert not port_in_use("127.0.0.1", closed_port)  # the probe's listener is closed again
