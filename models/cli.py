@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,64 @@ def _labels(text: pd.Series) -> np.ndarray:
     return np.asarray(text.to_numpy(dtype=object))
 
 
+def _header(raw: bytes) -> list[str]:
+    """The CSV's header names as written (pandas renames duplicates to `a.1`); [] when there is none."""
+    text = raw.decode("utf-8-sig", errors="replace")
+    try:
+        return next((record for record in csv.reader(io.StringIO(text, newline="")) if record), [])
+    except csv.Error:  # pandas reads the file next and says what is wrong with it
+        return []
+
+
+def _read_csv(path: str, **kwargs: Any) -> pd.DataFrame:
+    """Read a CSV once (a pipe cannot be read again), refusing duplicate header names."""
+    raw = Path(path).read_bytes()
+    names = _header(raw)
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise ValueError(f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
+    return pd.read_csv(io.BytesIO(raw), **kwargs)
+
+
+def _is_inf(cell: Any) -> bool:
+    """Whether a cell reads as an infinite number (text too: `inf`, `1e999`, 400 digits)."""
+    try:
+        return math.isinf(float(cell))
+    except (TypeError, ValueError, OverflowError):  # not a number: the rule list says what is wrong with it
+        return False
+
+
+def _infinite(column: pd.Series) -> np.ndarray:
+    """Mask of the column's infinite cells."""
+    if column.dtype.kind in "iuf":
+        mask: np.ndarray = np.isinf(column.to_numpy(dtype=np.float64))
+        return mask
+    return np.fromiter((_is_inf(c) for c in column), dtype=bool, count=len(column))
+
+
+def _check_finite(rl: RuleList, df: pd.DataFrame) -> None:
+    """ValueError naming the first infinite cell of a numeric feature (as the service refuses it)."""
+    for feature in rl.features:
+        if feature.type != "numeric" or feature.name not in df.columns:
+            continue
+        column = df[feature.name]
+        bad = np.flatnonzero(_infinite(column))
+        if len(bad):
+            row = int(bad[0])
+            raise ValueError(
+                f"column {feature.name!r}: expected a finite number, got {str(column.iloc[row])!r} (row {row}); "
+                "use an empty cell or NA for a missing value"
+            )
+
+
+def _load_model(path: str) -> RuleList:
+    """The rule list stored at `path`; ValueError for a document that is no rule list."""
+    try:
+        return RuleList.from_dict(json.loads(Path(path).read_text()))
+    except RecursionError:
+        raise ValueError(f"{path}: the JSON is nested too deeply to be a rule-list document") from None
+
+
 def _training_rows(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
     """Features and labels of the rows with a target (as the service trains: the others left out, and said so)."""
     y = _labels(df[target])
@@ -40,11 +101,35 @@ def _training_rows(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndar
     return X, y
 
 
+def _train(clf: Any, X: pd.DataFrame, y: np.ndarray, quiet: bool) -> None:
+    """Fit `clf`, with a progress bar on stderr unless `quiet` (closed before any error is printed)."""
+    bar = None
+    if not quiet:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=None, desc="training", unit="epoch", file=sys.stderr)
+        except ImportError:  # pragma: no cover
+            bar = None
+
+    def progress(p: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.total = p["n_epochs"]
+            bar.set_postfix(loss=f"{p['loss']:.4f}")
+            bar.update(1)
+
+    try:
+        clf.fit(X, y, callback=progress)
+    finally:
+        if bar is not None:
+            bar.close()  # ends the bar's line: an error is printed on its own
+
+
 def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
 
-    df = pd.read_csv(args.data, dtype={args.target: str})  # read once (a pipe cannot be read again)
+    df = _read_csv(args.data, dtype={args.target: str})
     if args.target not in df.columns:
         print(
             f"error: target column {args.target!r} not in {list(df.columns)}",
@@ -64,25 +149,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.lr is not None:
         params["lr"] = args.lr
     clf = NeuRulesClassifier(**params)
-
-    bar = None
-    if not args.quiet:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=None, desc="training", unit="epoch", file=sys.stderr)
-        except ImportError:  # pragma: no cover
-            bar = None
-
-    def progress(p: dict[str, Any]) -> None:
-        if bar is not None:
-            bar.total = p["n_epochs"]
-            bar.set_postfix(loss=f"{p['loss']:.4f}")
-            bar.update(1)
-
-    clf.fit(X, y, callback=progress)
-    if bar is not None:
-        bar.close()
+    _train(clf, X, y, args.quiet)
     doc = clf.rule_list_.to_dict()
     doc["target"] = args.target
     rl = RuleList.from_dict(doc)
@@ -98,8 +165,9 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     """Predict a CSV with a stored rule list: index, prediction, probability, rule_id, p_<class>..."""
-    rl = RuleList.from_dict(json.loads(Path(args.model).read_text()))
-    df = pd.read_csv(args.data)
+    rl = _load_model(args.model)
+    df = _read_csv(args.data)
+    _check_finite(rl, df)
     header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
     out = pd.DataFrame(rows, columns=header)
     if args.out:

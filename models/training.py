@@ -8,6 +8,7 @@ every step onto the networks that are rule lists at zero temperature (`SoftRuleL
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "Stage",
     "StaticStep",
     "TrainingCancelled",
+    "TrainingDiverged",
     "batches",
     "schedule",
     "support_regulariser",
@@ -34,6 +36,11 @@ __all__ = [
 ProgressInfo = dict[str, Any]
 
 CUDA_GRAPHS = True  # capture the training step as a CUDA graph on CUDA devices
+ADVICE = "try a smaller learning rate (lr), other temperatures (t_pi, t_rl) or a smaller lambda_support"
+
+
+class TrainingDiverged(ValueError):
+    """Raised by training when the loss is no longer a finite number or a parameter is NaN."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +108,13 @@ class Progress:
         self.val_every = val_every
         self.epoch = 0
         self.steps: list[str] = []  # per stage: how its steps ran ("cuda graph", "eager", "eager: <why>")
+        self.last_loss = math.nan  # the last epoch's mean loss (in a divergence message)
 
     def epoch_done(self, loss: float, net: SoftRuleList) -> None:
-        """Report one finished epoch."""
+        """Report one finished epoch (a loss that is not finite is reported as it is: the restarts train as one
+        batch, so one restart gone NaN makes it NaN while the others still train; `train_stage` checks them)."""
         self.epoch += 1
+        self.last_loss = loss
         if self.callback is None:
             return
         score = None
@@ -272,5 +282,18 @@ def train_stage(
         progress.epoch_done(losses[-1], net)
     if step is not None:
         progress.steps.append("cuda graph" if step.graph is not None else f"eager: {step.failure or X.device.type}")
+        _check_parameters(net, progress)
     net.eval()
     return losses
+
+
+def _check_parameters(net: SoftRuleList, progress: Progress) -> None:
+    """TrainingDiverged when every restart has a NaN parameter (a diverged restart beside others that trained
+    is left to selection, as before: it cannot be chosen over a list that fits)."""
+    with torch.no_grad():  # one read per stage, no host sync per step; +-inf bounds are boxes open on that side
+        per_restart = torch.stack([torch.isnan(p).flatten(1).any(1) for p in net.parameters()]).any(0)
+    if bool(per_restart.all()):
+        raise TrainingDiverged(
+            f"training diverged: every restart's parameters are NaN after epoch {progress.epoch} of "
+            f"{progress.n_epochs} (last mean loss {progress.last_loss}); " + ADVICE
+        )

@@ -27,6 +27,12 @@ from pydantic_core import PydanticCustomError
 INT_MAX = 2**31 - 1
 RESERVED_OPTIONS = ("n_rules", "epochs", "random_state", "device", "verbose")
 MAX_SMOOTHING = 1e9  # counts + smoothing x classes must stay finite: 1e308 ended a job in "must sum to 1"
+# the network computes in float32 (largest 3.4e38, smallest normal 1.2e-38): beyond these bounds training overflows
+# (1e39 cannot even be stored) or divides by a temperature that is 0 there; well inside them it still runs
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-6, 1e6
+MAX_LR = 10.0  # an Adam step moves a parameter by about lr: beyond 1 training no longer converges
+MAX_LAMBDA = 1e6  # the cross-entropy is of order 1: a larger weight leaves only the regulariser
+MIN_EPS = 1e-30  # a smaller slack is 0 (or a denormal) in the network's float32 arithmetic
 NULL_MEANS_NONE = frozenset({"max_candidates", "n_threads"})  # the learner takes None for these; else null = default
 
 
@@ -67,14 +73,17 @@ def _temperatures(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return handler(value)
     except ValidationError as e:
         message = "must be a [start, end] pair of positive numbers"
-        if any(err["type"] == "finite_number" for err in e.errors()):
+        kinds = {err["type"] for err in e.errors()}
+        if "finite_number" in kinds:
             message += ", each finite (not NaN or Infinity)"
+        elif kinds & {"greater_than_equal", "less_than_equal"}:
+            message += f", each from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}"
         raise PydanticCustomError("invalid_value", message) from None
 
 
 Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 Temperatures = Annotated[
-    list[Annotated[float, Field(strict=True, gt=0.0, allow_inf_nan=False)]],
+    list[Annotated[float, Field(strict=True, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE, allow_inf_nan=False)]],
     Field(min_length=2, max_length=2),
     WrapValidator(_temperatures),
 ]
@@ -88,26 +97,33 @@ class TrainingOptions(BaseModel):
     batch_size: PositiveInt | None = Field(
         None, description="mini-batch size (default 1024; smaller for very wide data, so one step's work is bounded)"
     )
-    lr: Annotated[Number, Field(gt=0.0)] | None = Field(None, description="Adam learning rate (default 0.02)")
+    lr: Annotated[Number, Field(gt=0.0, le=MAX_LR)] | None = Field(
+        None, description="Adam learning rate, in (0, 10] (beyond 1 training no longer converges) (default 0.02)"
+    )
     min_support: Fraction | None = Field(
         None, description="support regulariser: the least share of rows a rule should capture (default 0.05)"
     )
     max_support: Fraction | None = Field(
         None, description="support regulariser: the largest share of rows a rule should capture (default 0.9)"
     )
-    lambda_support: Annotated[Number, Field(ge=0.0)] | None = Field(
-        None, description="weight of the support regulariser (default 0.4)"
+    lambda_support: Annotated[Number, Field(ge=0.0, le=MAX_LAMBDA)] | None = Field(
+        None,
+        description="weight of the support regulariser, at most 1e6 (the cross-entropy is of order 1) (default 0.4)",
     )
     t_pi: Temperatures | None = Field(
         None,
         description="[start, end] temperature of the predicates, annealed over the second half of the annealed "
-        "stage; fine-tuning runs at the end value (default [0.2, 0.04])",
+        "stage; fine-tuning runs at the end value; each from 1e-6 to 1e6 (the network computes in float32: far "
+        "outside, training overflows) (default [0.2, 0.04])",
     )
     t_rl: Temperatures | None = Field(
-        None, description="[start, end] temperature of the rule selector, annealed likewise (default [1.0, 0.2])"
+        None,
+        description="[start, end] temperature of the rule selector, annealed likewise; each from 1e-6 to 1e6 "
+        "(default [1.0, 0.2])",
     )
-    eps: Annotated[Number, Field(gt=0.0, le=0.00125)] | None = Field(
-        None, description="slack of the relaxed conjunction, at most 0.00125 (default 0.001)"
+    eps: Annotated[Number, Field(ge=MIN_EPS, le=0.00125)] | None = Field(
+        None,
+        description="slack of the relaxed conjunction, from 1e-30 (smaller is 0 in float32) to 0.00125 (default 0.001)",
     )
     smoothing: Annotated[Number, Field(ge=0.0, le=MAX_SMOOTHING)] | None = Field(
         None,

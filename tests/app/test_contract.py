@@ -319,3 +319,33 @@ def test_sql_export_refuses_what_sql_cannot_name(sqlite_api, doc) -> None:
         assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "query.table", (table, r.text)
     with pytest.raises(ValueError, match="NUL"):
         RuleList.from_dict(doc).to_sql("t\x00")
+
+
+@pytest.mark.parametrize(
+    ("options", "at_bound", "words"),
+    [
+        ({"n_restarts": 1, "t_rl": [1e308, 0.2]}, {"t_rl": [1e6, 0.2]}, "each from 1e-06 to 1e+06"),
+        ({"t_pi": [1e39, 0.04]}, {"t_pi": [1e6, 0.04]}, "each from 1e-06 to 1e+06"),
+        ({"t_pi": [1, 1e-320]}, {"t_pi": [1, 1e-6]}, "each from 1e-06 to 1e+06"),  # a denormal: 0 in float32
+        ({"t_rl": [1.0, 1e-20]}, {"t_rl": [1.0, 1e-6]}, "each from 1e-06 to 1e+06"),  # trained to NaN
+        ({"lr": 1e308}, {"lr": 10.0}, "must be at most 10"),
+        ({"lr": 1e39}, {"lr": 10.0}, "must be at most 10"),
+        ({"lambda_support": 1e300}, {"lambda_support": 1e6}, "must be at most 1000000"),
+        ({"eps": 1e-320}, {"eps": 1e-30}, "must be at least 1e-30"),
+    ],
+)
+def test_options_beyond_float32_answer_422_naming_the_option(
+    sqlite_api, options: dict[str, Any], at_bound: dict[str, Any], words: str
+) -> None:
+    """t_rl [1e308, 0.2] was accepted (202), then the job failed "RuntimeError: value cannot be converted to type
+    float without overflow"; lr 1e308 or lambda_support 1e300 trained to NaN and "succeeded" with no rules.
+    The bound itself is accepted."""
+    r = _job(sqlite_api, {"epochs": 2, "options": options})
+    assert r.status_code == 422, r.text
+    detail = r.json()["error"]["details"][0]
+    field = next(iter(at_bound))
+    assert detail["field"] == f"parameters.options.{field}" and words in detail["message"], detail
+    assert sqlite_api.count("jobs") == 0
+    r = _job(sqlite_api, {"epochs": 2, "options": at_bound})
+    assert r.status_code == 202, r.text
+    assert r.json()["parameters"]["options"] == at_bound

@@ -130,3 +130,78 @@ def test_rows_without_a_target_are_left_out_as_the_service_does(tmp_path: Path) 
     assert "2 row(s) without a 'y' value left out" in res.stderr
     classes = json.loads(model.read_text())["classes"]
     assert classes == [0, 1] and all(type(c) is int for c in classes)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rule list on numeric `a`, `b` (quickly trained)."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=80), rng.normal(size=80)
+    folder = tmp_path_factory.mktemp("model")
+    data = folder / "train.csv"
+    pd.DataFrame({"a": a, "b": b, "y": (a > 0).astype(int)}).to_csv(data, index=False)
+    model = folder / "m.json"
+    res = _run("fit", str(data), "--target", "y", "--epochs", "2", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    return model
+
+
+@pytest.mark.parametrize(
+    ("cell", "column", "shown"),
+    [("inf", "a", "'inf'"), ("-inf", "b", "'-inf'"), ("1e999", "a", "'inf'"), ("Infinity", "b", "'Infinity'")],
+)
+def test_predict_refuses_infinite_cells_naming_row_and_column(
+    tmp_path: Path, small_model: Path, cell: str, column: str, shown: str
+) -> None:
+    """`neurules predict` decided `inf` cells the service and `neurules fit` refuse; `Infinity` beside text
+    (`x`: the column is read as text) too."""
+    other = "x" if cell == "Infinity" else "0.5"
+    rows = {"a": ["0.1", "0.2", "0.3"], "b": ["0.1", other, "0.3"]}
+    rows[column][2] = cell
+    data = tmp_path / "x.csv"
+    data.write_text("a,b\n" + "".join(f"{x},{z}\n" for x, z in zip(rows["a"], rows["b"], strict=True)))
+    res = _run("predict", str(small_model), str(data))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"error: column {column!r}: expected a finite number, got {shown} (row 2)")
+    assert res.stdout == ""
+
+
+def test_predict_on_deeply_nested_json_is_a_clean_error(tmp_path: Path) -> None:
+    """A RecursionError traceback and exit 1 before."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200000 + "]" * 200000)
+    data = tmp_path / "x.csv"
+    data.write_text("a\n1\n")
+    res = _run("predict", str(deep), str(data))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("error: ") and "nested too deeply" in res.stderr
+
+
+def test_duplicate_header_names_are_refused(tmp_path: Path, small_model: Path) -> None:
+    """pandas renamed the second `a` to `a.1`: fit trained on it, predict silently used the first `a`."""
+    data = tmp_path / "dup.csv"
+    data.write_text("a,a,target\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
+    fit = _run("fit", str(data), "--target", "a", "--epochs", "2", "--quiet", "--out", str(tmp_path / "m.json"))
+    assert fit.returncode == 2 and fit.stderr == "error: duplicate column name(s) in the header: 'a'\n", fit.stderr
+    assert not (tmp_path / "m.json").exists()
+    data.write_text("b,a,b,a,c\n" + "".join(f"{i},1,2,3,4\n" for i in range(3)))
+    pred = _run("predict", str(small_model), str(data))
+    assert pred.returncode == 2 and pred.stderr == "error: duplicate column name(s) in the header: 'a', 'b'\n"
+    data.write_text('"a,1",a.1,a\n1,2,3\n')  # no duplicate: a quoted comma, and `a.1` itself
+    ok = _run("predict", str(small_model), str(data))
+    assert "duplicate" not in ok.stderr
+
+
+def test_fit_that_diverges_is_an_error(tmp_path: Path) -> None:
+    """`--lr 1e308` printed loss=nan, wrote a rule list with only the default rule and exited 0."""
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=60)
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": a, "y": (a > 0).astype(int)}).to_csv(data, index=False)
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "y", "--epochs", "3", "--lr", "1e308", "--out", str(model))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    expected = "error: training diverged: every restart's parameters are NaN after epoch 3 of 3"
+    assert last.startswith(expected), res.stderr
+    assert not model.exists()
