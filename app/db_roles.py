@@ -121,11 +121,24 @@ def _grant_connect(conn: Connection, role: str) -> str:
 def create_app_role(conn: Connection, role: str, password: str | None) -> bool:
     """Create `role` as a plain login role (or set its password); True when it was created; RoleError naming the
     server's refusal."""
-    exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first() is not None
-    # An existing role is given LOGIN and its password only: naming NOSUPERUSER, NOREPLICATION or NOBYPASSRLS
-    # in an ALTER takes a superuser even where nothing changes, and an owner with CREATEROLE is enough here;
-    # grant_app_role then refuses a role that holds any of those rights.
-    attributes = "LOGIN NOCREATEDB NOCREATEROLE" if exists else f"LOGIN {CREATED_ROLE_ATTRIBUTES}"
+    found = conn.execute(
+        text("SELECT rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = :r"), {"r": role}
+    ).first()
+    exists = found is not None
+    # An existing role is given LOGIN and its password, and loses CREATEDB / CREATEROLE only where it holds
+    # them: naming an attribute in an ALTER takes that right (a superuser for NOSUPERUSER, NOREPLICATION,
+    # NOBYPASSRLS; CREATEDB for NOCREATEDB from PostgreSQL 16) even where nothing changes, and an owner with
+    # CREATEROLE is all this needs. grant_app_role then refuses a role that still holds a right it must not.
+    if found is None:
+        attributes = f"LOGIN {CREATED_ROLE_ATTRIBUTES}"
+    else:
+        attributes = " ".join(
+            [
+                "LOGIN",
+                *(["NOCREATEDB"] if found.rolcreatedb else []),
+                *(["NOCREATEROLE"] if found.rolcreaterole else []),
+            ]
+        )
     # format(%I, %L) quotes the name and the password on the server; DDL takes no bind parameters
     stmt = conn.execute(
         text(

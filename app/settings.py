@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
     sqlite_synchronous: SqliteSynchronous = "full"  # normal: faster, the last commits lost with the machine
 
-    host: str = "127.0.0.1"
+    # an empty host is every interface to a socket: a `--host "$HOST"` with HOST unset must not expose the API
+    host: str = Field("127.0.0.1", min_length=1, pattern=r"^\S+$")
     port: int = Field(8000, ge=1, le=65535)
     workers: int = Field(1, ge=1, le=64)
 

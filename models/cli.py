@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models.rulelist import RuleList, decision_table
+from models.rulelist import RuleList, csv_cell_value, decision_table
 
 
 def _labels(text: pd.Series) -> np.ndarray:
@@ -40,14 +40,24 @@ def _header(raw: bytes) -> list[str]:
         return []
 
 
-def _read_csv(path: str, **kwargs: Any) -> pd.DataFrame:
-    """Read a CSV once (a pipe cannot be read again), refusing duplicate header names."""
+def _read_csv(path: str, text: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """Read a CSV once (a pipe cannot be read again) as the service reads one: names and cells without the
+    blanks around them, the missing-value tokens (`csv_cell_value`) missing, a column of numbers numeric (but
+    those in `text`); duplicate header names refused. So a document `fit` writes imports into the service,
+    whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads can hold."""
     raw = Path(path).read_bytes()
-    names = _header(raw)
+    names = [n.strip() for n in _header(raw)]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise ValueError(f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
-    return pd.read_csv(io.BytesIO(raw), **kwargs)
+    df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
+    df.columns = [str(c).strip() for c in df.columns]
+    for name in df.columns:
+        cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
+        numbers = pd.to_numeric(cells, errors="coerce")
+        numeric = name not in text and bool((numbers.notna() == cells.notna()).all())  # all missing: numeric
+        df[name] = numbers if numeric else cells
+    return df
 
 
 def _is_inf(cell: Any) -> bool:
@@ -129,7 +139,7 @@ def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
 
-    df = _read_csv(args.data, dtype={args.target: str})
+    df = _read_csv(args.data, text=frozenset({args.target.strip()}))
     if args.target not in df.columns:
         print(
             f"error: target column {args.target!r} not in {list(df.columns)}",

@@ -67,7 +67,10 @@ def compare_versions(
     if dataset_id is not None:
         ds = datasets.get_dataset(session, tenant_id, dataset_id)
         check_size(ds.n_rows, sync_max_rows)
-        table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key), keep_text=categorical_names(base, other_rl))
+        # a column categorical in both lists keeps its commas; one numeric in either reads them as before
+        text = categorical_names(base)
+        keep = categorical_names(other_rl)
+        table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key), keep_text=lambda n: text(n) and keep(n))
         if target is None and base.target in table.columns:
             target = base.target
         out["dataset"] = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}

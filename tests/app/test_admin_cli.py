@@ -270,6 +270,8 @@ def test_serve_flags_are_checked_like_the_variables(env, no_server, monkeypatch)
         (["--workers", "65"], "--workers 65: Input should be less than or equal to 64"),
     ]:
         assert _exit_message(["serve", *flags]) == f"neurules-admin: invalid configuration: {problem}"
+    for host in ("", " "):  # an empty host is every interface to a socket, not the loopback default
+        assert "invalid configuration: --host" in _exit_message(["serve", "--host", host])
     monkeypatch.setenv("NEURULES_WORKERS", "65")
     assert "NEURULES_WORKERS: Input should be less than or equal to 64" in _exit_message(["serve"])
     monkeypatch.setenv("NEURULES_WORKERS", "3")

@@ -205,3 +205,31 @@ def test_fit_that_diverges_is_an_error(tmp_path: Path) -> None:
     expected = "error: training diverged: every restart's parameters are NaN after epoch 3 of 3"
     assert last.startswith(expected), res.stderr
     assert not model.exists()
+
+
+def test_fit_reads_cells_as_the_service_does_so_its_document_imports(tmp_path: Path) -> None:
+    """Blanks around names and cells, and `?` / `NA` cells, are read as the service reads a CSV: the document
+    `fit` writes passes the import's checks (before, its levels `" Male"` and `"?"` were refused there), and
+    `predict` decides the padded cells as their trimmed values."""
+    from models.rulelist import RuleList, check_new_document
+
+    rng = np.random.default_rng(5)
+    sex = rng.choice([" Male", "Female ", "?", "NA"], size=300)
+    age = rng.integers(20, 80, size=300)
+    y = ((np.char.strip(sex.astype(str)) == "Male") & (age > 40)).astype(int)
+    lines = ["age, sex ,y", *(f"{a},{s},{t}" for a, s, t in zip(age, sex, y, strict=True))]
+    data = tmp_path / "d.csv"
+    data.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "y", "--epochs", "5", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(model.read_text())
+    rl = RuleList.from_dict(doc)
+    check_new_document(rl, doc)  # raised DocumentError on " Male" / "?" before
+    sex_feature = next(f for f in rl.features if f.name == "sex")
+    assert set(sex_feature.categories) <= {"Male", "Female", None}
+    out = tmp_path / "p.csv"
+    assert _run("predict", str(model), str(data), "--out", str(out)).returncode == 0
+    cells = [s.strip() for s in sex]
+    trimmed = [{"age": float(a), "sex": None if c in ("?", "NA") else c} for a, c in zip(age, cells, strict=True)]
+    assert pd.read_csv(out)["rule_id"].tolist() == rl.apply(trimmed).tolist()
