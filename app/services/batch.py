@@ -43,7 +43,6 @@ CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed colum
 CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
 READ_BYTES = 1024 * 1024
 BOM = b"\xef\xbb\xbf"
-DELIMITERS = (",", ";", "\t", "|")
 _LINE_END = re.compile(rb"[\r\n]")
 
 
@@ -278,21 +277,19 @@ def _blank(fh: IO[bytes]) -> bool:
 
 def _sniff(fh: IO[bytes]) -> tuple[str, bool]:
     """`csvdata.sniff_delimiter` of the file (its text up to the first \\n), and whether the file holds a comma."""
-    counts = dict.fromkeys(DELIMITERS, 0)
+    count = csvdata.SeparatorCount()
     seen_newline, comma = False, False
     fh.seek(0)
     while block := fh.read(READ_BYTES):
         if not seen_newline:
             first = block.split(b"\n", 1)[0]
             seen_newline = len(first) < len(block)
-            for d in DELIMITERS:
-                counts[d] += first.count(d.encode())
+            count.feed(first.decode("latin-1"))  # quotes and separators are ASCII: no UTF-8 sequence holds one
         comma = comma or b"," in block
         if seen_newline and comma:
             break
     fh.seek(0)
-    best = max(counts, key=lambda d: counts[d])
-    return (best if counts[best] > counts[","] else ","), comma
+    return count.separator(), comma
 
 
 @dataclass

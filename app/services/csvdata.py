@@ -110,15 +110,51 @@ def decode(data: bytes, line_offset: int = 0) -> str:
         ) from None
 
 
+SEPARATORS = (",", ";", "\t", "|")
+
+
+class SeparatorCount:
+    """The separators of a header line counted outside quotes, the line given in one piece or several."""
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(SEPARATORS, 0)
+        self.quoted = False
+
+    def feed(self, piece: str) -> None:
+        """Count one more piece of the line (text between quotes is a name's, not the file's)."""
+        for i, part in enumerate(piece.split('"')):
+            if i:
+                self.quoted = not self.quoted  # a doubled quote inside a quoted name flips twice: still inside
+            if not self.quoted:
+                for d in SEPARATORS:
+                    self.counts[d] += part.count(d)
+
+    def separator(self) -> str:
+        """The separator used most; comma when the line has none.
+
+        A tie between the comma and another goes to the other: a `;`/tab file saved by a spreadsheet leaves a
+        comma in a name unquoted (`Gewicht, kg;Klasse`), while a comma file rarely holds a bare `;` or tab in
+        a name."""
+        best = max(SEPARATORS[1:], key=lambda d: self.counts[d])
+        return best if self.counts[best] and self.counts[best] >= self.counts[","] else ","
+
+
 def sniff_delimiter(text: str) -> str:
-    """The separator the header line uses most: `,`, `;`, tab or `|` (comma on a tie or when it has none)."""
-    first = text.split("\n", 1)[0]
-    counts = {d: first.count(d) for d in (",", ";", "\t", "|")}
-    best = max(counts, key=lambda d: counts[d])
-    return best if counts[best] > counts[","] else ","
+    """The separator of a file's header line (`SeparatorCount`): `,`, `;`, tab or `|`."""
+    count = SeparatorCount()
+    count.feed(text.split("\n", 1)[0])
+    return count.separator()
+
+
+def plain_number_text(s: str) -> bool:
+    """Whether `float` may read `s` as a CSV number: ASCII without `_` (`float` also takes `3_2` as 32 and
+    other scripts' digits, which no spreadsheet or CSV reader takes for a number)."""
+    return s.isascii() and "_" not in s
 
 
 def _is_number(s: str) -> bool:
+    if not plain_number_text(s):
+        return False
     try:
         float(s)
     except ValueError:
@@ -221,7 +257,7 @@ def parse_csv(
 ) -> Table:
     """Parse a CSV strictly: header required, unique non-empty names, every row the same width, no NUL.
 
-    Separated by `,`, `;`, tab or `|` (the header line's most frequent); in a file not separated by
+    Separated by `,`, `;`, tab or `|` (`sniff_delimiter`); in a file not separated by
     commas, decimal commas are read as numbers (`decimal_comma`), except in the columns `keep_text` names.
     `line_offset`: lines of a larger file before `data`'s second line (a chunk after the header), for the
     messages.
@@ -261,7 +297,9 @@ def parse_rows(
 
 
 def to_float(cell: str) -> float | None:
-    """Parse a numeric cell; None when it is not a finite-or-infinite number."""
+    """Parse a numeric cell; None when it is not a finite-or-infinite number (`plain_number_text`)."""
+    if not plain_number_text(cell):
+        return None
     try:
         return float(cell)
     except ValueError:

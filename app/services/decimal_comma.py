@@ -25,6 +25,8 @@ class DecimalSeparatorError(Invalid, ValueError):
 
 
 def _is_float(cell: str) -> bool:
+    if not cell.isascii() or "_" in cell:  # as csvdata.plain_number_text: `3_2` is text, not 32
+        return False
     try:
         float(cell)
     except ValueError:

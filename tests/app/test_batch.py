@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.services import batch, serving
+from app.services import batch, csvdata, serving
 from app.services.csvdata import CSVError, parse_csv
 from app.services.errors import Invalid
 from app.services.serving import ServedModel
@@ -124,7 +124,7 @@ def test_fast_and_exact_chunks_agree(small_chunks: None, doc: dict[str, Any]) ->
 
 def test_numeric_model_with_missing_and_odd_values_takes_the_exact_path(small_chunks: None) -> None:
     model = served(numeric_doc())
-    data = numeric_csv(1500) + b"NaN,1\n,2\n1_000,3\n  7 , 8 \nNAN,1\n" + numeric_csv(1500, seed=2)[4:]
+    data = numeric_csv(1500) + b"NaN,1\n,2\n+1e3,3\n  7 , 8 \nNAN,1\n" + numeric_csv(1500, seed=2)[4:]
     _header, rows, digests = one_shot(model, data)
     _, got_rows, got_digests = chunked(model, data)
     assert got_rows == rows and got_digests == digests
@@ -695,3 +695,39 @@ def test_unnamed_columns_are_extra_columns_with_ignore_extra(small_chunks: None,
         batch.check_file(model, io.BytesIO(trailing), max_rows=10**9, ignore_extra=False)
     assert e.value.code == "csv_empty_column_name"
     assert _answer(model, trailing, ignore_extra=True) == _answer(model, plain, ignore_extra=False)
+
+
+@pytest.mark.parametrize(
+    ("header", "separator"),
+    [
+        ("Gewicht, kg;Klasse", ";"),  # a spreadsheet's `;` file leaves a comma in a name unquoted: a tie
+        ('"Gewicht, kg";Klasse', ";"),  # quoted: its comma is no separator
+        ("id;Gewicht, kg;Größe, cm", ";"),
+        ("a\tb, c", "\t"),
+        ("a,b,c", ","),
+        ("a;b,c,d", ","),
+        ('"a;b",c', ","),
+        ("a|b", "|"),
+        ("x", ","),
+    ],
+)
+def test_the_separator_is_counted_outside_quotes_and_a_tie_is_not_the_comma(header: str, separator: str) -> None:
+    assert csvdata.sniff_delimiter(header + "\n1\n") == separator
+
+
+def test_a_semicolon_file_with_commas_in_its_names_keeps_its_numbers() -> None:
+    """`Gewicht, kg;Klasse` was split on commas: the decimals cut off and glued to the labels (`8;heavy`)."""
+    table = parse_csv(b"Gewicht, kg;Klasse\n47,5;light\n82,3;heavy\n")
+    assert table.header == ["Gewicht, kg", "Klasse"]
+    assert table.columns["Gewicht, kg"] == ["47.5", "82.3"] and table.columns["Klasse"] == ["light", "heavy"]
+
+
+@pytest.mark.parametrize("cell", ["3_2", "1_000", "\u0663", "\uff13"])
+def test_underscores_and_other_scripts_digits_are_not_numbers(cell: str) -> None:
+    """`float` reads `3_2` as 32 and `٣` as 3; no spreadsheet or CSV reader does: the column is text."""
+    assert csvdata.to_float(cell) is None
+    table = parse_csv(f"zone,x\n{cell},1\n7,2\n".encode())
+    assert {p.name: p.type for p in csvdata.profile(table)}["zone"] == "categorical"
+    model = served(numeric_doc())
+    with pytest.raises(Invalid, match="row 0"):
+        batch.check_file(model, io.BytesIO(f"a,b\n{cell},1\n".encode()), max_rows=10, ignore_extra=False)
