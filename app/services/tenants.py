@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 from sqlalchemy import String, select
@@ -11,12 +10,11 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import keys
 from app.services.errors import Conflict, Invalid, NotFound
+from app.services.text_checks import unprintable_character
 from app.tables import ApiKey, Tenant, new_id, utcnow
 
 # what `new_id("tn")` makes (hex digits, any length and case): a name of this shape would read as an id
 TENANT_ID_SHAPE = re.compile(r"tn_[0-9a-f]+", re.IGNORECASE)
-# control, format (invisible: zero-width, bidi overrides), surrogate (undecodable bytes), line/paragraph separators
-_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def max_length(column: InstrumentedAttribute[str]) -> int | None:
@@ -42,9 +40,9 @@ def check_tenant_name(name: str) -> None:
         raise Invalid.field("tenant name", "must not be empty or blank", code="invalid_tenant_name")
     if name != name.strip():
         raise Invalid.field("tenant name", "must not start or end with whitespace", code="invalid_tenant_name")
-    bad = next((ch for ch in name if unicodedata.category(ch) in _UNPRINTABLE), None)
+    bad = unprintable_character(name)
     if bad is not None:
-        msg = f"must not contain control or invisible characters (found U+{ord(bad):04X})"
+        msg = f"must not contain control or invisible characters (found {bad})"
         raise Invalid.field("tenant name", msg, code="invalid_tenant_name")
     if looks_like_tenant_id(name):
         # lookups take a name or an id: such a name would shadow, or be shadowed by, a tenant's id

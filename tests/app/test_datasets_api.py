@@ -122,7 +122,15 @@ def test_semicolon_and_bom(sqlite_api) -> None:
     assert [c["name"] for c in r.json()["columns"]] == ["a", "b", "t"]
 
 
-@pytest.mark.parametrize(("name", "words"), [("n" * 201, "at most 200 characters"), ("a\x00b", "NUL")])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("n" * 201, "at most 200 characters"),
+        ("a\x00b", "U+0000"),
+        ("a\nb", "U+000A"),  # a line break or a bidi override garbled every list showing the name
+        ("\u202eevil", "U+202E"),
+    ],
+)
 def test_a_dataset_name_that_cannot_be_kept_is_a_422_naming_it(api, name: str, words: str) -> None:
     """A `name` over 200 characters was stored cut to 200 (201 with another name than sent); one with a NUL
     character was stored on SQLite and answered PostgreSQL's generic 'cannot be stored' 422 naming no field.
