@@ -78,5 +78,5 @@ def preview_dataset(
 @router.delete("/{dataset_id}", status_code=204, responses=responses(401, 404, 409))
 def delete_dataset(dataset_id: str, session: DbSession, principal: CurrentTenant) -> Response:
     """Delete a dataset and its bytes (refused while a job on it is queued or running)."""
-    datasets.delete_dataset(session, principal.tenant_id, dataset_id)
+    datasets.delete_dataset(session, principal.tenant_id, dataset_id, principal.key_id)
     return Response(status_code=204)

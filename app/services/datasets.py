@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -17,6 +18,8 @@ from app.services.registry import serialize_on_sqlite
 from app.services.text_checks import unprintable_character
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job, new_id
+
+log = logging.getLogger("neurules.datasets")
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,9 @@ def list_datasets(session: Session, tenant_id: str, *, limit: int, offset: int) 
     return page_of_scalars(session, q, (Dataset.created_at.desc(), Dataset.id), limit, offset)
 
 
-def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
-    """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed.
+def delete_dataset(session: Session, tenant_id: str, dataset_id: str, api_key_id: str | None = None) -> None:
+    """Delete a dataset and its bytes (Conflict while a job on it is queued or running). Committed, then logged
+    with who deleted it (`api_key_id`), its name and SHA-256, the record an operator keeps of a deletion.
 
     The row is locked first: a job being submitted on it (its insert holds a key-share lock on the row) is
     committed before the active jobs are counted, so it is counted. SQLite ignores the row lock: there the
@@ -126,3 +130,13 @@ def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
     DatabaseBlobStore(session).delete(ds.blob_key)
     session.delete(ds)
     session.commit()
+    log.info(
+        "dataset deleted",
+        extra={
+            "tenant_id": tenant_id,
+            "api_key_id": api_key_id,
+            "dataset_id": ds.id,
+            "dataset_name": ds.name,
+            "sha256": ds.sha256,
+        },
+    )

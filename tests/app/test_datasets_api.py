@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import gzip
 
 import pytest
@@ -41,7 +43,7 @@ def test_heart_upload(api, heart_csv) -> None:
     assert r.json()["n_rows"] == 270 and r.json()["name"] == "heart"
 
 
-def test_list_get_delete_and_tenant_isolation(api) -> None:
+def test_list_get_delete_and_tenant_isolation(api, caplog) -> None:
     ds = upload(api, GOOD).json()
     assert api.client.get("/v1/datasets", headers=api.h()).json()["total"] == 1
     assert api.client.get("/v1/datasets", headers=api.h(api.key_b)).json()["total"] == 0
@@ -49,8 +51,13 @@ def test_list_get_delete_and_tenant_isolation(api) -> None:
     other = api.client.get(f"/v1/datasets/{ds['id']}", headers=api.h(api.key_b))
     assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
     assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h(api.key_b)).status_code == 404
-    assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 204
+    with caplog.at_level(logging.INFO, logger="neurules.datasets"):
+        assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 204
     assert api.count("datasets") == 0 and api.count("blobs") == 0
+    (deleted,) = [r for r in caplog.records if r.getMessage() == "dataset deleted"]  # who deleted what, kept
+    key_id = api.client.get("/v1/keys", headers=api.h()).json()["items"]
+    assert deleted.dataset_id == ds["id"] and deleted.sha256 == ds["sha256"]
+    assert deleted.api_key_id in {k["id"] for k in key_id}
     assert api.client.get(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 404
 
 
