@@ -356,3 +356,33 @@ def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Cons
     expect(page.locator("ol.not-fired > li").nth(0)).to_contain_text("sometimes")
     expect(page.locator("ol.not-fired > li").nth(1)).to_contain_text("missing (filled with 30)")
     shot(tab, "09-try-a-record-categorical")
+
+
+def test_a_counterfactual_shows_its_threshold_with_every_digit(tab: Tab, console: Console) -> None:
+    """A rule `age >= 60.0000005`: the change it asks for was shown rounded to 6 decimals (60.000001 would do,
+    60 would not: a value on the wrong side of the bound read 60, so copying it changed nothing). The page shows
+    the value the API answers, and the record's own value likewise."""
+    from playwright.sync_api import expect
+
+    from tests.conftest import rule_list_doc
+
+    doc = rule_list_doc()
+    doc["rules"][0]["conditions"][0]["low"] = 60.0000005
+    r = console.api.post("/v1/models", json={"name": "risk-digits", "rule_list": doc})
+    assert r.status_code == 201, r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(f"{console.url}/console/#/models/risk-digits/1/try")
+    page.get_by_label("age", exact=True).fill("59.9999996")
+    page.get_by_label("income", exact=True).fill("50")
+    page.get_by_label("smoker", exact=True).select_option("yes")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    record = {"records": [{"age": 59.9999996, "income": 50, "smoker": "yes"}], "explain": "counterfactual"}
+    answer = console.api.post("/v1/models/risk-digits@1/predict", json=record).json()["predictions"][0]
+    (change,) = [c for c in answer["counterfactual"]["changes"] if c["feature"] == "age"]
+    cf = page.locator(".counterfactual")
+    expect(cf).to_be_visible()
+    row = cf.locator("tbody tr", has_text="age")
+    expect(row.locator("td").nth(1)).to_have_text("59.9999996")
+    expect(row.locator("td").nth(2)).to_have_text(str(change["to"]))
+    assert change["to"] == 60.0000005

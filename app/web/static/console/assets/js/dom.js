@@ -56,6 +56,13 @@ export function fmt(value, digits = 3) {
   return String(value);
 }
 
+/** A value as it is, every digit kept: a number the reader may copy back into a record (a rounded threshold falls
+ * on the wrong side of its own bound: 0.6999995 shown as 0.699999 did not change the decision it promised). */
+export function exact(value) {
+  if (value === null || value === undefined) return "—";
+  return typeof value === "number" ? String(value) : fmt(value);
+}
+
 /** A share 0..1 as a percentage. */
 export function pct(value, digits = 1) {
   if (value === null || value === undefined || Number.isNaN(value)) return "—";

@@ -4,7 +4,7 @@
 // The server decides (and audits) the record; this page only displays its answer.
 
 import { ApiError, get, post, qs, seg } from "../api.js";
-import { fmt, h, mount, nextId } from "../dom.js";
+import { exact, fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
 import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
@@ -60,7 +60,7 @@ function categoricalInput(f) {
 
 /** The record's value for a condition; a missing number shows the fill value the rule list used. */
 function recordValue(c) {
-  if (c.value !== null && c.value !== undefined) return fmt(c.value, 6);
+  if (c.value !== null && c.value !== undefined) return exact(c.value);
   const filled = c.filled_value !== null && c.filled_value !== undefined ? ` (filled with ${fmt(c.filled_value, 4)})` : "";
   return h("span", {}, h("span", { class: "missing", text: "missing" }), filled);
 }
@@ -106,8 +106,8 @@ function counterfactualView(cf, classes, target, apply) {
     table(
       [
         { label: "Feature", value: (c) => h("code", { text: c.feature }) },
-        { label: "From", value: (c) => (c.from === null ? h("span", { class: "missing", text: "missing" }) : fmt(c.from, 6)) },
-        { label: "To", value: (c) => h("strong", { text: fmt(c.to, 6) }) },
+        { label: "From", value: (c) => (c.from === null ? h("span", { class: "missing", text: "missing" }) : exact(c.from)) },
+        { label: "To", value: (c) => h("strong", { text: exact(c.to) }) },
       ],
       cf.changes,
     ),
