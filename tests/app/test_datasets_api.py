@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 import gzip
+import logging
 
 import pytest
 
