@@ -259,7 +259,8 @@ class TabularEncoder:
                 raise ValueError(f"missing feature {spec.name!r}")
             col = df[spec.name]
             if spec.kind == "numeric":
-                if not is_numeric_column(col) and col.notna().any():
+                if not is_numeric_column(col) and not all(_is_missing(v) for v in col.to_numpy(dtype=object)):
+                    # only missing values ("" too) is a column of fills, whatever else the batch holds
                     raise ValueError(f"feature {spec.name!r} must be numeric")
                 x = numeric_values(col)
                 out.append(np.where(np.isnan(x), spec.fill_value, x))

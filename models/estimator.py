@@ -213,9 +213,15 @@ class NeuRulesClassifier:
         tags.non_deterministic = False
         return tags
 
-    def score(self, X: Any, y: Any) -> float:
-        """Accuracy of `predict(X)` against y."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy of `predict(X)` against y (a column vector too), weighted by `sample_weight` when given."""
+        truth = np.asarray(y, dtype=object)
+        if truth.ndim == 2 and truth.shape[1] == 1:  # (n, 1) against (n,) predictions broadcast to n x n
+            truth = truth[:, 0]
+        pred = self.predict(X)
+        if truth.shape != pred.shape:
+            raise ValueError(f"y has shape {truth.shape}; expected ({len(pred)},) for {len(pred)} rows of X")
+        return float(np.average(pred == truth, weights=sample_weight))
 
     # ---- fitting -----------------------------------------------------------------------------
 
@@ -531,7 +537,9 @@ class NeuRulesClassifier:
         )
 
     def _fit_without_inputs(self, data: TrainingData, enc: Encoded, seed: int, t0: float) -> NeuRulesClassifier:
-        """No usable input: the rule list is the default rule alone."""
+        """No usable input: the rule list is the default rule alone (nothing of an earlier fit kept)."""
+        for name in [n for n in vars(self) if n.endswith("_") and not n.startswith("_")]:
+            delattr(self, name)  # budget_, restart_, split_, ... of a previous fit would describe another model
         self.rule_list_ = RuleList.build(
             classes=data.labels,
             features=enc.encoder.features(),

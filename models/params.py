@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,10 +26,30 @@ def _fraction(params: Mapping[str, Any], name: str, high: float) -> None:
         raise ValueError(f"{name} must be a number in [0, {high}), got {value!r}")
 
 
+def _is_real(value: Any) -> bool:
+    """A finite real number (not a bool, not NaN or infinite): comparisons with NaN are all False, so a
+    check written as `value < 0` let NaN through, and a string or None failed with a bare TypeError."""
+    if not isinstance(value, int | float | np.integer | np.floating) or isinstance(value, bool | np.bool_):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
+def _real(params: Mapping[str, Any], name: str, low: float, high: float, *, open_low: bool = False) -> None:
+    """ValueError unless the parameter is a finite number in [low, high] ((low, high] when `open_low`)."""
+    value = params[name]
+    inside = _is_real(value) and (low < value if open_low else low <= value) and value <= high
+    if not inside:
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+        raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
+
+
 def _temperatures(params: Mapping[str, Any], name: str) -> None:
     t = params[name]
-    if not isinstance(t, tuple | list) or len(t) != 2 or min(t) <= 0:
-        raise ValueError(f"{name} must be a (start, end) pair of positive temperatures, got {t!r}")
+    if not isinstance(t, tuple | list) or len(t) != 2 or not all(_is_real(v) and v > 0 for v in t):
+        raise ValueError(f"{name} must be a (start, end) pair of positive finite temperatures, got {t!r}")
 
 
 def _selection_folds(value: Any) -> None:
@@ -50,20 +71,17 @@ def check_params(params: Mapping[str, Any]) -> None:
         value = params[name]
         if value is not None and (not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low):
             raise ValueError(f"{name} must be None or an int >= {low}, got {value!r}")
-    if not params["lr"] > 0:
-        raise ValueError(f"lr must be > 0, got {params['lr']!r}")
-    if not 0 <= params["min_support"] <= params["max_support"] <= 1:
+    _real(params, "lr", 0.0, math.inf, open_low=True)
+    _real(params, "min_support", 0.0, 1.0)
+    _real(params, "max_support", 0.0, 1.0)
+    if not params["min_support"] <= params["max_support"]:
         raise ValueError("need 0 <= min_support <= max_support <= 1")
-    if params["lambda_support"] < 0:
-        raise ValueError("lambda_support must be >= 0")
+    _real(params, "lambda_support", 0.0, math.inf)
     _temperatures(params, "t_pi")
     _temperatures(params, "t_rl")
-    if not 0 < params["eps"] <= MAX_EPS:
-        raise ValueError(f"eps must be in (0, {MAX_EPS}] (a blocked rule must stay below the default rule)")
-    if params["smoothing"] < 0:
-        raise ValueError("smoothing must be >= 0")
-    if not 0 < params["free_weight"] <= 1:
-        raise ValueError("free_weight must be in (0, 1]")
+    _real(params, "eps", 0.0, MAX_EPS, open_low=True)  # a blocked rule must stay below the default rule
+    _real(params, "smoothing", 0.0, math.inf)
+    _real(params, "free_weight", 0.0, 1.0, open_low=True)
     _fraction(params, "tune_fraction", 10.0)
     _fraction(params, "refit_fraction", 10.0)
     _fraction(params, "validation_fraction", 0.9)
