@@ -163,10 +163,13 @@ def _supervise(procs: Sequence[BaseProcess]) -> None:
     signal.signal(signal.SIGINT, _stop)
     while not stopping and all(p.is_alive() for p in procs):
         time.sleep(0.5)
-    if not stopping:  # a server process died: stop the others and let the supervisor restart us
+    died = not stopping  # a server process ended while nobody asked the service to stop
+    if died:  # stop the others and let the supervisor restart us
         _stop(signal.SIGTERM, None)
     for p in procs:
         p.join(30)
     codes = [p.exitcode for p in procs]
-    if any(c not in (0, -signal.SIGTERM) for c in codes):
+    if died or any(c not in (0, -signal.SIGTERM) for c in codes):
+        # non-zero even when the one that ended was stopped cleanly (a SIGTERM sent to it alone): the service
+        # did not stop on request, so a manager restarting on failure must restart it
         sys.exit(f"neurules-admin: server processes exited with {codes}")

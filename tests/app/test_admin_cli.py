@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -288,3 +289,34 @@ def test_serve_bind_failure_is_one_line(env, no_server, closed_port) -> None:
     msg = _exit_message(["serve", "--no-migrate", "--port", str(closed_port)])
     assert msg.startswith(f"neurules-admin: cannot listen on 127.0.0.1:{closed_port}: Address already in use")
     assert not port_in_use("127.0.0.1", closed_port)  # the probe's listener is closed again
+
+
+def _sleep_a_minute() -> None:
+    time.sleep(60)
+
+
+def test_a_server_process_stopped_alone_makes_serve_exit_non_zero() -> None:
+    """One of the server processes stopped by a SIGTERM of its own: the others are stopped and `serve` exits
+    non-zero (it exited 0, so a manager restarting on failure left the API down)."""
+    import multiprocessing
+    import os
+    import signal
+
+    from worker.serve import _supervise
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_sleep_a_minute) for _ in range(2)]
+    for p in procs:
+        p.start()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        os.kill(procs[0].pid, signal.SIGTERM)  # type: ignore[arg-type]
+        with pytest.raises(SystemExit, match="server processes exited with"):
+            _supervise(procs)
+        assert not any(p.is_alive() for p in procs)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        for p in procs:
+            p.kill()
+            p.join(5)
