@@ -46,15 +46,23 @@ def expected_schema() -> ExpectedSchema | None:
     return ExpectedSchema(head, older)
 
 
-def migrate(url: str, app_role: str | None = None) -> list[str]:
-    """Apply every Alembic migration to the database at `url` (as the owner); then, on PostgreSQL, give
-    `app_role` exactly its rights in the same transaction. The grant statements run."""
-    from alembic import command
+def alembic_config() -> Any:
+    """An Alembic configuration for this project's migrations, run on a connection the caller passes in
+    (`attributes["connection"]`), leaving the logging as it is."""
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["configure_logging"] = False
+    return cfg
+
+
+def migrate(url: str, app_role: str | None = None) -> list[str]:
+    """Apply every Alembic migration to the database at `url` (as the owner); then, on PostgreSQL, give
+    `app_role` exactly its rights in the same transaction. The grant statements run."""
+    from alembic import command
+
+    cfg = alembic_config()
     engine = make_migration_engine(url)
     try:
         with engine.begin() as conn:

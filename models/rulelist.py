@@ -485,7 +485,9 @@ def csv_cell_value(cell: str) -> str | None:
 
 # the keys each object of a document may have (`to_dict` writes no others): a misspelt key is refused on import,
 # not dropped (a condition's `hgih` silently read as no upper bound)
-_DOCUMENT_KEYS = frozenset({"format", "version", "target", "classes", "features", "rules", "default", "smoothing"})
+_DOCUMENT_KEYS = frozenset(
+    {"format", "version", "target", "classes", "features", "rules", "default", "smoothing", "metadata"}
+)
 _FEATURE_KEYS = {
     "numeric": frozenset({"name", "type", "fill_value", "min", "max", "values"}),
     "categorical": frozenset({"name", "type", "categories"}),
@@ -538,7 +540,7 @@ def _check_levels(levels: Sequence[CategoryKey], path: str, *, unique: bool = Tr
 
 def _check_keys(doc: Mapping[str, Any]) -> None:
     """DocumentError naming the first key the document format does not have."""
-    _no_other_keys(doc, _DOCUMENT_KEYS | {"metadata"}, "")
+    _no_other_keys(doc, _DOCUMENT_KEYS, "")
     for i, f in enumerate(doc.get("features") or ()):
         _no_other_keys(f, _FEATURE_KEYS.get(f.get("type"), frozenset(f)), f"features[{i}]")
     for r, rule in enumerate(doc.get("rules") or ()):

@@ -22,11 +22,9 @@ from typing import Any
 
 from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
-from models.rulelist import CSV_MISSING_TOKENS, RuleList, csv_cell_value
+from models.rulelist import CSV_MISSING_TOKENS, RuleList
 
 EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly (a class label's number)
-MISSING_TOKENS = CSV_MISSING_TOKENS  # models/ owns the reading of a cell: imports and exports follow it
-cell_value = csv_cell_value
 
 
 class CSVError(Invalid, ValueError):
@@ -146,22 +144,6 @@ def sniff_delimiter(text: str) -> str:
     return count.separator()
 
 
-def plain_number_text(s: str) -> bool:
-    """Whether `float` may read `s` as a CSV number: ASCII without `_` (`float` also takes `3_2` as 32 and
-    other scripts' digits, which no spreadsheet or CSV reader takes for a number)."""
-    return s.isascii() and "_" not in s
-
-
-def _is_number(s: str) -> bool:
-    if not plain_number_text(s):
-        return False
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
-
-
 def _check_nul(header: list[str], row: list[str], where: str) -> None:
     """Refuse a NUL character, naming its record (`where`) and column (no database can store it in text)."""
     for j, cell in enumerate(row):
@@ -193,7 +175,7 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
     empty = [i + 1 for i, h in enumerate(header) if h == ""]
     if empty and len(header) > 1:
         raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name")
-    if all(_is_number(h) for h in header):
+    if all(decimal_comma.is_number(h) for h in header):
         raise CSVError(
             "csv_no_header",
             "the first line looks like data (all values are numbers), not a header "
@@ -239,9 +221,9 @@ def _read_rows(
             n += 1
             if n + rows_before > max_rows:
                 raise CSVTooManyRows("csv_too_many_rows", f"the file has more than {max_rows} data rows")
-            for j, cell in enumerate(row):  # `cell_value`, written out: this runs once per cell of an upload
+            for j, cell in enumerate(row):  # `csv_cell_value`, written out: this runs once per cell of an upload
                 c = cell.strip()
-                cols[j].append(None if c in MISSING_TOKENS else c)
+                cols[j].append(None if c in CSV_MISSING_TOKENS else c)
     except csv.Error as e:
         raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
     return cols, n, RowLines(tuple(marks) or ((0, end + 1 + line_offset),), rows_before)
@@ -297,8 +279,8 @@ def parse_rows(
 
 
 def to_float(cell: str) -> float | None:
-    """Parse a numeric cell; None when it is not a finite-or-infinite number (`plain_number_text`)."""
-    if not plain_number_text(cell):
+    """Parse a numeric cell; None when it is not a finite-or-infinite number (`decimal_comma.plain_number_text`)."""
+    if not decimal_comma.plain_number_text(cell):
         return None
     try:
         return float(cell)
@@ -360,7 +342,7 @@ def write_csv(header: list[str], rows: Iterable[Iterable[Any]]) -> str:
     return buf.getvalue()
 
 
-def categorical_names(*rule_lists: RuleList) -> Callable[[str], bool]:
-    """Whether a column is a categorical feature of one of the rule lists (read as text, commas and all)."""
-    names = frozenset(f.name for rl in rule_lists for f in rl.features if f.type == "categorical")
+def categorical_names(rule_list: RuleList) -> Callable[[str], bool]:
+    """Whether a column is a categorical feature of the rule list (read as text, commas and all)."""
+    names = frozenset(f.name for f in rule_list.features if f.type == "categorical")
     return names.__contains__

@@ -10,8 +10,9 @@ from itertools import islice
 from sqlalchemy.orm import Session
 
 from app.services import datasets
-from app.services.csvdata import cell_value, sniff_delimiter
+from app.services.csvdata import sniff_delimiter
 from app.storage import DatabaseBlobStore
+from models.rulelist import csv_cell_value
 
 MAX_PREVIEW_ROWS = 100
 SNIFF_BYTES = 64 * 1024
@@ -33,7 +34,7 @@ def head(data: bytes, limit: int) -> Preview:
     reader = csv.reader(text, delimiter=delimiter, strict=True)
     header = [h.strip() for h in next(reader, [])]
     rows = islice((r for r in reader if r), min(limit, MAX_PREVIEW_ROWS))
-    return Preview(header, [[cell_value(cell) for cell in r] for r in rows])
+    return Preview(header, [[csv_cell_value(cell) for cell in r] for r in rows])
 
 
 def preview(session: Session, tenant_id: str, dataset_id: str, limit: int) -> Preview:

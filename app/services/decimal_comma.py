@@ -24,8 +24,15 @@ class DecimalSeparatorError(Invalid, ValueError):
     """A column whose numbers cannot be read without guessing the decimal separator."""
 
 
-def _is_float(cell: str) -> bool:
-    if not cell.isascii() or "_" in cell:  # as csvdata.plain_number_text: `3_2` is text, not 32
+def plain_number_text(s: str) -> bool:
+    """Whether `float` may read `s` as a CSV number: ASCII without `_` (`float` also takes `3_2` as 32 and
+    other scripts' digits, which no spreadsheet or CSV reader takes for a number)."""
+    return s.isascii() and "_" not in s
+
+
+def is_number(cell: str) -> bool:
+    """Whether a cell is a number as a CSV holds one (`plain_number_text`, then `float`)."""
+    if not plain_number_text(cell):
         return False
     try:
         float(cell)
@@ -52,7 +59,7 @@ class ColumnSeparators:
             if c is None:
                 continue
             if "," not in c:  # a number only if float reads it (both patterns need a comma)
-                if not self.text and not _is_float(c):
+                if not self.text and not is_number(c):
                     self.text = True
                 elif not self.text and self.point is None and "." in c:
                     self.point = (first_row + r, line_of(r), c)

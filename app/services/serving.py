@@ -14,9 +14,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from app.services.csvdata import MISSING_TOKENS, Table, cell_value, to_float
+from app.services.csvdata import Table, to_float
 from app.services.errors import Invalid
-from models.rulelist import CategoryKey, RuleList, category_key, decision_table, label_key
+from models.rulelist import (
+    CSV_MISSING_TOKENS,
+    CategoryKey,
+    RuleList,
+    category_key,
+    csv_cell_value,
+    decision_table,
+    label_key,
+)
 
 MAX_ERROR_DETAILS = 50
 FLOAT_MAX = 1.7976931348623157e308  # an int beyond this cannot be evaluated as a number
@@ -137,7 +145,7 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
                 if v - v == 0.0:  # finite: right for every field
                     continue
             elif t is str and n not in numeric:
-                if v != v.strip() or v in MISSING_TOKENS:
+                if v != v.strip() or v in CSV_MISSING_TOKENS:
                     rec[n] = as_csv_cell(model, n, v)
                 continue
             elif v is None or (t is int and -FLOAT_MAX <= v <= FLOAT_MAX):
@@ -154,7 +162,7 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
 def as_csv_cell(model: ServedModel, name: str, value: str) -> str | None:
     """A categorical string read as predict.csv reads the same cell: surrounding blanks dropped, a missing-value
     token (`NA`, `?`, `null`...) missing; a value the model knows as it is (an imported list's level) stays."""
-    return value if value in model.levels_of.get(name, ()) else cell_value(value)
+    return value if value in model.levels_of.get(name, ()) else csv_cell_value(value)
 
 
 def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, Any]]:
@@ -361,7 +369,6 @@ class TTLCache:
 
 
 __all__ = [
-    "MISSING_TOKENS",
     "RecordError",
     "ServedModel",
     "TTLCache",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import ColumnElement, delete, select, update
 from sqlalchemy.orm import Session
 
 from app.tables import WorkerHeartbeat, utcnow
@@ -35,13 +35,15 @@ def prune(session: Session, *, older_than: datetime) -> None:
 
 def live_workers(session: Session, queue: str, *, within_s: float, now: datetime | None = None) -> list[str]:
     """Names of the workers on `queue` seen in the last `within_s` seconds."""
-    cutoff = (now or utcnow()) - timedelta(seconds=within_s)
-    q = select(WorkerHeartbeat.name).where(WorkerHeartbeat.queue == queue, WorkerHeartbeat.seen_at >= cutoff)
-    return list(session.scalars(q.order_by(WorkerHeartbeat.name)).all())
+    return _seen_since(session, WorkerHeartbeat.queue == queue, within_s, now)
 
 
 def live_on_host(session: Session, hostname: str, *, within_s: float, now: datetime | None = None) -> list[str]:
     """Names of the workers on `hostname` (any queue) seen in the last `within_s` seconds."""
+    return _seen_since(session, WorkerHeartbeat.hostname == hostname, within_s, now)
+
+
+def _seen_since(session: Session, which: ColumnElement[bool], within_s: float, now: datetime | None) -> list[str]:
     cutoff = (now or utcnow()) - timedelta(seconds=within_s)
-    q = select(WorkerHeartbeat.name).where(WorkerHeartbeat.hostname == hostname, WorkerHeartbeat.seen_at >= cutoff)
+    q = select(WorkerHeartbeat.name).where(which, WorkerHeartbeat.seen_at >= cutoff)
     return list(session.scalars(q.order_by(WorkerHeartbeat.name)).all())

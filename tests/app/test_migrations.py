@@ -49,21 +49,27 @@ def test_postgresql_no_diff() -> None:
         drop()
 
 
+def _alembic(url: str, step: Any, revision: str) -> None:
+    """Run an Alembic command (upgrade or downgrade) to `revision` on the database at `url`."""
+    from app.admin import alembic_config
+
+    cfg = alembic_config()
+    eng = make_migration_engine(url)
+    try:
+        with eng.begin() as conn:
+            cfg.attributes["connection"] = conn
+            step(cfg, revision)
+    finally:
+        eng.dispose()
+
+
 def test_downgrade_and_upgrade_again(tmp_path) -> None:
     from alembic import command
-    from alembic.config import Config
-
-    from app.admin import MIGRATIONS
 
     url = f"sqlite:///{tmp_path / 'd.sqlite3'}"
     migrate(url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["configure_logging"] = False
-    eng = make_migration_engine(url)
-    with eng.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "base")
+    _alembic(url, command.downgrade, "base")
+    eng = make_engine(url)
     with eng.connect() as conn:
         assert "jobs" not in inspect(conn).get_table_names()
     eng.dispose()
@@ -73,20 +79,8 @@ def test_downgrade_and_upgrade_again(tmp_path) -> None:
 
 def _upgrade_to(url: str, revision: str) -> None:
     from alembic import command
-    from alembic.config import Config
 
-    from app.admin import MIGRATIONS
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["configure_logging"] = False
-    eng = make_migration_engine(url)
-    try:
-        with eng.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
-    finally:
-        eng.dispose()
+    _alembic(url, command.upgrade, revision)
 
 
 def _legacy_rows(url: str) -> list[int]:
@@ -177,24 +171,6 @@ def test_0002_chains_existing_rows_postgresql() -> None:
         _chain_after_0002(url)
     finally:
         drop()
-
-
-def _alembic(url: str, step: Any, revision: str) -> None:
-    """Run an Alembic command (upgrade or downgrade) to `revision` on the database at `url`."""
-    from alembic.config import Config
-
-    from app.admin import MIGRATIONS
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["configure_logging"] = False
-    eng = make_migration_engine(url)
-    try:
-        with eng.begin() as conn:
-            cfg.attributes["connection"] = conn
-            step(cfg, revision)
-    finally:
-        eng.dispose()
 
 
 def _count(url: str, table: str) -> int:
