@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.http.redirects import relative_locations
 from app.services.job_states import JobState
 
 if TYPE_CHECKING:  # the worker imports this module for its logs: no FastAPI (nor OpenTelemetry) import there
@@ -165,6 +166,9 @@ class _JobsCollector(Collector):
         return []
 
 
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
 class RequestMetricsMiddleware:
     """Pure ASGI middleware: latency histogram per route template, request id, one access log line."""
 
@@ -206,8 +210,12 @@ class RequestMetricsMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode("latin-1"))]
+                headers = message.get("headers", [])
+                if 300 <= status < 400:  # never a Location on the host the client's own Host header named
+                    headers = relative_locations(headers, scope.get("headers", ()))
+                message["headers"] = [*headers, (b"x-request-id", rid.encode("latin-1"))]
+                if not any(k == b"x-content-type-options" for k, _ in headers):  # the pages set their own
+                    message["headers"].append(NOSNIFF)  # a browser must not read an answer as another type
             await send(message)
 
         try:

@@ -1053,15 +1053,29 @@ def decision_header(rl: RuleList) -> list[str]:
     return [*DECISION_COLUMNS, *(f"p_{label_key(c)}" for c in rl.classes)]
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_label(label: ClassLabel) -> ClassLabel:
+    """A class label as a decision table's `prediction` cell: text a spreadsheet would run as a formula (beginning
+    with = + - @, a tab or a carriage return, and not a plain number) gets a leading `'`, as OWASP advises against
+    CSV injection (a label `=HYPERLINK(...)` ran when the file was opened); numbers and other labels as they are."""
+    if isinstance(label, str) and label.startswith(_FORMULA_STARTS) and _NUMBER_TEXT.fullmatch(label) is None:
+        return "'" + label
+    return label
+
+
 def decision_table(rl: RuleList, X: Any) -> tuple[list[str], list[list[Any]]]:
     """Header `index, prediction, probability, rule_id, p_<class>...` and one row per record.
 
-    `index` counts records from 0 (as `records[i]` does); probabilities are rounded to 6 places.
+    `index` counts records from 0 (as `records[i]` does); probabilities are rounded to 6 places; a prediction
+    a spreadsheet would run as a formula is written with a leading `'` (`csv_label`).
     """
     ids = rl.apply(X).tolist()
     n = len(rl.rules) + 1
     probs = [rl.rule(j).probabilities for j in range(n)]
-    preds = [json_label(rl.prediction_of(j)) for j in range(n)]
+    preds = [csv_label(json_label(rl.prediction_of(j))) for j in range(n)]
     header = decision_header(rl)
     rows = [[i, preds[r], round(max(probs[r]), 6), r, *(round(p, 6) for p in probs[r])] for i, r in enumerate(ids)]
     return header, rows

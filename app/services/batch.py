@@ -37,7 +37,7 @@ from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.monitoring import records_missing_filled
 from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
-from models.rulelist import decision_header, json_label
+from models.rulelist import csv_label, decision_header, json_label
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
 CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
@@ -569,7 +569,7 @@ def _rule_suffixes(model: ServedModel) -> list[str]:
         p = rl.rule(j).probabilities
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerow(
-            [json_label(rl.prediction_of(j)), round(max(p), 6), j, *(round(x, 6) for x in p)]
+            [csv_label(json_label(rl.prediction_of(j))), round(max(p), 6), j, *(round(x, 6) for x in p)]
         )
         out.append(buf.getvalue())
     return out

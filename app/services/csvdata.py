@@ -28,10 +28,14 @@ EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float 
 
 
 class CSVError(Invalid, ValueError):
-    """A CSV that cannot be accepted; `code` is stable, the message names the row/column."""
+    """A CSV that cannot be accepted; `code` is stable, the message names the row/column, and the one detail
+    names the place as a field: `file` (the upload), `header`, or `line N` (with `line`)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, code: str, message: str, *, field: str = "file", line: int | None = None) -> None:
+        detail: dict[str, Any] = {"field": field, "message": message}
+        if line is not None:
+            detail["line"] = line
+        super().__init__(message, code=code, details=[detail])
 
 
 class CSVTooManyRows(TooLarge, CSVError):
@@ -164,22 +168,25 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
     except StopIteration:
         raise CSVError("csv_empty", "the file is empty") from None
     except csv.Error as e:
-        raise CSVError("csv_malformed", f"line 1: {e}") from None
+        raise CSVError("csv_malformed", f"line 1: {e}", field="line 1", line=1) from None
     header = [h.strip() for h in header]
     if has_nul:
         _check_nul(header, header, "line 1 (the header)")
     if len(header) > max_columns:
-        raise CSVError("csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed")
+        raise CSVError(
+            "csv_too_many_columns", f"the file has {len(header)} columns; at most {max_columns} allowed", field="header"
+        )
     if unnamed_ok and len(header) > 1:
         header = [h or f"(unnamed column {i + 1})" for i, h in enumerate(header)]
     empty = [i + 1 for i, h in enumerate(header) if h == ""]
     if empty and len(header) > 1:
-        raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name")
+        raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name", field="header")
     if all(decimal_comma.is_number(h) for h in header):
         raise CSVError(
             "csv_no_header",
             "the first line looks like data (all values are numbers), not a header "
             "with column names; add a header line",
+            field="header",
         )
     seen: dict[str, int] = {}
     dups = []
@@ -188,7 +195,11 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
         if seen[h] == 2:
             dups.append(h)
     if dups:
-        raise CSVError("csv_duplicate_columns", f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
+        raise CSVError(
+            "csv_duplicate_columns",
+            f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}",
+            field="header",
+        )
     return header
 
 
@@ -225,7 +236,8 @@ def _read_rows(
                 c = cell.strip()
                 cols[j].append(None if c in CSV_MISSING_TOKENS else c)
     except csv.Error as e:
-        raise CSVError("csv_malformed", f"line {reader.line_num + line_offset}: {e}") from None
+        line = reader.line_num + line_offset
+        raise CSVError("csv_malformed", f"line {line}: {e}", field=f"line {line}", line=line) from None
     return cols, n, RowLines(tuple(marks) or ((0, end + 1 + line_offset),), rows_before)
 
 

@@ -51,6 +51,16 @@ def check_tenant_name(name: str) -> None:
     check_length("tenant name", name, Tenant.name)
 
 
+def check_key_label(label: str) -> None:
+    """Invalid unless `label` is a usable key label: no control or invisible characters (a bidi override in a
+    label reversed the key id shown beside it in the console and the CLI: who did what, spoofed), within length."""
+    bad = unprintable_character(label)
+    if bad is not None:
+        msg = f"must not contain control or invisible characters (found {bad})"
+        raise Invalid.field("label", msg, code="invalid_key_label")
+    check_length("label", label, ApiKey.label)
+
+
 def find_tenant(session: Session, tenant: str) -> Tenant | None:
     """The tenant whose id, or else whose name, is `tenant`; Conflict when it is one tenant's id and another's name."""
     by_id = session.get(Tenant, tenant) if looks_like_tenant_id(tenant) else None
@@ -76,7 +86,7 @@ def create_tenant(session: Session, name: str) -> Tenant:
 
 def create_key(session: Session, tenant: str, label: str = "") -> tuple[ApiKey, str]:
     """A new API key for a tenant (by id or name): the row and the key itself, which is not stored."""
-    check_length("label", label, ApiKey.label)
+    check_key_label(label)
     t = find_tenant(session, tenant)
     if t is None:
         raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")

@@ -208,6 +208,10 @@ def test_tenant_names_and_labels_are_checked(env, capsys) -> None:
     capsys.readouterr()
     msg = _exit_message(["create-key", "y" * limit, "--label", "l" * (label_limit + 1)])
     assert msg == f"neurules-admin: label: {label_limit + 1} characters; at most {label_limit} are allowed"
+    for bad, found in [("second \u202egnp.exe", "U+202E"), ("a\tb", "U+0009"), ("zero\u200bwidth", "U+200B")]:
+        # a bidi override in a label reversed the key id shown after it (console, CLI): who did what, spoofed
+        msg = _exit_message(["create-key", "y" * limit, "--label", bad])
+        assert msg == f"neurules-admin: label: must not contain control or invisible characters (found {found})"
     main(["create-key", "y" * limit, "--label", "l" * label_limit])
     capsys.readouterr()
     main(["list-tenants"])

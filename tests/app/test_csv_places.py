@@ -101,3 +101,21 @@ def test_row_lines_map_rows_to_their_first_line() -> None:
     t = csvdata.parse_csv(b'a,b\n1,x\n\n\n2,"y\n\nz"\n3,w\n4,v\r\n\r\n5,u\n')
     assert [t.lines.line(r) for r in range(t.n_rows)] == [2, 5, 8, 9, 11]
     assert t.lines.where(4) == "row 4 (line 11)"
+
+
+def test_file_errors_name_their_place_in_details(sqlite_api, doc) -> None:
+    """A malformed line or a bad header answered 422 with empty `details`: the detail now names the place as a
+    field (`line N` with its line, `header`), for the upload and predict.csv alike."""
+    v = sqlite_api.import_model(doc)
+    malformed = b'age,income,smoker\n1,"x\n2,3\n'
+    for r in (_upload(sqlite_api, malformed), _predict_csv(sqlite_api, v["id"], malformed)):
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "csv_malformed", err
+        (detail,) = err["details"]
+        assert detail["field"] == f"line {detail['line']}" and err["message"].startswith(detail["field"] + ": "), err
+    for r in (_upload(sqlite_api, b"a,b,a\n1,2,3\n"), _predict_csv(sqlite_api, v["id"], b"age,age\n1,2\n")):
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "csv_duplicate_columns" and err["details"][0]["field"] == "header", err
+    assert sqlite_api.count("audit_log") == 0

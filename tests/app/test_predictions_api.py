@@ -189,6 +189,30 @@ def test_csv_batch_header_is_quoted_like_its_rows(sqlite_api, doc) -> None:
     assert all(len(row) == len(rows[0]) for row in rows[1:]), rows
 
 
+def test_csv_batch_does_not_write_formulas(sqlite_api, doc) -> None:
+    """A class label a spreadsheet runs as a formula (`=HYPERLINK(...)`, `@SUM(1)`, `-2+3`) was written as it is
+    into predict.csv, an attachment opened in a spreadsheet: it gets a leading `'` (OWASP's CSV-injection advice),
+    as in `decision_table`; the JSON answer and the audit keep the label itself."""
+    from models.rulelist import RuleList, decision_table
+
+    doc["classes"] = ['=HYPERLINK("http://x","y")', "@SUM(1)"]
+    v = sqlite_api.import_model(doc)
+    records = [REC_HIGH, REC_POOR, REC_DEFAULT]
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("x.csv", _csv(records), "text/csv")},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 200, r.text
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    answer = sqlite_api.client.post(f"/v1/models/{v['id']}/predict", json={"records": records}, headers=sqlite_api.h())
+    plain = [p["prediction"] for p in answer.json()["predictions"]]
+    assert set(plain) == set(doc["classes"])
+    assert [x["prediction"] for x in rows] == ["'" + p for p in plain]
+    _, table = decision_table(RuleList.from_dict(doc), records)
+    assert [x["prediction"] for x in rows] == [row[1] for row in table]
+
+
 @pytest.mark.parametrize(
     ("data", "status", "text"),
     [

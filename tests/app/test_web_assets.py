@@ -72,6 +72,23 @@ def test_console_page_is_sent_with_a_strict_csp(sqlite_api: Api) -> None:
     assert page.urls and all(not URL_RE.match(u) for u in page.urls), page.urls
 
 
+def test_redirects_never_send_a_client_to_the_host_it_named(sqlite_api: Api) -> None:
+    """Trailing-slash redirects were built from the Host header (`Host: evil.example` came back as
+    `Location: http://evil.example/console/assets/`: an open redirect behind a proxy passing Host through); a
+    Location on the request's own host is now its path, and the redirect still leads to the page."""
+    c = sqlite_api.client
+    for path, to in [
+        ("/console/assets", "/console/assets/"),
+        ("/vendor", "/vendor/"),
+        ("/v1/datasets/", "/v1/datasets"),
+        ("/v1/datasets/?limit=1", "/v1/datasets?limit=1"),
+        ("/console", "/console/"),
+    ]:
+        r = c.get(path, headers={"host": "evil.example", **sqlite_api.h()}, follow_redirects=False)
+        assert r.is_redirect and r.headers["location"] == to, (path, r.status_code, r.headers.get("location"))
+    assert c.get("/v1/datasets/", headers=sqlite_api.h()).status_code == 200
+
+
 def test_every_console_module_is_served_from_the_package(sqlite_api: Api) -> None:
     """Follow the ES-module graph from main.js through the app: a missing or misnamed module fails here."""
     c = sqlite_api.client
@@ -158,3 +175,43 @@ def test_the_wheel_and_the_image_carry_the_static_files(tmp_path: Path) -> None:
     assert "COPY app ./app" in dockerfile
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert not any(i.startswith("app") or "static" in i for i in ignored)
+
+
+def test_a_location_on_another_host_is_left_as_it_is() -> None:
+    """Only a Location on the request's own Host is made relative; another host's, or a relative one, stays."""
+    from app.http.redirects import relative_locations
+
+    request = [(b"host", b"Api.Example:8000")]
+    assert relative_locations([(b"location", b"http://api.example:8000/a/?q=1")], request) == [
+        (b"location", b"/a/?q=1")
+    ]
+    assert relative_locations([(b"location", b"https://api.example:8000//b")], request) == [(b"location", b"/b")]
+    for kept in [b"https://login.example/x", b"/already", b"http://api.example/no-port"]:
+        assert relative_locations([(b"location", kept)], request) == [(b"location", kept)]
+    assert relative_locations([(b"location", b"http://a/x")], []) == [(b"location", b"http://a/x")]
+
+
+def test_every_answer_says_nosniff_once(sqlite_api: Api, doc: dict) -> None:
+    """The HTML pages were sent with `X-Content-Type-Options: nosniff`, the API's JSON, text and CSV answers
+    (the prediction route dispatched directly among them) without: every answer now carries it, once."""
+    c, h = sqlite_api.client, sqlite_api.h()
+    v = sqlite_api.import_model(doc)
+    record = {"age": 67, "income": 50, "smoker": "yes"}
+    answers = [
+        c.get("/v1/datasets", headers=h),
+        c.get("/v1/datasets/ds_missing", headers=h),
+        c.get("/v1/datasets?limit=0", headers=h),
+        c.get(f"/v1/models/{v['id']}/export?format=sql&table=t", headers=h),
+        c.post(f"/v1/models/{v['id']}/predict", json={"records": [record]}, headers=h),
+        c.post(
+            f"/v1/models/{v['id']}/predict.csv",
+            files={"file": ("x.csv", b"age,income,smoker\n67,50,yes\n", "text/csv")},
+            headers=h,
+        ),
+        c.get("/console/"),
+        c.get("/healthz"),
+        c.get("/v1/keys"),
+    ]
+    assert [r.status_code for r in answers] == [200, 404, 422, 200, 200, 200, 200, 200, 401]
+    for r in answers:
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"], (r.url, r.headers)

@@ -662,3 +662,29 @@ def test_sql_export_of_mixed_classes_runs_on_postgresql() -> None:
         con.execute('CREATE TEMP TABLE m ("a" DOUBLE PRECISION)')
         con.execute("INSERT INTO m VALUES (2.0), (0.0)")
         assert [row[-1] for row in con.execute(rl.to_sql("m"))] == ["0", "a"]
+
+
+@pytest.mark.parametrize(
+    ("label", "cell"),
+    [
+        ("=1+1", "'=1+1"),
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
+        ("@SUM(1)", "'@SUM(1)"),
+        ("+a", "'+a"),
+        ("-2+3", "'-2+3"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("-1", "-1"),
+        ("+2.5", "+2.5"),
+        ("-1e5", "-1e5"),
+        ("a=b", "a=b"),
+        ("yes", "yes"),
+        (-1, -1),
+        (True, True),
+    ],
+)
+def test_csv_label_neutralises_what_a_spreadsheet_runs(label: Any, cell: Any) -> None:
+    """A text label beginning with = + - @, a tab or a CR gets a leading `'`; numbers and other labels stay."""
+    from models.rulelist import csv_label
+
+    assert csv_label(label) == cell

@@ -17,5 +17,8 @@ export async function keyLabels() {
 export function keyCell(id, labels) {
   if (!id) return "—";
   const label = labels.get(id);
-  return label ? h("span", {}, label, " ", h("code", { class: "muted", text: `(${id})` })) : h("code", { text: id });
+  // the label in its own isolate: a right-to-left label must not pull the id beside it into its run
+  return label
+    ? h("span", {}, h("bdi", { text: label }), " ", h("code", { class: "muted", text: `(${id})` }))
+    : h("code", { text: id });
 }
