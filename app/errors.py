@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse as StarletteJSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.db import is_unavailable_error, outage_cause
 from app.http.bodies import AllowedMethods, is_unreadable_body, not_json_message, unreadable_body_message
@@ -128,7 +129,8 @@ def _body_detail(message: str) -> dict[str, Any]:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    """The methods the request's path answers, from the OpenAPI document (built once per app)."""
+    """The methods the request's path answers, from the OpenAPI document (built once per app); none for a page
+    outside it, whose route names its own (`_with_head`: its 405 said `Allow:` with nothing)."""
     app = request.app
     table = getattr(app.state, "allowed_methods", None)
     if table is None:
@@ -136,6 +138,12 @@ def _allowed_methods(request: Request) -> list[str]:
         table = AllowedMethods({t: [m for m in ops if m != "parameters"] for t, ops in paths.items()})
         app.state.allowed_methods = table
     return table.of(request.url.path)
+
+
+def _with_head(allow: str) -> list[str]:
+    """The methods a route's own 405 names (a page outside the schema: /openapi.json, /docs), HEAD with GET."""
+    methods = {m.strip().upper() for m in allow.split(",") if m.strip()}
+    return sorted(methods | ({"HEAD"} if "GET" in methods else set()))
 
 
 async def _domain_error(_: Request, exc: DomainError) -> ErrorJSON:
@@ -172,7 +180,7 @@ async def _http(request: Request, exc: StarletteHTTPException) -> ErrorJSON:
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
     headers = dict(getattr(exc, "headers", None) or {})
     if exc.status_code == 405:
-        headers["Allow"] = ", ".join(_allowed_methods(request))
+        headers["Allow"] = ", ".join(_allowed_methods(request) or _with_head(headers.get("Allow", "")))
     return ErrorJSON(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers or None)
 
 
@@ -200,6 +208,14 @@ async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
     return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
 
 
+async def _client_gone(request: Request, _: ClientDisconnect) -> ErrorJSON:
+    # the client hung up while its body arrived: nobody reads this answer, but the access log and the metrics
+    # count it as the client's doing (it was an "unhandled error", a 500 with a traceback); nothing was done
+    log.info("client disconnected before sending the whole body on %s %s", request.method, request.url.path)
+    message = "the client closed the connection before the whole request body arrived; nothing was done"
+    return ErrorJSON(error_body("client_disconnected", message, [{"field": "body", "message": message}]), 400)
+
+
 async def _unexpected(request: Request, exc: Exception) -> ErrorJSON:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
@@ -211,6 +227,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.exception_handler(RequestValidationError)(_validation)
     app.exception_handler(StarletteHTTPException)(_http)
     app.exception_handler(DataError)(_data_error)
+    app.exception_handler(ClientDisconnect)(_client_gone)
     kinds: tuple[type[Exception], ...] = (SQLAlchemyError, *_driver_errors())
     for kind in kinds:
         app.exception_handler(kind)(_database_error)

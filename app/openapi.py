@@ -36,6 +36,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from app.errors import ERROR_TEXT
+from app.http.strict_query import STRICT_QUERY_MARK
 from app.schemas.errors import Error
 
 VERSION_SEGMENT = re.compile(r"^v\d+$")
@@ -77,7 +78,7 @@ def _implied_statuses(op: dict[str, Any]) -> list[int]:
     if op.get("security"):
         codes += [401, 503]
     body = op.get("requestBody")
-    if op.get("parameters") or body:
+    if op.get(STRICT_QUERY_MARK) or op.get("parameters") or body:
         codes.append(422)
     if body:
         codes.append(413)

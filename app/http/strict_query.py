@@ -99,12 +99,21 @@ def takes_a_key(dependant: Dependant) -> bool:
     return any(sub.call is current_principal or takes_a_key(sub) for sub in dependant.dependencies)
 
 
+STRICT_QUERY_MARK = "x-strict-query"  # in an operation's OpenAPI object: unknown query parameters are refused
+
+
 class StrictQueryRoute(APIRoute):
     """An APIRoute whose requests with an unknown query parameter are a 422 naming it (`query.<name>`).
 
     An operation that takes an API key checks the key first: a request without a valid one is a 401, as
     it is with a known parameter (so the 422, which lists the operation's parameters, needs a key).
     """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        # every operation of this class answers 422 for an unknown parameter, one without parameters too
+        # (GET /v1/keys?foo=1): documented as such (`app.openapi` adds it where an operation has parameters)
+        kwargs["openapi_extra"] = {STRICT_QUERY_MARK: True, **(kwargs.get("openapi_extra") or {})}
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """FastAPI's handler, behind the check of the query's names."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import IO, Any
@@ -11,7 +12,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Message
+from starlette.types import Message, Receive
 
 from app.services.compression import gunzip, looks_gzipped
 from app.services.datasets import Upload
@@ -34,6 +35,7 @@ GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x
 MULTIPART_OVERHEAD = 64 * 1024
 DATASET_FIELDS = ("file", "name")  # the multipart fields a dataset upload takes
 PREDICT_FIELDS = ("file",)  # ... and predict.csv
+MAX_FORM_FIELDS = 32  # text fields the parser reads before it refuses the body (the uploads take one or none)
 MAX_PART_HEADER_BYTES = 4096 + 128  # python-multipart's limit on one header line of a part (its default)
 
 
@@ -83,25 +85,65 @@ def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
     return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
 
 
+class _BodyTail:
+    """The request's `receive`, keeping the last bytes of the body: whether it ended with its closing boundary."""
+
+    SIZE = 256
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.tail = b""
+
+    async def __call__(self) -> Message:
+        message = await self.receive()
+        if message["type"] == "http.request":
+            self.tail = (self.tail + message.get("body", b"")[-self.SIZE :])[-self.SIZE :]
+        return message
+
+    def closed(self, content_type: str) -> bool:
+        """Whether the body holds its closing delimiter `--<boundary>--` near its end (or has no boundary)."""
+        found = _BOUNDARY.search(content_type)
+        return found is None or b"--" + found.group(1).encode("latin-1") + b"--" in self.tail
+
+
+_BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
+
+
 async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormData:
     _check_headers(request, limit)
     request = await _decoded(request, limit)
+    body = _BodyTail(request.receive)
+    request = Request(request.scope, body)
     try:
-        form = await request.form(max_files=1, max_fields=10)
+        # one file more than taken and a few fields more, so that `_check_fields` names them (a second `file`, a
+        # misspelt one); past these the parser refuses before any is read
+        form = await request.form(max_files=2, max_fields=MAX_FORM_FIELDS)
     except StarletteHTTPException as e:
         if e.status_code != 400:  # the body went over the size limit while it arrived
             raise
-        # Starlette turns the multipart parser's refusals (no boundary, a second file, a part header over
-        # its limit) into a bare 400 `http_error`: answered as the malformed body it is
+        if _too_many_parts(e):
+            raise Invalid.field(
+                "body", f"more parts than this upload takes ({', '.join(fields)}); send each once"
+            ) from None
+        # Starlette turns the multipart parser's refusals (no boundary, a part header over its limit) into a
+        # bare 400 `http_error`: answered as the malformed body it is
         raise _malformed(_parser_reason(e)) from None
     except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
         raise _malformed(_parser_reason(e)) from None
     try:
+        if "file" not in form and not body.closed(request.headers.get("content-type", "")):
+            # the parser drops a part the body ends inside: it read as "missing the 'file' part"
+            raise _malformed("the body ends before its closing boundary: it was cut off; send it whole")
         _check_fields(form, fields)
     except BaseException:
         await form.close()
         raise
     return form
+
+
+def _too_many_parts(e: StarletteHTTPException) -> bool:
+    """Whether the parser stopped at its limit on files or fields (the body itself was well formed so far)."""
+    return str(e.detail).startswith(("Too many files", "Too many fields"))
 
 
 def _parser_reason(e: BaseException) -> str:

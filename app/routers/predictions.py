@@ -166,24 +166,33 @@ async def _answer_rows(
 
     A failure after the answer started (the audit store gone mid-file) cannot change the status any
     more: the stream is aborted without its last chunk, so the client sees a truncated transfer (every
-    row it did receive was decided and audited; the rest were not decided), and the cut is logged."""
-    sent = 0
+    row it did receive was decided and audited; the rest were not decided), and the cut is logged. A client
+    that goes away mid-answer is logged too, with the rows decided and audited by then: the audit holds
+    decisions that client may never have read."""
+    chunk = first
+    sent, audited = 0, len(first.rule_ids) if first is not None else 0
+    ended = False
     try:
         yield batch.header()
-        chunk = first
         while chunk is not None:
             state.metrics.decided("csv").inc(len(chunk.rule_ids))
             count_decisions(state, model, chunk.rule_ids)
             yield chunk.text
             sent += len(chunk.rule_ids)
             chunk = await run_in_threadpool(batch.next_chunk)
+            audited += len(chunk.rule_ids) if chunk is not None else 0
+        ended = True
     except Exception as e:
+        ended = True
         code = e.code if isinstance(e, DomainError) else "internal_error"
         extra = {"rows_sent": sent, "error_code": code, "model_version": model.version_id}
         log.error("predict.csv cut short: the rows after those sent were not decided", extra=extra)
         # not the domain error itself: its handler would try to answer a response already started
         raise AnswerCutShort(f"predict.csv cut short after {sent} rows ({code})") from e
     finally:
+        if not ended:  # cancelled: the client hung up (or the server is stopping) before the last row
+            extra = {"rows_sent": sent, "rows_audited": audited, "model_version": model.version_id}
+            log.warning("predict.csv answer abandoned: the client went away before the last row", extra=extra)
         batch.close()
 
 

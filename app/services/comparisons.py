@@ -54,6 +54,8 @@ def compare_versions(
 ) -> dict[str, Any]:
     """The comparison body of docs/governance-api.md (`dataset` null without a dataset); a dataset over
     `sync_max_rows` rows is refused before it is read."""
+    if target is not None and dataset_id is None:  # a label column with no data to read it from: never ignored
+        raise Invalid.field("target", "names the label column of `dataset_id`; give dataset_id too")
     mv_base, mv_other = registry.resolve(session, tenant_id, ref), registry.resolve(session, tenant_id, other)
     base, other_rl = RuleList.from_dict(mv_base.rule_list), RuleList.from_dict(mv_other.rule_list)
     base_ref, other_ref = version_ref(session, mv_base), version_ref(session, mv_other)

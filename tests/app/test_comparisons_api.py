@@ -78,6 +78,10 @@ def test_bad_input_and_other_tenants(api, doc) -> None:
     r = api.client.get(f"/v1/models/{v1['id']}/compare", params=q, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["code"] == "missing_columns"
     assert api.client.get(f"/v1/models/{v1['id']}/compare", headers=api.h()).status_code == 422  # other missing
+    r = api.client.get(  # a label column without a dataset to read it from was silently ignored
+        f"/v1/models/{v1['id']}/compare", params={"other": "risk@2", "target": "risk"}, headers=api.h()
+    )
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "target", r.text
     r = api.client.get(f"/v1/models/{v1['id']}/compare", params={"other": "risk@9"}, headers=api.h())
     assert r.status_code == 404
     vb = api.import_model(doc, key=api.key_b)

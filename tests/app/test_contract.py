@@ -46,6 +46,9 @@ def test_405_allow_lists_every_method_of_the_path(sqlite_api) -> None:
     assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET, HEAD"
     r = c.put("/v1/registered-models/m/aliases/prod/extra")
     assert r.status_code == 404
+    for page in ("/openapi.json", "/docs", "/console/", "/metrics"):  # outside the schema: `Allow:` was empty
+        r = c.options(page)
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD", (page, r.headers.get("allow"))
 
 
 def test_an_encoded_slash_in_a_name_is_a_422_naming_the_path(sqlite_api, doc) -> None:

@@ -151,14 +151,19 @@ def test_a_dataset_name_that_cannot_be_kept_is_a_422_naming_it(api, name: str, w
 
 
 def test_multipart_bodies_the_parser_refuses_are_malformed_multipart_naming_the_reason(sqlite_api, doc) -> None:
-    """No boundary or a second file answered a bare 400 `http_error` (Starlette's own); a file part without a
-    file name (a text field) answered 'missing the file part'. Nothing is stored or decided."""
+    """No boundary answered a bare 400 `http_error` (Starlette's own); a file part without a file name (a text
+    field) answered 'missing the file part'. Nothing is stored or decided. (A second file is a 422 naming it:
+    `test_a_form_field_given_twice_or_unknown_is_a_422_naming_it`.)"""
     api = sqlite_api
     v = api.import_model(doc)
     part = b'--xx\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\nContent-Type: text/csv\r\n\r\n'
+    whole = part + GOOD + b"\r\n--xx--\r\n"
     cases = [
-        ("multipart/form-data", part + GOOD + b"\r\n--xx--\r\n", "boundary"),
-        ("multipart/form-data; boundary=xx", part + GOOD + b"\r\n" + part + GOOD + b"\r\n--xx--\r\n", "files"),
+        ("multipart/form-data", whole, "boundary"),
+        # cut off (no closing boundary, or inside the part): read as "missing the 'file' part" before
+        ("multipart/form-data; boundary=xx", part + GOOD, "cut off"),
+        ("multipart/form-data; boundary=xx", whole[:60], "cut off"),
+        ('multipart/form-data; boundary="xx"', whole[: len(part) + 5], "cut off"),
     ]
     for url in ("/v1/datasets", f"/v1/models/{v['id']}/predict.csv"):
         for ctype, body, words in cases:
@@ -216,6 +221,13 @@ def test_a_form_field_given_twice_or_unknown_is_a_422_naming_it(sqlite_api, doc)
         ("/v1/datasets", [("file", csv), ("nmae", (None, "typo"))], "nmae", "this upload takes file, name"),
         (f"/v1/models/{v['id']}/predict.csv", [("file", csv), ("name", (None, "x"))], "name", "takes file"),
         (f"/v1/models/{v['id']}/predict.csv", [("file", (None, "a")), ("file", csv)], "file", "give it once"),
+        # a second file part was a 400 "Too many files" from the parser, naming no field
+        ("/v1/datasets", [("file", csv), ("file", csv)], "file", "given 2 times"),
+        (f"/v1/models/{v['id']}/predict.csv", [("file", csv), ("file", csv)], "file", "given 2 times"),
+        ("/v1/datasets", [("file", csv), ("data", csv)], "data", "unknown form field"),
+        ("/v1/datasets", [("file", csv)] + [(f"f{i}", (None, "x")) for i in range(11)], "f0", "unknown form field"),
+        ("/v1/datasets", [("file", csv)] + [(f"f{i}", (None, "x")) for i in range(40)], "body", "more parts than"),
+        ("/v1/datasets", [("file", csv)] * 3, "body", "send each once"),
     ]
     for url, files, field, words in cases:
         r = api.client.post(url, files=files, headers=api.h())

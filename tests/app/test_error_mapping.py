@@ -67,3 +67,49 @@ def test_every_kind_has_a_status() -> None:
 def test_services_raise_no_http_status() -> None:
     # a domain error carries a code and words, never an HTTP status: that is the edge's decision
     assert not any(hasattr(exc, "status_code") for exc, _, _ in CASES)
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/models/m@1/predict", "/v1/registered-models/m/aliases/x"])
+def test_a_client_hanging_up_mid_body_is_not_a_server_error(sqlite_api, caplog, path: str) -> None:
+    """A client that closed the connection while its JSON body arrived made an "unhandled error": a 500 with a
+    traceback in the log and in the metrics. It is the client's doing: 400 `client_disconnected`, logged at info."""
+    import anyio
+
+    method = "PUT" if "aliases" in path else "POST"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"test"),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"100"),
+            (b"x-api-key", sqlite_api.key_a.encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    messages = [
+        {"type": "http.request", "body": b'{"records"', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    started: list[dict] = []
+
+    async def receive() -> dict:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message)
+
+    with caplog.at_level("INFO"):
+        anyio.run(sqlite_api.app, scope, receive, send)
+    assert started and started[0]["status"] == 400, started
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+    assert 'status="500"' not in sqlite_api.client.get("/metrics").text
