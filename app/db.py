@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from app import sqlite_identity
 
 CONNECT_TIMEOUT_S = 5  # a server that does not answer is reported unavailable after this, not after the OS's minutes
 
@@ -54,6 +57,8 @@ SQLITE_OUTAGE_CAUSES = {
 
 def outage_cause(exc: BaseException) -> str | None:
     """What an operator can act on for a database outage with one known cause (a full disk...), else None."""
+    if isinstance(exc, sqlite_identity.DatabaseFileChanged):
+        return str(exc)
     orig = getattr(exc, "orig", exc)
     if not isinstance(orig, sqlite3.OperationalError):
         return None
@@ -101,6 +106,10 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
             cur.execute(f"PRAGMA synchronous={sqlite_synchronous.upper()}")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+
+        path = sqlite_file(engine)
+        if path is not None:
+            sqlite_identity.watch(engine, os.path.abspath(path))  # deleted or replaced underneath: an outage
 
         @event.listens_for(engine, "handle_error")
         def _renew_read_only(ctx: Any) -> None:

@@ -103,7 +103,10 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     if port_in_use(host, port):
         sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port")
     check_listen(host, port)  # before the lock and the migrations: a bad address changes nothing
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        sys.exit(f"neurules-admin: cannot create the data folder {settings.data_dir}: {e.strerror}")
     lock = _lock_database(settings)
     if run_migrations and settings.migrate_on_start:
         migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
@@ -146,6 +149,11 @@ def _lock_database(settings: Settings) -> Path | None:
         return database_lock.acquire(settings)
     except database_lock.DatabaseInUse as e:
         sys.exit(f"neurules-admin: {e}")
+    except OSError as e:  # a read-only or full file system: one line naming the file, not a traceback
+        sys.exit(
+            f"neurules-admin: cannot take the database's lock ({e.filename}: {e.strerror}); the folder of the "
+            "database must be writable"
+        )
 
 
 def _supervise(procs: Sequence[BaseProcess]) -> None:

@@ -6,12 +6,13 @@ unready) or `error: ...` (makes it unready).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from app.db import Database, schema_revision
+from app.db import Database, schema_revision, sqlite_file
 from app.services import workers
 
 Check = Callable[[], None]  # raises when what it checks is not ready
@@ -44,13 +45,28 @@ class ExpectedSchema:
         return None
 
 
+class DiskFull(Exception):
+    """The disk holding the SQLite database has (almost) no space left: every write fails."""
+
+
+MIN_FREE_BYTES = 1024 * 1024  # below this a write (a WAL frame, a page) may not fit
+
+
 def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
-    """Raise when the database does not answer `SELECT 1`, or (given `schema`) its schema is behind the code."""
+    """Raise when the database does not answer `SELECT 1`, (given `schema`) its schema is behind the code, or
+    (SQLite) its disk is full: reads still answered then, so the check said `ok` while every write was a 503."""
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
         problem = schema.problem(schema_revision(conn)) if schema is not None else None
     if problem is not None:
         raise SchemaNotCurrent(f"{problem}: run `neurules-admin migrate`")
+    path = sqlite_file(db.engine)
+    if path is not None:
+        folder = os.path.dirname(os.path.abspath(path))
+        st = os.statvfs(folder)
+        free = st.f_bavail * st.f_frsize
+        if free < MIN_FREE_BYTES:
+            raise DiskFull(f"the disk holding the database is full ({free} bytes free in {folder}): free space there")
 
 
 def run_check(check: Check | None) -> str:

@@ -231,6 +231,21 @@ def test_readyz_names_the_database_when_it_is_down(sqlite_api: Api) -> None:
     assert r.status_code == 503 and r.json()["checks"]["database"].startswith("error")
 
 
+def test_readyz_names_a_full_disk(sqlite_api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault probe filled the disk under the SQLite file: every write was a 503 naming the full disk, but
+    /readyz said `database: ok` (reads answered) and blamed the workers. It names the disk now."""
+    from types import SimpleNamespace
+
+    from app.services import readiness
+
+    assert sqlite_api.client.get("/readyz").json()["checks"]["database"] == "ok"
+    monkeypatch.setattr(readiness.os, "statvfs", lambda _: SimpleNamespace(f_bavail=100, f_frsize=4096))
+    r = sqlite_api.client.get("/readyz")
+    assert r.status_code == 503, r.text
+    check = r.json()["checks"]["database"]
+    assert check.startswith("error: DiskFull: the disk holding the database is full (409600 bytes free"), check
+
+
 @pytest.mark.integration
 def test_a_restarted_database_is_used_again_without_a_failed_request(tmp_path: Any, doc: dict[str, Any]) -> None:
     """Every server connection the app holds is killed (as a restart does): the next requests reconnect, none fails.
@@ -321,3 +336,41 @@ def test_a_full_disk_or_a_read_only_file_is_named_in_the_503(sqlite_api: Api, do
         f"/v1/models/{v}/predict.csv", files={"file": ("b.csv", rows, "text/csv")}, headers=sqlite_api.h()
     )
     assert csv.status_code == 503 and "disk holding the database is full" in csv.json()["error"]["message"], csv.text
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_file_deleted_or_replaced_underneath_is_503_not_a_lost_decision(
+    sqlite_api: Api, doc: dict[str, Any], how: str
+) -> None:
+    """A fault probe deleted the SQLite file under a running service (and in another run put a backup copy in its
+    place): the next decisions were answered 200 with audit rows written to the unlinked file (lost with it; in
+    the backup's case, seqs the file at the path never held), then every request was a 500 ("no such table").
+    Each request now answers 503 naming what happened, and no decision is answered without its audit row."""
+    import shutil
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    v = sqlite_api.import_model(doc)["id"]
+    client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+    first = client.post(f"/v1/models/{v}/predict", json={"records": [REC]}, headers=sqlite_api.h())
+    assert first.status_code == 200, first.text
+    path = Path(make_url(sqlite_api.url).database or "")
+    if how == "deleted":
+        path.unlink()
+    else:
+        backup = path.with_name("backup.sqlite3")
+        shutil.copy(path, backup)  # a copy of the file as it is now (a restore), put in its place
+        backup.replace(path)
+    answers = {
+        "predict": client.post(f"/v1/models/{v}/predict", json={"records": [REC]}, headers=sqlite_api.h()),
+        "datasets": client.get("/v1/datasets", headers=sqlite_api.h()),
+        "upload": client.post("/v1/datasets", files={"file": ("d.csv", CSV, "text/csv")}, headers=sqlite_api.h()),
+        "audit": client.get("/v1/audit", headers=sqlite_api.h()),
+    }
+    for what, r in answers.items():
+        assert r.status_code == 503, (what, r.status_code, r.text)
+        assert "was deleted or replaced while the service ran" in r.json()["error"]["message"], (what, r.text)
+    assert answers["predict"].json()["error"]["code"] in ("audit_unavailable", "database_unavailable")
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and "deleted or replaced" in ready.text, ready.text

@@ -218,3 +218,27 @@ def test_two_services_started_by_one_shell_are_not_siblings(tmp_path: Path) -> N
         assert out.stdout.strip() == "sibling=False", (out.stdout, out.stderr)
     finally:
         first.kill()
+
+
+def test_a_data_folder_that_cannot_be_written_is_one_line_not_a_traceback(
+    released: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` on a read-only file system ended in a traceback (OSError: [Errno 30] ... neurules.sqlite3.lock): it
+    exits with one line naming the file and what to do."""
+    import errno
+
+    from worker import database_lock, serve
+
+    path = lock_path(released)
+
+    def read_only(*_: object, **__: object) -> int:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(database_lock.os, "open", read_only)
+    with pytest.raises(SystemExit) as ended:
+        serve._lock_database(released)
+    message = str(ended.value.code)
+    assert message == (
+        f"neurules-admin: cannot take the database's lock ({path}: Read-only file system); "
+        "the folder of the database must be writable"
+    ), message
