@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import math
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -200,7 +201,23 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
             f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}",
             field="header",
         )
+    _check_lookalike_names(header)
     return header
+
+
+def _check_lookalike_names(header: list[str]) -> None:
+    """Refuse two names that print alike, differing only in Unicode normalisation (`café` composed and
+    decomposed): two columns a reader of the rules cannot tell apart."""
+    seen: dict[str, str] = {}
+    for h in header:
+        other = seen.setdefault(unicodedata.normalize("NFC", h), h)
+        if other != h:
+            raise CSVError(
+                "csv_duplicate_columns",
+                f"columns {other!r} and {h!r} print alike (the same text in two Unicode normalisation forms); "
+                "rename one",
+                field="header",
+            )
 
 
 def _read_rows(

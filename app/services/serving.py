@@ -16,6 +16,7 @@ from typing import Any
 
 from app.services.csvdata import Table, to_float
 from app.services.errors import Invalid
+from app.services.name_hints import with_hint
 from models.rulelist import (
     CSV_MISSING_TOKENS,
     CategoryKey,
@@ -173,8 +174,12 @@ def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, A
         for n in sorted(names - keys)
     ]
     expected = ", ".join(f.name for f in model.rule_list.features)
+    missing = names - keys
     out += [
-        {"field": f"records[{i}].{n}", "message": "unknown field; the model's fields are " + expected}
+        {
+            "field": f"records[{i}].{n}",
+            "message": with_hint("unknown field", n, missing) + "; the model's fields are " + expected,
+        }
         for n in sorted(keys - names)
     ]
     return out
@@ -272,6 +277,9 @@ def table_records(model: ServedModel, table: Table, *, ignore_extra: bool = Fals
     return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
 
 
+UNKNOWN_COLUMN_ADVICE = " (add ?ignore_extra=true to the URL to ignore it)"
+
+
 def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -> None:
     """RecordError naming each missing column (and each unknown one unless ignored)."""
     present = set(header)
@@ -281,8 +289,9 @@ def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -
         if f.name not in present
     ]
     if not ignore_extra:
+        missing = model.names - present
         details += [
-            {"field": f"header.{n}", "message": "unknown column (add ?ignore_extra=true to the URL to ignore it)"}
+            {"field": f"header.{n}", "message": with_hint("unknown column", n, missing) + UNKNOWN_COLUMN_ADVICE}
             for n in header
             if n not in model.names
         ]

@@ -114,7 +114,12 @@ def test_file_errors_name_their_place_in_details(sqlite_api, doc) -> None:
         assert err["code"] == "csv_malformed", err
         (detail,) = err["details"]
         assert detail["field"] == f"line {detail['line']}" and err["message"].startswith(detail["field"] + ": "), err
-    for r in (_upload(sqlite_api, b"a,b,a\n1,2,3\n"), _predict_csv(sqlite_api, v["id"], b"age,age\n1,2\n")):
+    lookalike = "caf\u00e9,cafe\u0301,t\n1,2,0\n".encode()  # composed and decomposed: two names printing alike
+    for r in (
+        _upload(sqlite_api, b"a,b,a\n1,2,3\n"),
+        _predict_csv(sqlite_api, v["id"], b"age,age\n1,2\n"),
+        _upload(sqlite_api, lookalike),
+    ):
         assert r.status_code == 422, r.text
         err = r.json()["error"]
         assert err["code"] == "csv_duplicate_columns" and err["details"][0]["field"] == "header", err

@@ -258,6 +258,44 @@ def test_csv_batch_extra_column_error_names_the_query_parameter(sqlite_api, doc)
     ]
 
 
+def test_a_name_the_model_nearly_has_is_named_in_the_422(sqlite_api, doc) -> None:
+    """A field sent as `größe` decomposed (NFD) against the model's composed `größe` answered "missing field größe"
+    and "unknown field größe" side by side, indistinguishable; a case slip or a typo gave no pointer. The unknown
+    name's message now says which of the model's missing names it nearly is, in JSON and in a CSV header."""
+    import unicodedata
+
+    composed = "gr\u00f6\u00dfe"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed
+    doc["features"][0]["name"] = composed
+    for rule in doc["rules"]:
+        for cond in rule["conditions"]:
+            if cond["feature"] == "age":
+                cond["feature"] = composed
+    v = sqlite_api.import_model(doc)
+    cases = [
+        ({decomposed: 61, "income": 3, "smoker": "yes"}, decomposed, "another Unicode normalisation form"),
+        ({composed: 61, "Income": 3, "smoker": "yes"}, "Income", "did you mean 'income'? (names are case-sensitive)"),
+        ({composed: 61, "income": 3, "smokr": "yes"}, "smokr", "did you mean 'smoker'?"),
+    ]
+    for record, wrong, hint in cases:
+        r = sqlite_api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [record]}, headers=sqlite_api.h())
+        assert r.status_code == 422, r.text
+        (unknown,) = [d for d in r.json()["error"]["details"] if d["field"] == f"records[0].{wrong}"]
+        assert hint in unknown["message"] and "the model's fields are" in unknown["message"], unknown
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv",
+        files={"file": ("x.csv", f"{composed},Income,smoker\n61,3,yes\n".encode(), "text/csv")},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 422, r.text
+    (unknown,) = [d for d in r.json()["error"]["details"] if d["field"] == "header.Income"]
+    assert unknown["message"] == (
+        "unknown column; did you mean 'income'? (names are case-sensitive) (add ?ignore_extra=true to the URL to "
+        "ignore it)"
+    ), unknown
+
+
 def test_body_over_the_limit_is_413_before_parsing(tmp_path, doc) -> None:
     from tests.conftest import make_api
 

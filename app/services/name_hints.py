@@ -1,0 +1,33 @@
+"""A hint for a field or column name the model does not know: the known name it was most likely meant to be.
+
+Two names that print alike but differ in Unicode normalisation (`größe` composed or decomposed, as macOS file
+names and some keyboards send it) answered "missing field größe" and "unknown field größe" side by side, with
+nothing to tell them apart; a name differing only in case or by a typo gave no pointer either.
+"""
+
+from __future__ import annotations
+
+import difflib
+import unicodedata
+from collections.abc import Iterable
+
+
+def near_name(name: str, known: Iterable[str]) -> str | None:
+    """Why `name` is not one of `known` when it nearly is (`None`: no known name is close)."""
+    known = [k for k in known if k != name]
+    nfc = unicodedata.normalize("NFC", name)
+    for k in known:
+        if unicodedata.normalize("NFC", k) == nfc:
+            return f"the model's {k!r} in another Unicode normalisation form: send the name as the model spells it"
+    folded = nfc.casefold()
+    for k in known:
+        if unicodedata.normalize("NFC", k).casefold() == folded:
+            return f"did you mean {k!r}? (names are case-sensitive)"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def with_hint(message: str, name: str, known: Iterable[str]) -> str:
+    """`message`, followed by the near-name hint where there is one."""
+    hint = near_name(name, known)
+    return f"{message}; {hint}" if hint else message
