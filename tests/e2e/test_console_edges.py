@@ -147,6 +147,28 @@ def _one_rule_doc() -> dict[str, Any]:
     }
 
 
+def test_a_profile_shows_hidden_characters_as_the_rules_do(tab: Tab, console: Console) -> None:
+    """A level holding a bidi override showed raw in the dataset's profile ("ok\u202eevil" read "oklive"), while
+    the rules built from it show it escaped: the profile shows it as rule text does, quoted with the escape."""
+    from playwright.sync_api import expect
+
+    from models.rulelist import RuleList
+
+    level = "ok\u202eevil"
+    ds = upload_csv(console, "hidden characters", ["score", "note", "label"], [[i, level, i % 2] for i in range(12)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"datasets/{ds['id']}"))
+    pill = page.locator("table:has(caption:text-is('Column profile')) .value-pill", has_text="evil")
+    expect(pill).to_have_count(1)
+    shown = pill.text_content()
+    assert shown == '"ok\\u202eevil"' and "\u202e" not in (shown or ""), shown
+    doc = _one_rule_doc()
+    doc["features"][1]["categories"] = [level, None]
+    doc["rules"][0]["conditions"][0]["values"] = [level]
+    assert shown in RuleList.from_dict(doc).to_text()  # as the rule text writes the level
+
+
 def test_markup_in_data_one_rule_unseen_targets_and_a_version_against_itself(tab: Tab, console: Console) -> None:
     from playwright.sync_api import expect
 

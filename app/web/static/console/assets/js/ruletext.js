@@ -111,3 +111,16 @@ export function ruleCode(text, attrs = {}) {
 export function userText(value) {
   return h("bdi", {}, value instanceof Node ? value : String(value ?? ""));
 }
+
+// What the server escapes in rule text (models/rulelist.py `_UNSAFE`): controls, line separators, bidi overrides.
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+const UNSAFE_ALL = new RegExp(UNSAFE.source, "g");
+
+/** A user's name or value shown as rule text shows it: as it is, or, holding a character that would reorder or
+ * hide text (a bidi override), quoted with that character escaped (`"ok\u202eevil"`), so a level in a dataset's
+ * profile reads as it does in the rules built from it. */
+export function shownText(value) {
+  const s = String(value ?? "");
+  if (!UNSAFE.test(s)) return s;
+  return JSON.stringify(s).replace(UNSAFE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}

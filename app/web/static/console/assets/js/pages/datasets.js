@@ -3,6 +3,7 @@
 
 import { del, get, getAll, post, qs, seg, upload } from "../api.js";
 import { announce, bytes, fmt, h, mount, when } from "../dom.js";
+import { shownText } from "../ruletext.js";
 import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 function uploadForm(onDone) {
@@ -80,13 +81,13 @@ export async function datasetsPage() {
 function profileTable(columns) {
   return table(
     [
-      { label: "Column", value: (c) => h("code", { text: c.name }) },
+      { label: "Column", value: (c) => h("code", { text: shownText(c.name) }) },
       { label: "Type", value: (c) => badge(c.type, c.type) },
       { label: "Missing", value: (c) => fmt(c.missing), num: true },
       { label: "Distinct", value: (c) => fmt(c.distinct), num: true },
       { label: "Min", value: (c) => fmt(c.min), num: true },
       { label: "Max", value: (c) => fmt(c.max), num: true },
-      { label: "Top values", value: (c) => (c.top_values.length ? h("span", { class: "values" }, c.top_values.map((v) => h("span", { class: "value-pill", text: v }))) : "—") },
+      { label: "Top values", value: (c) => (c.top_values.length ? h("span", { class: "values" }, c.top_values.map((v) => h("bdi", { class: "value-pill", text: shownText(v) }))) : "—") },
     ],
     columns,
     { caption: "Column profile" },
