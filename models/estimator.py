@@ -16,6 +16,7 @@ import pandas as pd
 
 from models.budget import BudgetRequest, plan_budget
 from models.crossfit import KindChoice, auto_folds
+from models.exceptions import TrainingCancelled
 from models.metrics import weighted_f1
 from models.params import check_params
 from models.rulelist import RuleList
@@ -269,7 +270,8 @@ class NeuRulesClassifier:
 
         callback(progress) is called once per epoch (all stages together) with epoch, n_epochs,
         loss and val_score: the weighted F1 on eval_set of the best restart's zero-temperature
-        network every few epochs and at the last one, else None. Cross-fitting
+        network every few epochs, else None. The last epoch is reported after extraction, `stage` "final",
+        its score the served list's (what the version's held-out F1 says). Cross-fitting
         (`selection_folds`) then calls it per fold epoch with the last epoch again and `stage`
         "crossfit", so it can still cancel. Returning True cancels training and raises
         `TrainingCancelled`.
@@ -291,6 +293,7 @@ class NeuRulesClassifier:
         t2 = time.perf_counter()
         chosen = self._select(trained, enc)
         self.rule_list_ = self._extract(chosen, trained, data, enc, seed)
+        self._report_served(callback, eval_set)
         self.fit_seconds_ = time.perf_counter() - t0
         self.timings_ = {"encode": t1 - t0, "train": t2 - t1, "extract": time.perf_counter() - t2}
         return self
@@ -359,11 +362,31 @@ class NeuRulesClassifier:
 
         device = net.lower.device
         generators = (torch.Generator().manual_seed(seed), self._noise_generators(self.restart_kinds_, seed, device))
-        progress = Progress(self.budget_.total_epochs, callback, self._val_score(eval_set, enc, data, device))
+        scorer = self._val_score(eval_set, enc, data, device)
+        progress = Progress(self.budget_.total_epochs, callback, scorer, hold_last=True)
         rows = Rows(enc, data.y, device)
-        trained = train_restarts(net, rows, split, self.budget_, self._train_settings(), generators, progress)
+        try:
+            trained = train_restarts(net, rows, split, self.budget_, self._train_settings(), generators, progress)
+        except Exception:
+            if callback is not None and progress.held is not None:  # diverged after the last epoch: still told
+                callback(progress.held)
+            raise
         self.training_steps_ = progress.steps
+        self._last_point = progress.held
         return trained
+
+    def _report_served(
+        self, callback: Callable[[dict[str, Any]], Any] | None, eval_set: tuple[Any, Any] | None
+    ) -> None:
+        """The last epoch's progress point, held back until the list is extracted, `stage` "final": with an
+        eval_set, its score is the served list's weighted F1 there. The other epochs score the networks before
+        consolidation, which can decide otherwise (a job's last score read 0.494, its version's F1 0.564)."""
+        point = getattr(self, "_last_point", None)
+        if callback is None or point is None:
+            return
+        score = None if eval_set is None else weighted_f1(check_targets(eval_set[1]), self.predict(eval_set[0]))
+        if callback({**point, "val_score": score, "stage": "final"}) is True:
+            raise TrainingCancelled(f"training cancelled by the callback at epoch {point['epoch']}")
 
     def _crossfit(
         self,

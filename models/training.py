@@ -101,11 +101,14 @@ class Progress:
         callback: Callable[[ProgressInfo], Any] | None = None,
         val_score: Callable[[SoftRuleList], float] | None = None,
         val_every: int = 5,
+        hold_last: bool = False,
     ) -> None:
         self.n_epochs = n_epochs
         self.callback = callback
         self.val_score = val_score
         self.val_every = val_every
+        self.hold_last = hold_last  # the last epoch's point is kept in `held`, for the caller to report
+        self.held: ProgressInfo | None = None
         self.epoch = 0
         self.steps: list[str] = []  # per stage: how its steps ran ("cuda graph", "eager", "eager: <why>")
         self.last_loss = math.nan  # the last epoch's mean loss (in a divergence message)
@@ -116,6 +119,9 @@ class Progress:
         self.epoch += 1
         self.last_loss = loss
         if self.callback is None:
+            return
+        if self.hold_last and self.epoch == self.n_epochs:
+            self.held = {"epoch": self.epoch, "n_epochs": self.n_epochs, "loss": loss, "val_score": None}
             return
         score = None
         if self.val_score is not None and (self.epoch % self.val_every == 0 or self.epoch == self.n_epochs):

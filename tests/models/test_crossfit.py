@@ -100,7 +100,8 @@ def test_selection_folds_is_checked_with_its_name(value: object) -> None:
 
 
 def test_cross_fitting_tells_the_callback_and_can_be_cancelled() -> None:
-    """Every fold's epochs reach the callback (as the main fit's last epoch): returning True there cancels."""
+    """Every fold's epochs reach the callback (as the main fit's last epoch): returning True there cancels. The
+    main fit's last epoch itself comes after them, once the list is extracted (`stage` "final")."""
     pytest.importorskip("torch")
     from models import NeuRulesClassifier, TrainingCancelled
 
@@ -108,20 +109,20 @@ def test_cross_fitting_tells_the_callback_and_can_be_cancelled() -> None:
     seen: list[dict] = []
     NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, selection_folds=2).fit(X, y, seen.append)
     n = seen[0]["n_epochs"]
-    main, folds = seen[:n], seen[n:]
-    assert [s["epoch"] for s in main] == list(range(1, n + 1))
+    main, folds, final = seen[: n - 1], seen[n - 1 : -1], seen[-1]
+    assert [s["epoch"] for s in [*main, final]] == list(range(1, n + 1))
     assert len(folds) >= 2
     assert all(s["epoch"] == n == s["n_epochs"] and s["val_score"] is None and s["stage"] == "crossfit" for s in folds)
-    assert all("stage" not in s for s in main)
+    assert all("stage" not in s for s in main) and final["stage"] == "final"
 
     calls: list[int] = []
 
     def cancel_in_the_folds(info: dict) -> bool:
         calls.append(info["epoch"])
-        return len(calls) > n  # the main fit runs through; the first fold epoch cancels
+        return len(calls) > n - 1  # the main fit runs through (its last epoch is told at the end); a fold cancels
 
     with pytest.raises(TrainingCancelled):
         NeuRulesClassifier(n_rules=4, epochs=6, n_restarts=4, random_state=0, selection_folds=2).fit(
             X, y, cancel_in_the_folds
         )
-    assert len(calls) == n + 1
+    assert len(calls) == n

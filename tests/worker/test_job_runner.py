@@ -344,6 +344,39 @@ def test_cross_fitting_keeps_the_jobs_score_and_history(sqlite_api) -> None:
     assert epochs and len(epochs) == len(set(epochs)) and max(epochs) == 6, epochs
 
 
+def test_the_jobs_last_score_is_its_versions_held_out_f1(sqlite_api) -> None:
+    """A job's last `val_score` (and its history's last point) scored the network before the list was
+    consolidated: 0.494 where the version's held-out weighted F1 said 0.564 (a numbers probe). Both are the
+    served list's score now."""
+    api = sqlite_api
+    rng = np.random.default_rng(0)  # three noisy classes, missing cells: the list decides unlike the network
+    age, income = rng.integers(20, 80, 300).astype(float), np.round(rng.normal(50, 20, 300), 1)
+    color = rng.choice(["red", "green", "blue"], 300)
+    score = (age > 50) + (income > 55) + (color == "red") * 0.7 + rng.normal(0, 0.8, 300)
+    y = np.where(score > 1.8, "hi", np.where(score > 0.8, "mid", "lo"))
+    rows = [
+        f"{'' if i % 17 == 0 else f'{age[i]:g}'},{'?' if i % 23 == 0 else f'{income[i]:g}'},{color[i]},{y[i]}"
+        for i in range(300)
+    ]
+    data = ("age,income,color,y\n" + "\n".join(rows) + "\n").encode()
+    ds = api.client.post("/v1/datasets", files={"file": ("mix.csv", data, "text/csv")}, headers=api.h()).json()
+    parameters = {"n_rules": 4, "epochs": 20, "test_size": 0.3}
+    r = api.client.post(
+        "/v1/jobs", json={"dataset_id": ds["id"], "target": "y", "parameters": parameters}, headers=api.h()
+    )
+    assert r.status_code == 202, r.text
+    jid = r.json()["id"]
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid) == "succeeded"
+    job = api.client.get(f"/v1/jobs/{jid}", headers=api.h()).json()
+    mv = api.client.get(f"/v1/models/{job['model_version_id']}", headers=api.h()).json()
+    held_out = mv["metrics"]["holdout"]["weighted_f1"]
+    points = api.client.get(f"/v1/jobs/{jid}/history", headers=api.h()).json()["points"]
+    assert points[-1]["epoch"] == max(p["epoch"] for p in points) == job["progress"]["n_epochs"], points
+    assert abs(points[-1]["val_score"] - held_out) < 1e-6, (points[-1], held_out)
+    assert abs(job["progress"]["val_score"] - held_out) < 1e-6, (job["progress"], held_out)
+
+
 def test_the_embedded_worker_recovers_when_its_broker_folder_is_deleted(sqlite_api, tmp_path, monkeypatch) -> None:
     """Deleting the broker folder ended the embedded worker for good (Celery: "Unrecoverable error:
     FileNotFoundError"); once the folder was made again, jobs were accepted and never trained until a restart
