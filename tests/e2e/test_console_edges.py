@@ -1696,3 +1696,63 @@ def test_the_audit_trail_names_each_key_and_shows_a_record_that_cannot_be_read(t
     label = events.first.locator("bdi", has_text="dr. jones (cardiology)")
     expect(label).to_have_count(1)
     expect(label.locator("code")).to_have_count(0)
+
+
+def test_try_announces_the_decision_and_refuses_a_decimal_comma(tab: Tab, console: Console) -> None:
+    """An accessibility probe: after Decide the answer appeared below the form and a screen reader heard nothing
+    (focus stayed, nothing announced); a typed `31,5` in a number field was read by Chromium as 315 and decided.
+    The answer is focused and announced; a decimal comma is refused with what to write, and nothing is sent."""
+    from playwright.sync_api import expect
+
+    import_model(console, "announced", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/predict") else None)
+    page.goto(_url(console, "models/announced/1/try"))
+    age = page.get_by_label("age", exact=True)
+    age.fill("31,5")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    assert "decimal point: 31.5" in age.evaluate("el => el.validationMessage")
+    page.wait_for_timeout(300)
+    assert sent == [] and not page.locator(".try-answer .answer").count()
+    age.fill("70")
+    page.get_by_role("button", name="Decide", exact=True).click()
+    answer = console.api.post(
+        "/v1/models/announced@1/predict", json={"records": [{"age": 70, "income": 30, "smoker": "yes"}]}
+    ).json()["predictions"][0]
+    expect(page.locator(".try-answer")).to_be_focused()
+    expect(page.locator("#live")).to_have_text(f"Decided: risk = {answer['prediction']}, by rule {answer['rule_id']}.")
+    assert len(sent) == 1
+
+
+def test_each_page_names_the_tab_and_a_failed_page_offers_a_way_on(tab: Tab, console: Console) -> None:
+    """The tab read "NeuRules console" on every page; a page whose data could not be loaded showed one line with
+    no heading, no retry and no way back; at a narrow width the sticky top bar (three rows) hid the focused
+    element under it. Each page names the tab; a failed one has a heading, Try again and a link to its list;
+    the bar scrolls away on small screens."""
+    from playwright.sync_api import expect
+
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, "audit"))
+    expect(page).to_have_title(re.compile(r"^Audit.* · NeuRules console$"))
+    page.route(
+        lambda u: "/v1/registered-models" in u,
+        lambda route: route.fulfill(
+            status=500, json={"error": {"code": "internal_error", "message": "boom", "details": []}}
+        ),
+    )
+    page.goto(_url(console, "models"))
+    expect(page.get_by_role("heading", name="Could not load this page", level=1)).to_be_visible()
+    expect(page).to_have_title("Could not load this page · NeuRules console")
+    expect(page.get_by_role("link", name="Back to models")).to_have_attribute("href", "#/models")
+    page.unroute_all()
+    tab.server_errors[:] = [e for e in tab.server_errors if "/v1/registered-models" not in e]  # ours, faked
+    page.get_by_role("button", name="Try again").click()
+    expect(page.get_by_role("heading", name="Could not load this page")).to_have_count(0)
+    expect(page).to_have_title(re.compile(r"^Models · NeuRules console$"))
+    page.set_viewport_size({"width": 375, "height": 800})
+    assert page.locator(".topbar").evaluate("el => getComputedStyle(el).position") == "static"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    assert page.locator(".topbar").evaluate("el => getComputedStyle(el).position") == "sticky"

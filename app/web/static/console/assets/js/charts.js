@@ -344,7 +344,7 @@ function sharePanel(rule, buckets, { since, until, yMax, width, height }) {
     "li",
     { class: "panel", "data-rule-id": rule.id },
     h("div", { class: "panel-head" }, h("span", { class: "panel-name", title: rule.title || rule.name, text: rule.name }), h("span", { class: "panel-figures" }, h("strong", { text: pct(live) }), " vs ", pct(rule.training), diff === null ? null : h("span", { class: `panel-diff${Math.abs(diff) >= 0.05 ? " panel-diff-big" : ""}`, text: ` (${diff >= 0 ? "+" : "−"}${(Math.abs(diff) * 100).toFixed(1)} pts)` }))),
-    rule.title ? h("div", { class: "panel-rule muted small", dir: "ltr" }, ruleNodes(rule.title)) : null,
+    rule.title ? h("div", { class: "panel-rule muted small", dir: "ltr", title: rule.title }, ruleNodes(rule.title)) : null,
     svg,
   );
 }

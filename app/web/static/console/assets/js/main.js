@@ -60,13 +60,15 @@ async function render() {
     showNav(false);
     mount(main, signInView());
     main.querySelector("input")?.focus();
+    titleFromPage();
     return;
   }
   const { path, query } = parseHash();
   const match = ROUTES.map(([re, page, section]) => [path.match(re), page, section]).find(([m]) => m);
   if (!match) {
     showNav(true);
-    mount(main, notice("warning", `No page at #${path}. `, h("a", { href: "#/datasets", text: "Go to datasets" })));
+    mount(main, h("div", {}, h("h1", { text: "Page not found" }), notice("warning", `No page at #${path}. `, h("a", { href: "#/datasets", text: "Go to datasets" }))));
+    titleFromPage();
     return;
   }
   const [m, page, section] = match;
@@ -76,7 +78,8 @@ async function render() {
   } catch {
     // a broken %-escape (a hand-edited or cut link): decodeURIComponent throws "URI malformed"
     showNav(true, section);
-    mount(main, notice("warning", `No page at #${path}: the address holds a broken %-escape. `, h("a", { href: "#/datasets", text: "Go to datasets" })));
+    mount(main, h("div", {}, h("h1", { text: "Page not found" }), notice("warning", `No page at #${path}: the address holds a broken %-escape. `, h("a", { href: "#/datasets", text: "Go to datasets" }))));
+    titleFromPage();
     return;
   }
   showNav(true, section);
@@ -94,8 +97,35 @@ async function render() {
       main.focus({ preventScroll: true });
     }
   } catch (err) {
-    if (token === renderToken) mount(main, errorBox(err, "Could not load this page"));
+    if (token === renderToken) {
+      mount(main, failedPage(err, section));
+      main.focus({ preventScroll: true });
+    }
   }
+  if (token === renderToken) titleFromPage();
+}
+
+/** The browser tab's title: the page's heading, then the console's name (tabs and history tell pages apart). */
+function titleFromPage() {
+  const heading = main.querySelector("h1")?.textContent?.trim();
+  document.title = heading ? `${heading} · NeuRules console` : "NeuRules console";
+}
+
+/** A page that could not be loaded: what failed, a retry, and the way back to its list. */
+function failedPage(err, section) {
+  const back = document.querySelector(`#nav a[data-section="${section}"]`);
+  return h(
+    "div",
+    {},
+    h("h1", { text: "Could not load this page" }),
+    errorBox(err, "Could not load this page"),
+    h(
+      "p",
+      { class: "form-actions" },
+      h("button", { type: "button", class: "btn btn-primary", text: "Try again", onclick: () => render() }),
+      back ? h("a", { href: back.getAttribute("href"), text: `Back to ${back.textContent.trim().toLowerCase()}` }) : null,
+    ),
+  );
 }
 
 function signInView() {

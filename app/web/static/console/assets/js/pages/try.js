@@ -4,7 +4,7 @@
 // The server decides (and audits) the record; this page only displays its answer.
 
 import { ApiError, get, post, qs, seg } from "../api.js";
-import { exact, fmt, h, mount, nextId } from "../dom.js";
+import { announce, exact, fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
 import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
@@ -14,11 +14,31 @@ import { busy, errorBox, failureContext, field, notice, pageHeader, section, tab
 const MISSING = "missing";
 const OTHER = "other";
 
+const NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/** Why a typed value is not a number the service reads ("" when it is one, or empty: missing). */
+function numberProblem(text) {
+  const t = text.trim();
+  if (t === "" || (NUMBER.test(t) && Number.isFinite(Number(t)))) return "";
+  if (/^[+-]?\d*,\d+$/.test(t)) return `Write the number with a decimal point: ${t.replace(",", ".")}, not ${t}.`;
+  return "Enter a number (such as 31.5 or -2e3), or leave the field empty for a missing value.";
+}
+
 function numericInput(f) {
-  const start = f.fill_value === null || f.fill_value === undefined ? "" : String(Number(Number(f.fill_value).toPrecision(10)));
-  const input = h("input", { type: "number", step: "any", name: f.name, value: start, placeholder: "missing" });
+  const start = f.fill_value === null || f.fill_value === undefined ? "" : String(Number(f.fill_value)); // every digit: the value "missing" stands for
+  // text, not type=number: Chromium read a typed "31,5" as 315 and sent it; the value is checked here instead
+  const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", name: f.name, value: start, placeholder: "missing" });
+  input.addEventListener("input", () => input.setCustomValidity(numberProblem(input.value)));
   const range = f.min !== undefined && f.min !== null ? `training range ${fmt(f.min, 4)} to ${fmt(f.max, 4)}; ` : "";
-  return { control: input, hint: `${range}empty = missing (filled with ${fmt(f.fill_value, 4)})`, read: () => (input.value.trim() === "" ? null : Number(input.value)), write: (v) => (input.value = v === null ? "" : String(v)) };
+  return {
+    control: input,
+    hint: `${range}empty = missing (filled with ${fmt(f.fill_value, 4)})`,
+    read: () => (input.value.trim() === "" ? null : Number(input.value)),
+    write: (v) => {
+      input.value = v === null ? "" : String(v);
+      input.setCustomValidity(numberProblem(input.value));
+    },
+  };
 }
 
 /** Which choice is selected: "missing", "other" or null for a category (then its option's index is the category's). */
@@ -207,7 +227,11 @@ export async function tryPage(ctx, name, version) {
     sessionStorage.setItem(slot, JSON.stringify(record));
     await busy(submit, async () => {
       try {
-        mount(out, answerView(await decide(ref, record), mv.rule_list, apply));
+        const res = await decide(ref, record);
+        mount(out, answerView(res, mv.rule_list, apply));
+        const p = res.answer.predictions[0];
+        const by = p.explanation.is_default ? "the default rule" : `rule ${p.explanation.rule_id}`;
+        announce(`Decided: ${mv.rule_list.target} = ${exact(p.prediction)}, by ${by}.`);
       } catch (err) {
         mount(out, errorBox(err, failureContext(err, "The service refused the record", "The record was not decided")));
       }
@@ -219,7 +243,7 @@ export async function tryPage(ctx, name, version) {
   };
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    run();
+    run().then(() => out.focus()); // the answer (or the refusal) is read next, not left below the form unheard
   });
   const base = `#/models/${seg(name)}`;
   return h(
