@@ -218,7 +218,9 @@ async def _client_gone(request: Request, _: ClientDisconnect) -> ErrorJSON:
 
 async def _unexpected(request: Request, exc: Exception) -> ErrorJSON:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
+    # sent by Starlette's outermost middleware, around the one that adds this header to every other answer
+    headers = {"X-Content-Type-Options": "nosniff"}
+    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), 500, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

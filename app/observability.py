@@ -200,6 +200,7 @@ class RequestMetricsMiddleware:
                     "payload_too_large", f"request body of {length} bytes is over the limit of {self.max_body} bytes"
                 ),
                 status_code=413,
+                headers={"X-Content-Type-Options": "nosniff"},
             )(scope, receive, send)
             return
         if self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives

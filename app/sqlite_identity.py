@@ -3,14 +3,16 @@
 A database file deleted or replaced while the service ran (`rm`, a backup restored with `mv`) went unnoticed:
 open connections went on reading and writing the old, unlinked file, so decisions were answered 200 with audit
 rows that the file at the path never held (lost at the next restart), while new connections opened the new
-file ("no such table": 500s). The engine now checks the path before every statement and every commit; once it
-names another file, or none, each one fails as an outage (503 naming the cause) until the service is restarted
-and opens the file that is there now.
+file ("no such table": 500s). The engine now checks the path before every commit and, at most every 0.2 s,
+before a statement; once it names another file, or none, each one fails as an outage (503 naming the cause)
+until the file is put back or the service is restarted and opens the file that is there now.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from typing import Any
 
 from sqlalchemy import Engine, event
@@ -24,33 +26,53 @@ class DatabaseFileChanged(sa_exc.DisconnectionError):
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except OSError:  # gone, or its folder can no longer be read: not the file opened either way
         return None
     return st.st_dev, st.st_ino
 
 
+STATEMENT_CHECK_S = 0.2  # a statement looks at the path at most this often; every commit looks
+
+
 class FileIdentity:
-    """The device and inode of the database file as first opened; `check` compares the path's against them."""
+    """The device and inode of the database file as first opened; the checks compare the path's against them.
+
+    Each look is a `stat` call, which lets go of the GIL: one per statement made two threads of a process
+    (the audit writer and the event loop, a verifier and a writer) hand it back and forth more often, so
+    statements look at most every STATEMENT_CHECK_S; a commit, which is what makes an answer's audit row
+    count, always looks."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.opened: tuple[int, int] | None = None
+        self.looked = -math.inf  # when the path last named the file opened (monotonic seconds)
 
     def remember(self) -> None:
-        """Record the file's identity, once (the first connection creates the file if it did not exist)."""
+        """On each new connection: the first records the file's identity (it creates the file if there was none);
+        a later one on another file (a new empty one where the file was deleted) makes the next statement look."""
+        now = _identity(self.path)
         if self.opened is None:
-            self.opened = _identity(self.path)
+            self.opened, self.looked = now, time.monotonic()
+        elif now != self.opened:
+            self.looked = -math.inf
 
-    def check(self) -> None:
+    def check_statement(self) -> None:
+        """`check_commit`, unless the path was found right within the last STATEMENT_CHECK_S."""
+        if time.monotonic() - self.looked >= STATEMENT_CHECK_S:
+            self.check_commit()
+
+    def check_commit(self) -> None:
         """DatabaseFileChanged when the path names another file than the one opened, or none."""
         if self.opened is None:
             return
         now = _identity(self.path)
         if now != self.opened:  # (deleted: a new connection may already have created an empty file there)
+            self.looked = -math.inf  # every statement looks again, until the file is back
             raise DatabaseFileChanged(
                 f"the database file {self.path} was deleted or replaced while the service ran: put the file "
                 "back, or restart the service to open the one there now"
             )
+        self.looked = time.monotonic()
 
 
 def watch(engine: Engine, path: str) -> FileIdentity:
@@ -63,11 +85,18 @@ def watch(engine: Engine, path: str) -> FileIdentity:
 
     @event.listens_for(engine, "before_cursor_execute")
     def _before_statement(*_: Any) -> None:
-        identity.check()
+        identity.check_statement()
 
     @event.listens_for(engine, "commit")
-    def _before_commit(_conn: Any) -> None:
-        identity.check()  # the audit writer's inserts bypass the statement events: its commit does not
+    def _before_commit(conn: Any) -> None:
+        try:
+            identity.check_commit()  # the audit writer's inserts bypass the statement events: its commit does not
+        except DatabaseFileChanged:
+            # refused before the driver's commit: SQLAlchemy then sees no transaction to roll back on close, and
+            # the connection went back to the pool holding the write lock and the refused rows (a later commit
+            # on it wrote them): end that transaction here
+            conn.connection.driver_connection.rollback()
+            raise
 
     return identity
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -369,7 +369,8 @@ class NeuRulesClassifier:
             trained = train_restarts(net, rows, split, self.budget_, self._train_settings(), generators, progress)
         except Exception:
             if callback is not None and progress.held is not None:  # diverged after the last epoch: still told
-                callback(progress.held)
+                with suppress(Exception):  # (a callback's own stop must not hide why training failed)
+                    callback(progress.held)
             raise
         self.training_steps_ = progress.steps
         self._last_point = progress.held

@@ -1059,8 +1059,10 @@ _NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def csv_label(label: ClassLabel) -> ClassLabel:
     """A class label as a decision table's `prediction` cell: text a spreadsheet would run as a formula (beginning
-    with = + - @, a tab or a carriage return, and not a plain number) gets a leading `'`, as OWASP advises against
-    CSV injection (a label `=HYPERLINK(...)` ran when the file was opened); numbers and other labels as they are."""
+    with = + - @, a tab or a carriage return, and not a plain number or a lone sign) gets a leading `'`, as OWASP
+    advises against CSV injection (a label `=HYPERLINK(...)` ran when the file was opened); others as they are."""
+    if label in ("+", "-"):  # a sign alone is no formula (credit data labels classes so)
+        return label
     if isinstance(label, str) and label.startswith(_FORMULA_STARTS) and _NUMBER_TEXT.fullmatch(label) is None:
         return "'" + label
     return label

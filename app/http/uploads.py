@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive
 
 from app.services.compression import gunzip, looks_gzipped
@@ -128,6 +129,8 @@ async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormDa
         # Starlette turns the multipart parser's refusals (no boundary, a part header over its limit) into a
         # bare 400 `http_error`: answered as the malformed body it is
         raise _malformed(_parser_reason(e)) from None
+    except ClientDisconnect:  # the client hung up mid-upload: the edge's `client_disconnected`, not a bad body
+        raise
     except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
         raise _malformed(_parser_reason(e)) from None
     try:

@@ -27,7 +27,12 @@ def near_name(name: str, known: Iterable[str]) -> str | None:
     return f"did you mean {close[0]!r}?" if close else None
 
 
-def with_hint(message: str, name: str, known: Iterable[str]) -> str:
-    """`message`, followed by the near-name hint where there is one."""
-    hint = near_name(name, known)
+MAX_HINT_PAIRS = 2_000  # (unknown, missing) name pairs compared per record or header: difflib costs ~16 us a pair
+
+
+def with_hint(message: str, name: str, known: Iterable[str], *, unknown: int = 1) -> str:
+    """`message`, followed by the near-name hint where there is one; none when `unknown` names against the known
+    ones would be more pairs than MAX_HINT_PAIRS (a record of thousands of stray keys costs no seconds)."""
+    known = list(known)
+    hint = near_name(name, known) if unknown * len(known) <= MAX_HINT_PAIRS else None
     return f"{message}; {hint}" if hint else message

@@ -174,13 +174,15 @@ def _field_set_errors(model: ServedModel, i: int, keys: Any) -> list[dict[str, A
         for n in sorted(names - keys)
     ]
     expected = ", ".join(f.name for f in model.rule_list.features)
-    missing = names - keys
+    missing, unknown = names - keys, sorted(keys - names)
     out += [
         {
             "field": f"records[{i}].{n}",
-            "message": with_hint("unknown field", n, missing) + "; the model's fields are " + expected,
+            "message": with_hint("unknown field", n, missing, unknown=len(unknown))
+            + "; the model's fields are "
+            + expected,
         }
-        for n in sorted(keys - names)
+        for n in unknown
     ]
     return out
 
@@ -289,11 +291,13 @@ def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -
         if f.name not in present
     ]
     if not ignore_extra:
-        missing = model.names - present
+        missing, unknown = model.names - present, [n for n in header if n not in model.names]
         details += [
-            {"field": f"header.{n}", "message": with_hint("unknown column", n, missing) + UNKNOWN_COLUMN_ADVICE}
-            for n in header
-            if n not in model.names
+            {
+                "field": f"header.{n}",
+                "message": with_hint("unknown column", n, missing, unknown=len(unknown)) + UNKNOWN_COLUMN_ADVICE,
+            }
+            for n in unknown
         ]
     if details:
         raise RecordError(details)

@@ -364,9 +364,11 @@ def test_verify_while_writers_append(api) -> None:
     writer.start()
     try:
         reports = []
-        for _ in range(5):
+        for _ in range(200):  # at least 5 checks, and on until the writer has appended during them
             with api.app.state.service.db.sessionmaker() as s:
                 reports.append(audit_verify.verify_tenant(s, api.tenant_a, page_rows=7))
+            if len(reports) >= 5 and reports[-1].rows_checked > reports[0].rows_checked:
+                break
     finally:
         stop.set()
         writer.join()

@@ -53,3 +53,29 @@ def test_a_file_moved_away_and_back_is_the_same_file(tmp_path: Path) -> None:
         c.exec_driver_sql("INSERT INTO t VALUES (3)")
     with engine.connect() as c:
         assert c.exec_driver_sql("SELECT x FROM t").scalars().all() == [3]
+
+
+def test_a_refused_commit_leaves_no_transaction_in_the_pool(tmp_path: Path) -> None:
+    """A reviewer: refused before the driver's commit, the transaction stayed open on the pooled connection,
+    holding SQLite's write lock (another process: "database is locked") and the refused rows, which the next
+    commit on that connection wrote once the file was put back. The refusal rolls it back."""
+    import sqlite3
+
+    engine = _engine(tmp_path)
+    path, aside = tmp_path / "db.sqlite3", tmp_path / "aside.sqlite3"
+    conn = engine.connect()
+    trans = conn.begin()
+    conn.connection.driver_connection.execute("INSERT INTO t VALUES (1)")  # type: ignore[union-attr]
+    path.rename(aside)
+    with pytest.raises(DatabaseFileChanged):
+        trans.commit()
+    conn.close()
+    aside.rename(path)  # put back, as the 503 advises
+    other = sqlite3.connect(path, timeout=0.5)  # another process: not locked out
+    other.execute("INSERT INTO t VALUES (2)")
+    other.commit()
+    other.close()
+    with engine.begin() as c:  # the next commit on the pool's connection
+        c.exec_driver_sql("INSERT INTO t VALUES (3)")
+    with engine.connect() as c:
+        assert sorted(c.exec_driver_sql("SELECT x FROM t").scalars().all()) == [2, 3]

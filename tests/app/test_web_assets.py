@@ -12,6 +12,7 @@ import sys
 import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from app.web.static_files import CONSOLE_DIR, STATIC_DIR, VENDOR_DIR
 from tests.conftest import ROOT, Api
@@ -213,5 +214,22 @@ def test_every_answer_says_nosniff_once(sqlite_api: Api, doc: dict) -> None:
         c.get("/v1/keys"),
     ]
     assert [r.status_code for r in answers] == [200, 404, 422, 200, 200, 200, 200, 200, 401]
+    too_large = c.post("/v1/datasets", content=b"x", headers={**h, "content-length": str(10**12)})
+    assert too_large.status_code == 413  # refused by the outer middleware before the body is read
+    answers.append(too_large)
     for r in answers:
         assert r.headers.get_list("x-content-type-options") == ["nosniff"], (r.url, r.headers)
+
+
+def test_a_500_says_nosniff_too(sqlite_api: Api, monkeypatch: Any) -> None:
+    """A 500 comes from Starlette's outermost middleware, around the one adding the header: it carries it itself."""
+    from fastapi.testclient import TestClient
+
+    from app.routers import datasets
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(datasets.datasets, "list_datasets", broken)
+    r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/v1/datasets", headers=sqlite_api.h())
+    assert r.status_code == 500 and r.headers.get_list("x-content-type-options") == ["nosniff"], r.headers

@@ -1724,6 +1724,12 @@ def test_try_announces_the_decision_and_refuses_a_decimal_comma(tab: Tab, consol
     expect(page.locator(".try-answer")).to_be_focused()
     expect(page.locator("#live")).to_have_text(f"Decided: risk = {answer['prediction']}, by rule {answer['rule_id']}.")
     assert len(sent) == 1
+    # applying a suggested change decides too: with a field holding a comma it sent that field as null
+    income = page.get_by_label("income", exact=True)
+    income.fill("3,5")
+    page.get_by_role("button", name="Apply this change and decide again").first.click()
+    page.wait_for_timeout(300)
+    assert len(sent) == 1 and "decimal point: 3.5" in income.evaluate("el => el.validationMessage")
 
 
 def test_each_page_names_the_tab_and_a_failed_page_offers_a_way_on(tab: Tab, console: Console) -> None:

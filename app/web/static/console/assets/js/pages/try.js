@@ -223,6 +223,7 @@ export async function tryPage(ctx, name, version) {
     h("div", { class: "form-actions" }, submit),
   );
   const run = async () => {
+    if (!form.reportValidity()) return; // applying a change decides too: a field holding 31,5 would go as null
     const record = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
     sessionStorage.setItem(slot, JSON.stringify(record));
     await busy(submit, async () => {
