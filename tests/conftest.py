@@ -40,6 +40,24 @@ def redis_available() -> bool:
     return _reachable("127.0.0.1", 6379)
 
 
+def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """An ASGI HTTP scope for calling the app directly (a client that hangs up, bytes a test client re-encodes)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+
+
 def rule_list_doc() -> dict[str, Any]:
     """A small hand-written rule list: numeric + categorical features, 2 rules + default."""
     return {

@@ -7,6 +7,8 @@ import logging
 
 import pytest
 
+from tests.conftest import http_scope
+
 
 @pytest.mark.parametrize("path", ["/v1/datasets", "/v1/jobs", "/v1/models", "/v1/registered-models"])
 def test_no_key_is_401(sqlite_api, path: str) -> None:
@@ -160,20 +162,7 @@ def test_the_request_id_is_echoed_as_sent(sqlite_api) -> None:
     import anyio
 
     async def echoed(sent: bytes) -> list[bytes]:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/healthz",
-            "raw_path": b"/healthz",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"host", b"test"), (b"x-request-id", sent)],
-            "client": ("127.0.0.1", 1),
-            "server": ("test", 80),
-        }
+        scope = http_scope("GET", "/healthz", [(b"x-request-id", sent)])
         started: list[dict] = []
 
         async def receive() -> dict:

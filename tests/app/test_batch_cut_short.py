@@ -10,6 +10,7 @@ import pytest
 from app.routers.predictions import AnswerCutShort
 from app.services import audit, batch, predictions
 from app.services.errors import Unavailable
+from tests.conftest import http_scope
 
 
 def test_audit_lost_mid_stream_cuts_the_answer_and_logs_it(
@@ -52,25 +53,12 @@ def test_a_client_going_away_mid_answer_is_logged_with_the_rows_audited(
         + b"\r\n--xx--\r\n"
     )
     path = f"/v1/models/{v['id']}/predict.csv"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"test"),
-            (b"content-type", b"multipart/form-data; boundary=xx"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-api-key", sqlite_api.key_a.encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("test", 80),
-    }
+    headers = [
+        (b"content-type", b"multipart/form-data; boundary=xx"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-api-key", sqlite_api.key_a.encode()),
+    ]
+    scope = http_scope("POST", path, headers)
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     hung_up = anyio.Event()
     sent: list[bytes] = []

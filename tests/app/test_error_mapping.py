@@ -12,6 +12,7 @@ from app.errors import STATUS_OF, install_error_handlers, status_of
 from app.services import errors
 from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.serving import RecordError
+from tests.conftest import http_scope
 
 CASES = [
     (errors.NotFound("dataset 'x' not found"), 404, "not_found"),
@@ -85,25 +86,8 @@ def test_a_client_hanging_up_mid_body_is_not_a_server_error(sqlite_api, caplog, 
         if upload
         else b'{"records"'
     )
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"test"),
-            (b"content-type", ctype),
-            (b"content-length", b"100"),
-            (b"x-api-key", sqlite_api.key_a.encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("test", 80),
-    }
+    headers = [(b"content-type", ctype), (b"content-length", b"100"), (b"x-api-key", sqlite_api.key_a.encode())]
+    scope = http_scope(method, path, headers)
     messages = [
         {"type": "http.request", "body": first, "more_body": True},
         {"type": "http.disconnect"},
