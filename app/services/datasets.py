@@ -15,7 +15,7 @@ from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import ACTIVE_JOB_STATES
 from app.services.paging import Page, page_of_scalars
 from app.services.registry import serialize_on_sqlite
-from app.services.text_checks import unprintable_character
+from app.services.text_checks import check_printable
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job, new_id
 
@@ -74,9 +74,7 @@ def given_name(name: str | None) -> str | None:
         return None
     if len(name) > MAX_NAME_CHARS:
         raise Invalid.field("name", f"at most {MAX_NAME_CHARS} characters ({len(name)} given)")
-    bad = unprintable_character(name)
-    if bad is not None:  # a line break or a bidi override would garble every list that shows the name
-        raise Invalid.field("name", f"must not contain control or invisible characters (found {bad})")
+    check_printable("name", name)  # a line break or a bidi override would garble every list that shows the name
     return name
 
 

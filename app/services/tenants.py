@@ -10,7 +10,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import keys
 from app.services.errors import Conflict, Invalid, NotFound
-from app.services.text_checks import unprintable_character
+from app.services.text_checks import check_printable
 from app.tables import ApiKey, Tenant, new_id, utcnow
 
 # what `new_id("tn")` makes (hex digits, any length and case): a name of this shape would read as an id
@@ -40,10 +40,7 @@ def check_tenant_name(name: str) -> None:
         raise Invalid.field("tenant name", "must not be empty or blank", code="invalid_tenant_name")
     if name != name.strip():
         raise Invalid.field("tenant name", "must not start or end with whitespace", code="invalid_tenant_name")
-    bad = unprintable_character(name)
-    if bad is not None:
-        msg = f"must not contain control or invisible characters (found {bad})"
-        raise Invalid.field("tenant name", msg, code="invalid_tenant_name")
+    check_printable("tenant name", name, code="invalid_tenant_name")
     if looks_like_tenant_id(name):
         # lookups take a name or an id: such a name would shadow, or be shadowed by, a tenant's id
         msg = f"{name!r} looks like a tenant id (tn_ and hex digits); choose another name"
@@ -54,10 +51,7 @@ def check_tenant_name(name: str) -> None:
 def check_key_label(label: str) -> None:
     """Invalid unless `label` is a usable key label: no control or invisible characters (a bidi override in a
     label reversed the key id shown beside it in the console and the CLI: who did what, spoofed), within length."""
-    bad = unprintable_character(label)
-    if bad is not None:
-        msg = f"must not contain control or invisible characters (found {bad})"
-        raise Invalid.field("label", msg, code="invalid_key_label")
+    check_printable("label", label, code="invalid_key_label")
     check_length("label", label, ApiKey.label)
 
 
