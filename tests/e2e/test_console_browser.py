@@ -63,7 +63,7 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
 
     # datasets: upload with progress, then the profile
     page.get_by_label("CSV file").set_input_files(str(DATASETS / "heart.csv"))
-    page.get_by_role("button", name="Upload").click()
+    page.get_by_role("button", name="Upload", exact=True).click()
     expect(page.locator(".notice-success")).to_contain_text("270 rows, 16 columns")
     assert page.locator("progress.upload-progress").evaluate("p => p.value") == 1
     expect(page.locator("table:has(caption:text-is('Datasets, newest first')) tbody tr")).to_have_count(1)

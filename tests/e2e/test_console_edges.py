@@ -630,7 +630,7 @@ def test_the_upload_form_offers_and_takes_a_gzipped_csv(tab: Tab, console: Conso
     assert ".gz" in accept and ".csv" in accept, accept
     expect(page.locator(".upload-form .hint")).to_contain_text(".csv.gz")
     chooser.set_input_files(str(packed))
-    page.get_by_role("button", name="Upload").click()
+    page.get_by_role("button", name="Upload", exact=True).click()
     expect(page.locator(".upload-form .notice-success")).to_contain_text("heart-packed (270 rows, 16 columns)")
 
 
@@ -1179,7 +1179,7 @@ def test_a_dependency_down_says_when_to_try_again(tab: Tab, console: Console) ->
         page.get_by_label("CSV file").set_input_files(
             {"name": "x.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"}
         )
-        page.get_by_role("button", name="Upload").click()
+        page.get_by_role("button", name="Upload", exact=True).click()
         expect(page.locator(".upload-form .notice-error")).to_contain_text("Try again in 30 s.")
     finally:  # the 503s are the test's own, not the server's
         tab.server_errors[:] = [e for e in tab.server_errors if not e.startswith("503 ")]

@@ -101,16 +101,25 @@ export const del = (path, opts) => api("DELETE", path, undefined, opts);
 /**
  * Every item of a paged list (`{items, total}` answers), fetched 500 at a time up to `max` items: a model with
  * more versions (or a tenant with more datasets) than one page holds is listed whole. `truncated` says when
- * `max` cut it short.
+ * `max` cut it short. The lists are newest first, so an item added between two pages pushes the first page's
+ * last item onto the next one: an item seen already (by id, else name) is not listed twice.
  */
 export async function getAll(path, params = {}, { max = 10_000 } = {}) {
   const items = [];
+  const seen = new Set();
+  let fetched = 0;
   let total = 0;
   for (;;) {
-    const page = await get(`${path}${qs({ ...params, limit: 500, offset: items.length })}`);
+    const page = await get(`${path}${qs({ ...params, limit: 500, offset: fetched })}`);
     total = page.total;
-    items.push(...page.items);
-    if (!page.items.length || items.length >= total || items.length >= max) break;
+    fetched += page.items.length;
+    for (const item of page.items) {
+      const key = item.id ?? item.name;
+      if (key !== undefined && seen.has(key)) continue;
+      if (key !== undefined) seen.add(key);
+      items.push(item);
+    }
+    if (!page.items.length || fetched >= total || items.length >= max) break;
   }
   return { items: items.slice(0, max), total, truncated: total > Math.min(items.length, max) };
 }

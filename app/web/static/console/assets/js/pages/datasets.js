@@ -4,6 +4,8 @@
 import { del, get, getAll, post, qs, seg, upload } from "../api.js";
 import { announce, bytes, fmt, h, mount, when } from "../dom.js";
 import { shownText } from "../ruletext.js";
+import { sortableTable } from "../sorting.js";
+import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { badge, busy, button, confirmDialog, errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 function uploadForm(onDone) {
@@ -25,6 +27,7 @@ function uploadForm(onDone) {
     ev.preventDefault();
     if (!file.files.length) return;
     mount(message);
+    clearFieldErrors(form);
     bar.value = 0;
     await busy(submit, async () => {
       submit.textContent = "Uploading…";
@@ -41,35 +44,39 @@ function uploadForm(onDone) {
         onDone(ds);
       } catch (err) {
         barText.textContent = "";
+        const bad = showFieldErrors(form, err);
         mount(message, errorBox(err, "Upload failed"));
+        bad?.focus();
       }
     });
   });
   return form;
 }
 
-function datasetTable(items) {
-  return table(
+function datasetTable(items, order) {
+  return sortableTable(
     [
-      { label: "Name", value: (d) => h("a", { href: `#/datasets/${seg(d.id)}`, text: d.name }), wrap: true },
-      { label: "File", value: (d) => d.filename, wrap: true },
-      { label: "Rows", value: (d) => fmt(d.n_rows), num: true },
-      { label: "Columns", value: (d) => fmt(d.n_columns), num: true },
-      { label: "Size", value: (d) => bytes(d.size_bytes), num: true },
-      { label: "Uploaded", value: (d) => when(d.created_at) },
+      { label: "Name", value: (d) => h("a", { href: `#/datasets/${seg(d.id)}`, text: d.name }), wrap: true, sort: (d) => d.name },
+      { label: "File", value: (d) => d.filename, wrap: true, sort: (d) => d.filename },
+      { label: "Rows", value: (d) => fmt(d.n_rows), num: true, sort: (d) => d.n_rows },
+      { label: "Columns", value: (d) => fmt(d.n_columns), num: true, sort: (d) => d.n_columns },
+      { label: "Size", value: (d) => bytes(d.size_bytes), num: true, sort: (d) => d.size_bytes },
+      { label: "Uploaded", value: (d) => when(d.created_at), sort: (d) => Date.parse(d.created_at) },
     ],
     items,
-    { caption: "Datasets, newest first", empty: "No dataset yet: upload a CSV above." },
+    { caption: "Datasets", order: "newest first", empty: "No dataset yet: upload a CSV above.", filter: { label: "Filter by name or file", text: (d) => `${d.name} ${d.filename}` } },
+    order,
   );
 }
 
 /** #/datasets */
 export async function datasetsPage() {
   const list = h("div");
+  const order = {}; // the reader's sort and filter, kept when the list is drawn again after an upload
   const refresh = async () => {
     try {
       const page = await getAll("/v1/datasets");
-      mount(list, datasetTable(page.items), page.total > page.items.length ? h("p", { class: "muted", text: `${page.items.length} of ${page.total} shown.` }) : null);
+      mount(list, datasetTable(page.items, order), page.total > page.items.length ? h("p", { class: "muted", text: `${page.items.length} of ${page.total} shown.` }) : null);
     } catch (err) {
       mount(list, errorBox(err, "Could not list datasets"));
     }
@@ -79,18 +86,18 @@ export async function datasetsPage() {
 }
 
 function profileTable(columns) {
-  return table(
+  return sortableTable(
     [
-      { label: "Column", value: (c) => h("code", { text: shownText(c.name) }) },
-      { label: "Type", value: (c) => badge(c.type, c.type) },
-      { label: "Missing", value: (c) => fmt(c.missing), num: true },
-      { label: "Distinct", value: (c) => fmt(c.distinct), num: true },
-      { label: "Min", value: (c) => fmt(c.min), num: true },
-      { label: "Max", value: (c) => fmt(c.max), num: true },
+      { label: "Column", value: (c) => h("code", { text: shownText(c.name) }), sort: (c) => c.name },
+      { label: "Type", value: (c) => badge(c.type, c.type), sort: (c) => c.type },
+      { label: "Missing", value: (c) => fmt(c.missing), num: true, sort: (c) => c.missing },
+      { label: "Distinct", value: (c) => fmt(c.distinct), num: true, sort: (c) => c.distinct },
+      { label: "Min", value: (c) => fmt(c.min), num: true, sort: (c) => c.min },
+      { label: "Max", value: (c) => fmt(c.max), num: true, sort: (c) => c.max },
       { label: "Top values", value: (c) => (c.top_values.length ? h("span", { class: "values" }, c.top_values.map((v) => h("bdi", { class: "value-pill", text: shownText(v) }))) : "—") },
     ],
     columns,
-    { caption: "Column profile" },
+    { caption: "Column profile", filter: { label: "Filter columns", text: (c) => c.name } },
   );
 }
 
@@ -118,9 +125,10 @@ function trainForm(ds) {
   const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct${c.distinct < 2 ? ": one value, cannot be a target" : ""})`]), { value: guess.name, name: "target" });
   for (const opt of target.options) opt.disabled = ds.columns.find((c) => c.name === opt.value).distinct < 2 && opt.value !== guess.name;
   const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: defaultModelName(ds.name) });
-  const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true });
-  const epochs = h("input", { type: "text", name: "epochs", value: "auto", required: true, pattern: "auto|[1-9][0-9]*" });
-  const seed = h("input", { type: "number", name: "random_state", min: 0, value: 0, required: true });
+  // data-field: the name the API gives the value in its errors (parameters.n_rules: must be at most 200)
+  const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true, dataset: { field: "parameters.n_rules" } });
+  const epochs = h("input", { type: "text", name: "epochs", value: "auto", required: true, pattern: "auto|[1-9][0-9]*", dataset: { field: "parameters.epochs" } });
+  const seed = h("input", { type: "number", name: "random_state", min: 0, value: 0, required: true, dataset: { field: "parameters.random_state" } });
   const message = h("div", { class: "form-message" });
   const submit = h("button", { type: "submit", class: "btn btn-primary", text: "Start training" });
   const form = h(
@@ -139,6 +147,7 @@ function trainForm(ds) {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     mount(message);
+    clearFieldErrors(form);
     await busy(submit, async () => {
       try {
         const ep = epochs.value.trim();
@@ -150,7 +159,9 @@ function trainForm(ds) {
         });
         location.hash = `#/jobs/${seg(job.id)}`;
       } catch (err) {
+        const bad = showFieldErrors(form, err);
         mount(message, errorBox(err, "Could not start training"));
+        bad?.focus();
       }
     });
   });

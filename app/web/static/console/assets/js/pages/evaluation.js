@@ -5,6 +5,7 @@ import { backoff, get, seg } from "../api.js";
 import { fmt, h, mount, pct, when } from "../dom.js";
 import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
 import { ruleCode, userText } from "../ruletext.js";
+import { sortableTable } from "../sorting.js";
 import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 
 function metricFacts(m, classes) {
@@ -55,14 +56,14 @@ function sliceValue(g) {
 
 function slicesView(slices) {
   if (!slices) return h("p", { class: "muted", text: "Not sliced: choose a column under “Slice by” when running an evaluation." });
-  return table(
+  return sortableTable(
     [
-      { label: slices.column, value: sliceValue },
-      { label: "Rows", value: (g) => fmt(g.n_rows), num: true },
-      { label: "Accuracy", value: (g) => meter(g.metrics.accuracy, { label: "accuracy" }) },
-      { label: "Weighted F1", value: (g) => fmt(g.metrics.f1_weighted), num: true },
-      { label: "ROC AUC", value: (g) => fmt(g.metrics.roc_auc), num: true },
-      { label: "Positive rate", value: (g) => pct(g.positive_rate), num: true },
+      { label: slices.column, value: sliceValue, sort: (g) => (g.pooled ? null : g.value) },
+      { label: "Rows", value: (g) => fmt(g.n_rows), num: true, sort: (g) => g.n_rows },
+      { label: "Accuracy", value: (g) => meter(g.metrics.accuracy, { label: "accuracy" }), sort: (g) => g.metrics.accuracy },
+      { label: "Weighted F1", value: (g) => fmt(g.metrics.f1_weighted), num: true, sort: (g) => g.metrics.f1_weighted },
+      { label: "ROC AUC", value: (g) => fmt(g.metrics.roc_auc), num: true, sort: (g) => g.metrics.roc_auc },
+      { label: "Positive rate", value: (g) => pct(g.positive_rate), num: true, sort: (g) => g.positive_rate },
     ],
     slices.groups,
     { caption: `Metrics per group of ${slices.column}` },

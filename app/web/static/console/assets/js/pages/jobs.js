@@ -4,7 +4,8 @@ import { backoff, get, post, qs, seg } from "../api.js";
 import { announce, h, mount, when } from "../dom.js";
 import { lineChart } from "../charts.js";
 import { keyCell, keyLabels } from "../keys.js";
-import { badge, confirmDialog, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
+import { sortableTable } from "../sorting.js";
+import { badge, confirmDialog, errorBox, facts, meter, notice, pageHeader, section } from "../ui.js";
 
 const ACTIVE = new Set(["queued", "running"]);
 const POLL_MS = 1000;
@@ -20,6 +21,7 @@ export async function jobsPage(ctx) {
   const message = h("div"); // the last poll's failure, until a poll succeeds
   let timer = null;
   let failures = 0;
+  const order = {}; // the reader's sort, kept across polls
   const refresh = async () => {
     let active = false;
     try {
@@ -28,18 +30,20 @@ export async function jobsPage(ctx) {
       mount(message);
       mount(
         list,
-        table(
+        sortableTable(
           [
             { label: "Job", value: (j) => h("a", { href: `#/jobs/${seg(j.id)}`, text: j.id }) },
-            { label: "Model", value: (j) => j.model_name, wrap: true },
-            { label: "Target", value: (j) => h("code", { text: j.target }) },
-            { label: "State", value: (j) => badge(j.state) },
-            { label: "Progress", value: (j) => meter(progressOf(j), { label: "progress", text: `${j.progress.epoch}/${j.progress.n_epochs || "?"}` }) },
-            { label: "Created", value: (j) => when(j.created_at) },
+            { label: "Model", value: (j) => j.model_name, wrap: true, sort: (j) => j.model_name },
+            { label: "Target", value: (j) => h("code", { text: j.target }), sort: (j) => j.target },
+            { label: "State", value: (j) => badge(j.state), sort: (j) => j.state },
+            { label: "Progress", value: (j) => meter(progressOf(j), { label: "progress", text: `${j.progress.epoch}/${j.progress.n_epochs || "?"}` }), sort: progressOf },
+            { label: "Created", value: (j) => when(j.created_at), sort: (j) => Date.parse(j.created_at) },
           ],
           page.items,
-          { caption: "Training jobs, newest first", empty: "No job yet: open a dataset and start training." },
+          { caption: "Training jobs", order: "newest first", empty: "No job yet: open a dataset and start training." },
+          order,
         ),
+        page.total > page.items.length ? h("p", { class: "muted small", text: `The ${page.items.length} newest of ${page.total} jobs are shown; sorting reorders these.` }) : null,
       );
       active = page.items.some((j) => ACTIVE.has(j.state));
     } catch (err) {

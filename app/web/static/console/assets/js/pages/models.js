@@ -5,6 +5,7 @@ import { del, get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
 import { announce, fmt, h, mount, when } from "../dom.js";
 import { keyCell, keyLabels } from "../keys.js";
+import { sortableTable } from "../sorting.js";
 import { badge, busy, button, confirmDialog, errorBox, field, notice, pageHeader, section, select, table } from "../ui.js";
 
 /** #/models */
@@ -16,16 +17,16 @@ export async function modelsPage() {
     pageHeader("Models", "Named models, their versions and aliases such as production."),
     section(
       "Models",
-      table(
+      sortableTable(
         [
-          { label: "Name", value: (m) => h("a", { href: `#/models/${seg(m.name)}`, text: m.name }), wrap: true },
-          { label: "Versions", value: (m) => fmt(m.n_versions), num: true },
+          { label: "Name", value: (m) => h("a", { href: `#/models/${seg(m.name)}`, text: m.name }), wrap: true, sort: (m) => m.name },
+          { label: "Versions", value: (m) => fmt(m.n_versions), num: true, sort: (m) => m.n_versions },
           { label: "Latest", value: (m) => (m.latest_version ? h("a", { href: `#/models/${seg(m.name)}/${m.latest_version}`, text: `v${m.latest_version}` }) : "—") },
           { label: "Aliases", value: (m) => aliasBadges(m.aliases) },
-          { label: "Created", value: (m) => when(m.created_at) },
+          { label: "Created", value: (m) => when(m.created_at), sort: (m) => Date.parse(m.created_at) },
         ],
         page.items,
-        { caption: "Registered models", empty: "No model yet: train one from a dataset." },
+        { caption: "Registered models", empty: "No model yet: train one from a dataset.", filter: { label: "Filter by name or alias", text: (m) => `${m.name} ${Object.keys(m.aliases || {}).join(" ")}` } },
       ),
     ),
   );

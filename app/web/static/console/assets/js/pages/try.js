@@ -7,6 +7,7 @@ import { ApiError, get, post, qs, seg } from "../api.js";
 import { announce, exact, fmt, h, mount, nextId } from "../dom.js";
 import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
+import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { busy, errorBox, failureContext, field, notice, pageHeader, section, table } from "../ui.js";
 
 // The select's two choices besides the categories are told apart by a data attribute, never by their value: a
@@ -24,10 +25,15 @@ function numberProblem(text) {
   return "Enter a number (such as 31.5 or -2e3), or leave the field empty for a missing value.";
 }
 
+/** The name the service gives a feature of the one record sent in its errors ("records[0].age: must be a number"). */
+function recordField(name) {
+  return `records[0].${name}`;
+}
+
 function numericInput(f) {
   const start = f.fill_value === null || f.fill_value === undefined ? "" : String(Number(f.fill_value)); // every digit: the value "missing" stands for
   // text, not type=number: Chromium read a typed "31,5" as 315 and sent it; the value is checked here instead
-  const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", name: f.name, value: start, placeholder: "missing" });
+  const input = h("input", { type: "text", inputmode: "decimal", autocomplete: "off", name: f.name, value: start, placeholder: "missing", dataset: { field: recordField(f.name) } });
   input.addEventListener("input", () => input.setCustomValidity(numberProblem(input.value)));
   const range = f.min !== undefined && f.min !== null ? `training range ${fmt(f.min, 4)} to ${fmt(f.max, 4)}; ` : "";
   return {
@@ -48,7 +54,7 @@ function choiceOf(sel) {
 
 function categoricalInput(f) {
   const known = (f.categories || []).filter((c) => c !== null).map(String);
-  const sel = h("select", { name: f.name }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: "", dataset: { choice: MISSING }, text: "(missing)" }), h("option", { value: "", dataset: { choice: OTHER }, text: "other value…" }));
+  const sel = h("select", { name: f.name, dataset: { field: recordField(f.name) } }, known.map((c) => h("option", { value: c, text: c })), h("option", { value: "", dataset: { choice: MISSING }, text: "(missing)" }), h("option", { value: "", dataset: { choice: OTHER }, text: "other value…" }));
   const otherId = nextId("other");
   const other = h("input", { type: "text", id: otherId, class: "other-value", hidden: true, "aria-label": `${f.name}: other value` });
   // "other value…" with nothing typed would send "", which the service reads as missing: the field is then
@@ -222,29 +228,34 @@ export async function tryPage(ctx, name, version) {
     h("div", { class: "form-grid" }, inputs.map((i) => h("div", {}, field(i.f.name, i.control, i.hint), i.extra || null))),
     h("div", { class: "form-actions" }, submit),
   );
+  // what has the focus afterwards: the answer, else the field the refusal names, else (the browser's own check
+  // refused a field) the field the browser focused
   const run = async () => {
-    if (!form.reportValidity()) return; // applying a change decides too: a field holding 31,5 would go as null
+    if (!form.reportValidity()) return null; // applying a change decides too: a field holding 31,5 would go as null
+    clearFieldErrors(form);
     const record = Object.fromEntries(inputs.map((i) => [i.f.name, i.read()]));
     sessionStorage.setItem(slot, JSON.stringify(record));
-    await busy(submit, async () => {
+    return busy(submit, async () => {
       try {
         const res = await decide(ref, record);
         mount(out, answerView(res, mv.rule_list, apply));
         const p = res.answer.predictions[0];
         const by = p.explanation.is_default ? "the default rule" : `rule ${p.explanation.rule_id}`;
         announce(`Decided: ${mv.rule_list.target} = ${exact(p.prediction)}, by ${by}.`);
+        return out;
       } catch (err) {
         mount(out, errorBox(err, failureContext(err, "The service refused the record", "The record was not decided")));
+        return showFieldErrors(form, err) || out;
       }
     });
   };
   const apply = (changes) => {
     for (const c of changes) inputs.find((i) => i.f.name === c.feature)?.write(c.to);
-    run().then(() => out.focus());
+    run().then((next) => next?.focus());
   };
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    run().then(() => out.focus()); // the answer (or the refusal) is read next, not left below the form unheard
+    run().then((next) => next?.focus()); // the answer (or the refusal) is read next, not left below the form unheard
   });
   const base = `#/models/${seg(name)}`;
   return h(

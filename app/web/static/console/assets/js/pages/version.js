@@ -4,6 +4,7 @@
 import { get, getAll, post, qs, seg } from "../api.js";
 import { fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
+import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 import { liveAlias } from "./models.js";
 
@@ -218,13 +219,16 @@ export async function evaluationForm(ref, doc, datasets) {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     mount(message);
+    clearFieldErrors(form);
     await busy(submit, async () => {
       submit.textContent = "Scoring…";
       try {
         const evn = await post(`/v1/models/${ref}/evaluations`, { dataset_id: ds.value, target: target.value, slice_by: slice.value || null });
         location.hash = `#/evaluations/${seg(evn.id)}`;
       } catch (err) {
+        const bad = showFieldErrors(form, err);
         mount(message, errorBox(err, failureContext(err, "Evaluation refused", "The evaluation did not start")));
+        bad?.focus();
       }
     });
   });

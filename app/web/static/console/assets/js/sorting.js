@@ -1,0 +1,108 @@
+// Lists the reader can reorder and narrow: a column with a `sort(row)` key sorts the table when its heading is
+// pressed (again: the other way), and an optional filter box keeps the rows whose text holds what is typed. Only
+// for lists the page holds whole: a page of a longer list sorted on its own would misstate the order.
+
+import { h, mount, nextId } from "./dom.js";
+import { table } from "./ui.js";
+
+const FILTER_FROM = 8; // rows from which a list gets a filter box: a short one is read at a glance
+const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+
+function missing(v) {
+  return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
+}
+
+/** Orders two sort keys: numbers by value, anything else as text (numbers inside text by value). */
+export function compareKeys(a, b) {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return collator.compare(String(a), String(b));
+}
+
+/** The rows in the order `state` ({column, dir}) asks, stable, rows without a key last in either direction. */
+export function sortedRows(rows, columns, state) {
+  const c = state.column === null || state.column === undefined ? null : columns[state.column];
+  if (!c || !c.sort) return rows;
+  const sign = state.dir === "descending" ? -1 : 1;
+  const keyed = rows.map((row, i) => ({ row, i, key: c.sort(row) }));
+  keyed.sort((x, y) => {
+    const mx = missing(x.key);
+    const my = missing(y.key);
+    if (mx || my) return mx === my ? x.i - y.i : mx ? 1 : -1;
+    return sign * compareKeys(x.key, y.key) || x.i - y.i;
+  });
+  return keyed.map((k) => k.row);
+}
+
+/** The rows whose filter text holds every word typed (case and accents ignored). */
+export function filteredRows(rows, text, query) {
+  const fold = (s) => s.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase();
+  const words = fold(query).split(/\s+/).filter(Boolean);
+  if (!words.length) return rows;
+  return rows.filter((row) => {
+    const hay = fold(text(row));
+    return words.every((w) => hay.includes(w));
+  });
+}
+
+function headerButton(c, index, state, redraw) {
+  const active = state.column === index;
+  const arrow = !active ? "↕" : state.dir === "descending" ? "↓" : "↑";
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "th-sort",
+      dataset: { column: String(index) },
+      onclick: () => {
+        state.dir = active && state.dir === "ascending" ? "descending" : "ascending";
+        state.column = index;
+        redraw(index);
+      },
+    },
+    c.label,
+    h("span", { class: "sort-arrow", "aria-hidden": "true", text: ` ${arrow}` }),
+  );
+}
+
+/** The caption says the order the rows are in: the list's own (`order`, e.g. "newest first") or the reader's. */
+function captionFor(caption, order, columns, state) {
+  if (!caption) return caption;
+  const c = state.column === null ? null : columns[state.column];
+  if (c) return `${caption}, by ${String(c.label).toLowerCase()}, ${state.dir}`;
+  return order ? `${caption}, ${order}` : caption;
+}
+
+/**
+ * A table (ui.js `table`) whose `sort` columns reorder it from their headings, with `filter` ({label, text(row)})
+ * adding a box above it; `order` names the rows' own order for the caption. `state` ({column, dir, query})
+ * belongs to the caller, so a page that draws the list again (a poll, an upload) keeps the reader's order and filter.
+ */
+export function sortableTable(columns, rows, opts = {}, state = {}) {
+  state.column ??= null;
+  state.dir ??= "ascending";
+  state.query ??= "";
+  const { filter, order, ...tableOpts } = opts;
+  const box = h("div", { class: "sortable" });
+  const count = h("p", { class: "muted small filter-count", "aria-live": "polite" });
+  const draw = (focusColumn) => {
+    const shown = filter ? filteredRows(rows, filter.text, state.query) : rows;
+    const empty = filter && state.query.trim() && rows.length ? `Nothing matches “${state.query.trim()}”.` : tableOpts.empty;
+    const heads = columns.map((c, i) => (c.sort && shown.length > 1 ? { ...c, label: headerButton(c, i, state, draw) } : c));
+    const caption = captionFor(tableOpts.caption, order, columns, state);
+    mount(box, table(heads, sortedRows(shown, columns, state), { ...tableOpts, caption, empty }));
+    box.querySelectorAll("thead th").forEach((th, i) => {
+      if (columns[i].sort && shown.length > 1) th.setAttribute("aria-sort", state.column === i ? state.dir : "none");
+    });
+    count.textContent = filter && state.query.trim() ? `${shown.length} of ${rows.length} shown.` : "";
+    if (focusColumn !== undefined) box.querySelector(`.th-sort[data-column="${focusColumn}"]`)?.focus();
+  };
+  draw();
+  if (!filter || rows.length < FILTER_FROM) return box;
+  const id = nextId("filter");
+  const input = h("input", { type: "search", id, value: state.query, autocomplete: "off", class: "filter-input" });
+  input.addEventListener("input", () => {
+    state.query = input.value;
+    draw();
+  });
+  return h("div", { class: "filtered-list" }, h("div", { class: "filter-row" }, h("label", { for: id, text: filter.label }), input, count), box);
+}

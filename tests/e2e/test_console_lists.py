@@ -1,0 +1,233 @@
+"""The console's lists and forms as a user with many of them meets them: the datasets, models, column profile and
+evaluation slices sort from their headings (by value, not by the text shown) and filter as one types; a field the
+service refused is marked at its control (aria-invalid, the message under it, the focus on it) and unmarked once
+changed. Every page is checked by axe-core (tests/e2e/console_kit.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import rule_list_doc
+from tests.e2e.console_kit import Console, Tab, import_model, serve_console, shot, sign_in, upload_csv
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """The service for this module."""
+    with serve_console(tmp_path_factory.mktemp("console-lists")) as c:
+        yield c
+
+
+def _url(console: Console, fragment: str) -> str:
+    return f"{console.url}/console/#/{fragment}"
+
+
+def _table(tab: Tab, caption: str) -> Any:
+    """The table whose caption starts with this (sorting adds the order to it)."""
+    return tab.page.locator(f"table:has(caption:text-matches('^{re.escape(caption)}(,|$)'))")
+
+
+def _column(tab: Tab, caption: str, index: int) -> list[str]:
+    """The text of one column of the table with this caption, top to bottom."""
+    rows = _table(tab, caption).locator("tbody tr")
+    return [t.strip() for t in rows.locator(f"td:nth-child({index + 1})").all_text_contents()]
+
+
+def _heading(tab: Tab, caption: str, label: str) -> Any:
+    return _table(tab, caption).locator("thead th").filter(has_text=label)
+
+
+def test_datasets_sort_by_value_and_filter_as_one_types(tab: Tab, console: Console) -> None:
+    """With many datasets the list was in upload order only: finding one, or the largest, meant reading them all.
+    Sorting by Rows orders 9 < 10 < 100 (not as text), a second press reverses it, the heading says so to a screen
+    reader (aria-sort) and keeps the focus; the filter keeps the names holding every typed word."""
+    from playwright.sync_api import expect
+
+    sizes = {"alpha clinic": 100, "beta bank": 9, "gamma clinic": 10} | {f"misc {i}": 20 + i for i in range(5)}
+    for name, n in sizes.items():
+        upload_csv(console, name, ["x", "y"], [[i, i % 2] for i in range(n)])
+    sign_in(tab, console)
+    page = tab.page
+    caption = "Datasets"
+    expect(_table(tab, caption).locator("caption")).to_have_text("Datasets, newest first")
+    assert _column(tab, caption, 0) == list(reversed(sizes))
+    rows = _heading(tab, caption, "Rows")
+    expect(rows).to_have_attribute("aria-sort", "none")
+    rows.get_by_role("button").click()
+    ascending = sorted(sizes.values())
+    assert [int(n) for n in _column(tab, caption, 2)] == ascending  # 9, 10, 20, ..., 100: by value, not as text
+    expect(_heading(tab, caption, "Rows")).to_have_attribute("aria-sort", "ascending")
+    expect(_heading(tab, caption, "Rows").get_by_role("button")).to_be_focused()
+    page.keyboard.press("Enter")  # the focus stayed on the heading: pressing again reverses
+    assert [int(n) for n in _column(tab, caption, 2)] == ascending[::-1]
+    expect(_heading(tab, caption, "Rows")).to_have_attribute("aria-sort", "descending")
+    expect(_table(tab, caption).locator("caption")).to_have_text("Datasets, by rows, descending")
+    expect(_heading(tab, caption, "Uploaded")).to_have_attribute("aria-sort", "none")
+    box = page.get_by_label("Filter by name or file")
+    box.fill("CLINIC")
+    assert _column(tab, caption, 0) == ["alpha clinic", "gamma clinic"]  # still by rows, descending
+    expect(page.locator(".filter-count")).to_have_text("2 of 8 shown.")
+    box.fill("clinic gam")
+    assert _column(tab, caption, 0) == ["gamma clinic"]
+    box.fill("delta")
+    expect(page.get_by_text("Nothing matches “delta”.")).to_be_visible()
+    shot(tab, "lists-01-datasets-filtered-empty")
+    box.fill("")
+    assert len(_column(tab, caption, 0)) == 8
+    shot(tab, "lists-02-datasets-sorted")
+
+
+def test_a_wide_profile_and_the_models_list_filter_and_sort(tab: Tab, console: Console) -> None:
+    """A 40-column file's profile is found by column name and sorts by missing values; the models list (a short
+    one: no filter box) sorts by name."""
+    from playwright.sync_api import expect
+
+    header = [f"lab_{i}" for i in range(40)] + ["target"]
+    rows = [[None if (j < 12 and i % (j + 2) == 0) else i * j for j in range(40)] + [i % 2] for i in range(60)]
+    ds = upload_csv(console, "wide panel", header, rows)
+    import_model(console, "zeta-score", rule_list_doc())
+    import_model(console, "eta-score", rule_list_doc())
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"datasets/{ds['id']}"))
+    page.get_by_label("Filter columns").fill("lab_1")
+    names = _column(tab, "Column profile", 0)
+    assert names == ["lab_1"] + [f"lab_1{i}" for i in range(10)], names
+    page.get_by_label("Filter columns").fill("")
+    _heading(tab, "Column profile", "Missing").get_by_role("button").click()
+    _heading(tab, "Column profile", "Missing").get_by_role("button").click()
+    missing = [int(v.replace(",", "")) for v in _column(tab, "Column profile", 2)]
+    assert missing == sorted(missing, reverse=True) and missing[0] == 30, missing  # lab_0: every 2nd row
+    shot(tab, "lists-03-profile-sorted")
+    page.goto(_url(console, "models"))
+    expect(page.get_by_label("Filter by name or alias")).to_have_count(0)
+    _heading(tab, "Registered models", "Name").get_by_role("button").click()
+    assert _column(tab, "Registered models", 0) == ["eta-score", "zeta-score"]
+
+
+def test_evaluation_slices_sort_by_a_metric(tab: Tab, console: Console) -> None:
+    """A reviewer looks for the group a model serves worst: the slices sort by accuracy."""
+    from playwright.sync_api import expect
+
+    doc = rule_list_doc()
+    import_model(console, "sliced", doc)
+    # age > 60 decides "high" in rule_list_doc; the groups' labels make their accuracies 1, 0.5 and 0
+    rows = []
+    for group, labels in [("north", ["high", "high"]), ("south", ["high", "low"]), ("east", ["low", "low"])]:
+        rows += [[70, 50, "yes", group, lab] for lab in labels]
+    ds = upload_csv(console, "regions", ["age", "income", "smoker", "region", "risk"], rows)
+    r = console.api.post(
+        "/v1/models/sliced@1/evaluations", json={"dataset_id": ds["id"], "target": "risk", "slice_by": "region"}
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    groups = {g["value"]: g["metrics"]["accuracy"] for g in r.json()["slices"]["groups"]}
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"evaluations/{r.json()['id']}"))
+    caption = "Metrics per group of region"
+    _heading(tab, caption, "Accuracy").get_by_role("button").click()
+    expected = sorted(groups, key=lambda g: groups[g])
+    assert _column(tab, caption, 0) == expected, (groups, _column(tab, caption, 0))
+    assert len(set(groups.values())) == 3, groups  # the order is told by the values, not by ties
+    expect(_heading(tab, caption, "Accuracy")).to_have_attribute("aria-sort", "ascending")
+
+
+def test_a_refused_field_is_marked_at_its_control(tab: Tab, console: Console) -> None:
+    """The service's 422 named the field (`model_name`, `name`, `records[0].age`) only in the box above the form;
+    the control itself said nothing to a screen reader. It is now marked invalid, described by the message and
+    focused; changing it removes the mark; the next refusal marks only what it names."""
+    from playwright.sync_api import expect
+
+    ds = upload_csv(console, "marks", ["x", "target"], [[i, i % 2] for i in range(30)])
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"datasets/{ds['id']}"))
+    name = page.get_by_label("Model name")
+    name.fill("no spaces allowed!")
+    page.get_by_role("button", name="Start training").click()
+    expect(name).to_have_attribute("aria-invalid", "true")
+    expect(name).to_be_focused()
+    expect(name).to_have_accessible_description(
+        re.compile(r"^'no spaces allowed!' is not a valid model name: 1 to 100 .* digit\. Versions are stored under")
+    )
+    assert page.get_by_label("Rules").get_attribute("aria-invalid") is None
+    shot(tab, "lists-04-train-field-refused")
+    name.fill("fine-name")
+    expect(name).not_to_have_attribute("aria-invalid", "true")
+    assert page.locator(".field-error").count() == 0
+    hint = page.get_by_label("Target column").get_attribute("aria-describedby")
+    assert hint and "error" not in hint  # the hint stays, no error id was left behind
+
+    page.goto(_url(console, "datasets"))
+    page.locator("input[type=file]").set_input_files(
+        files=[{"name": "d.csv", "mimeType": "text/csv", "buffer": b"x,target\n1,0\n2,1\n"}]
+    )
+    label = page.get_by_label("Dataset name")
+    label.fill("a\u202eb")
+    page.get_by_role("button", name="Upload", exact=True).click()
+    expect(label).to_have_attribute("aria-invalid", "true")
+    expect(label).to_have_accessible_description(
+        re.compile(r"^must not contain control or invisible characters \(found U\+202E\)\.")
+    )
+
+    import_model(console, "marked", rule_list_doc())
+    page.goto(_url(console, "models/marked/1/try"))
+    refusal = {
+        "error": {
+            "code": "invalid_record",
+            "message": "records[0].age: out of range",
+            "details": [{"field": "records[0].age", "message": "out of range"}],
+        }
+    }
+    page.route(lambda u: u.endswith("/predict"), lambda route: route.fulfill(status=422, json=refusal))
+    page.get_by_role("button", name="Decide", exact=True).click()
+    age = page.get_by_label("age", exact=True)
+    expect(age).to_have_attribute("aria-invalid", "true")
+    expect(age).to_be_focused()
+    assert page.get_by_label("income", exact=True).get_attribute("aria-invalid") is None
+    page.unroute_all()
+    page.get_by_role("button", name="Decide", exact=True).click()
+    expect(page.locator(".try-answer .answer")).to_be_visible()
+    expect(age).not_to_have_attribute("aria-invalid", "true")  # a new answer clears the marks
+
+
+def test_a_list_read_in_pages_lists_an_item_once_when_one_is_added_meanwhile(tab: Tab, console: Console) -> None:
+    """Lists are read 500 at a time, newest first: a dataset uploaded between two pages pushed the first page's
+    last item onto the second, and the list showed it twice. Each item is listed once."""
+    from playwright.sync_api import expect
+
+    def item(i: int) -> dict[str, Any]:
+        return {
+            "id": f"ds_{i:024x}",
+            "name": f"set {i}",
+            "filename": "f.csv",
+            "n_rows": i,
+            "n_columns": 2,
+            "size_bytes": 10,
+            "created_at": "2026-11-27T00:00:00Z",
+        }
+
+    before = [item(i) for i in range(501, 0, -1)]  # newest first
+    after = [item(502), *before]  # one uploaded after the first page was read
+
+    def answer(route: Any) -> None:
+        offset = int(route.request.url.split("offset=")[1].split("&")[0])
+        rows = (before if offset == 0 else after)[offset : offset + 500]
+        route.fulfill(json={"items": rows, "total": len(before) if offset == 0 else len(after)})
+
+    sign_in(tab, console)
+    page = tab.page
+    page.route(lambda u: "/v1/datasets?" in u, answer)
+    page.goto(_url(console, "models"))
+    page.goto(_url(console, "datasets"))
+    rows = _table(tab, "Datasets").locator("tbody tr")
+    expect(rows).to_have_count(501)
+    names = _column(tab, "Datasets", 0)
+    assert len(set(names)) == 501 and names[0] == "set 501" and names[-1] == "set 1", names[-3:]
+    page.unroute_all()
