@@ -64,6 +64,7 @@ class AuditList(BaseModel):
 BreakKind = Literal[
     "sequence_gap",
     "sequence_repeated",
+    "sequence_before_start",
     "previous_hash_mismatch",
     "content_hash_mismatch",
     "unreadable_row",
@@ -80,7 +81,8 @@ class ChainBreakPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     kind: BreakKind = Field(
-        description="sequence_gap: rows deleted; sequence_repeated: a duplicated row; previous_hash_mismatch: "
+        description="sequence_gap: rows deleted; sequence_repeated: a duplicated row; sequence_before_start: a row "
+        "with seq 0 or below, inserted outside the writer (chains start at 1); previous_hash_mismatch: "
         "a row replaced or forged; content_hash_mismatch: a row changed; unreadable_row: a row changed into "
         "values its columns cannot hold (text that is not JSON as its output, no time as its created_at); "
         "truncated_tail: rows deleted at the end; "

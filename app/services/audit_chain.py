@@ -214,6 +214,9 @@ class ChainChecker:
             where = f"seq {seq}" if seq is not None else f"after seq {self.last.seq}"
             msg = f"row {rid} ({where}) cannot be read: {row['unreadable']} (changed)"
             return ChainBreak("unreadable_row", msg, rid, seq if seq is not None else expected)
+        if seq < 1:  # the writer numbers from 1: such a row was put in around it
+            msg = f"row {rid} has seq {seq}, before the chain's first row (seq 1): a row inserted outside the writer"
+            return ChainBreak("sequence_before_start", msg, rid, seq)
         if seq != expected:
             if seq > expected:
                 gone = _span(expected, seq - 1)

@@ -49,11 +49,14 @@ def read_head(session: Session, tenant_id: str) -> Link | None:
 
 def chain_pages(session: Session, tenant_id: str, page_rows: int = PAGE_ROWS) -> Iterator[list[dict[str, Any]]]:
     """The tenant's audit rows as dicts (`audit_read.decode`: a row that does not decode is kept, marked
-    `unreadable`), in `seq` order, `page_rows` at a time."""
-    after = 0
+    `unreadable`), in `seq` order, `page_rows` at a time. The first page has no lower bound: a row with seq 0
+    or below (none the writer makes) is read too, and the checker names it."""
+    after: int | None = None
     parse_time = audit_read.time_parser(session.get_bind().dialect)
     while True:
-        q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id, AuditRecord.seq > after)
+        q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id)
+        if after is not None:
+            q = q.where(AuditRecord.seq > after)
         rows = session.execute(q.order_by(AuditRecord.seq).limit(page_rows)).mappings()
         page = [audit_read.decode(m, parse_time) for m in rows]
         if not page:
@@ -100,7 +103,13 @@ def chain_tenants(session: Session) -> list[str]:
     return sorted(heads | rows)
 
 
+def audited_tenants(session: Session) -> list[str]:
+    """Every tenant that exists or has a chain, sorted: a tenant whose whole chain was deleted is listed with 0 rows
+    (against the head recorded outside the database, that is the deletion), never left out of the report."""
+    return sorted(set(chain_tenants(session)) | set(session.scalars(select(Tenant.id))))
+
+
 def verify_all(session: Session, page_rows: int = PAGE_ROWS) -> Iterator[ChainReport]:
     """Check every tenant's chain, one report per tenant."""
-    for tenant_id in chain_tenants(session):
+    for tenant_id in audited_tenants(session):
         yield verify_tenant(session, tenant_id, page_rows)

@@ -142,6 +142,14 @@ def test_repeated_sequence() -> None:
     assert brk is not None and brk.kind == "sequence_repeated" and brk.row_id == 99
 
 
+def test_a_row_before_the_first_is_named() -> None:
+    """A probe inserted a copy of a row with seq 0 (and -5): the verifier read from seq 1 on and said intact."""
+    chain = rows(3)
+    for seq in (0, -5):
+        brk = check([dict(chain[0], id=77, seq=seq), *chain], head_of(chain)).first_break
+        assert brk is not None and brk.kind == "sequence_before_start" and (brk.row_id, brk.seq) == (77, seq)
+
+
 def test_tail_against_the_head() -> None:
     chain = rows(5)
     head = head_of(chain)
@@ -276,6 +284,39 @@ def test_deleted_rows_are_found(api, doc) -> None:
     assert report.first_break.seq == 3 and "seqs 3..8 missing" in report.first_break.message
 
 
+def test_a_forged_row_numbered_before_the_chain_is_found(api, doc) -> None:
+    """A copy of a decision inserted with seq 0 passed verification (rows were read from seq 1 on) and was listed
+    as a decision; the verifier names it, through the API and the admin command."""
+    from app.admin import verify_audit
+
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH, REC_FILLED])
+    cols = "created_at, tenant_id, api_key_id, model_version_id, input_digest, output, rule_id, prev_hash, row_hash"
+    tamper(api, f"INSERT INTO audit_log ({cols}, seq) SELECT {cols}, 0 FROM audit_log WHERE seq = 2")
+    forged = max(r["id"] for r in audit_rows(api))
+    brk = verify(api)["first_break"]
+    assert brk["kind"] == "sequence_before_start" and (brk["row_id"], brk["seq"]) == (forged, 0), brk
+    (report,) = verify_audit(api.url, "tenant-a")
+    assert not report.intact and report.rows_checked == 0
+
+
+def test_every_tenant_is_in_the_report_even_with_its_whole_chain_deleted(api, doc) -> None:
+    """Deleting a tenant's rows and its head made it vanish from `verify-audit`'s report (only tenants with a chain
+    were listed), so "intact" covered the others only; every tenant is listed, this one with 0 rows."""
+    from app.admin import verify_audit
+
+    v = api.import_model(doc)
+    predict(api, v["id"], [REC_HIGH])
+    tamper(
+        api,
+        f"DELETE FROM audit_log WHERE tenant_id = '{api.tenant_a}'",
+        f"DELETE FROM audit_chain_heads WHERE tenant_id = '{api.tenant_a}'",
+    )
+    reports = {r.tenant_id: r for r in verify_audit(api.url, None)}
+    assert {api.tenant_a, api.tenant_b} <= set(reports)
+    assert reports[api.tenant_a].rows_checked == 0 and reports[api.tenant_a].head is None
+
+
 def test_verify_streams_in_pages(api, doc) -> None:
     from app.services import audit_verify
 
@@ -329,9 +370,10 @@ def test_verify_audit_command(api, doc, capsys, monkeypatch) -> None:
         main(["verify-audit"])
     assert ok.value.code == 0
     out = capsys.readouterr()
-    assert "audit chains of 1 tenant(s): intact; 3 row(s) checked" in out.err
-    (line,) = out.out.splitlines()
-    assert json.loads(line) == {**verify(api), "tenant_id": api.tenant_a}
+    assert "audit chains of 2 tenant(s): intact; 3 row(s) checked" in out.err  # tenant-b: no decision yet
+    lines = {json.loads(line)["tenant_id"]: json.loads(line) for line in out.out.splitlines()}
+    assert lines[api.tenant_a] == {**verify(api), "tenant_id": api.tenant_a}
+    assert lines[api.tenant_b]["rows_checked"] == 0 and lines[api.tenant_b]["intact"]
     victim = audit_rows(api)[1]
     tamper(api, f"DELETE FROM audit_log WHERE id = {victim['id']}")
     with pytest.raises(SystemExit) as broken:
