@@ -176,7 +176,9 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     """Predict a CSV with a stored rule list: index, prediction, probability, rule_id, p_<class>..."""
     rl = _load_model(args.model)
-    df = _read_csv(args.data)
+    # a categorical feature's cells stay text, as the service's predict.csv keeps them: a column of codes that
+    # look like numbers (zip 02139, ICD 0150) read as numbers met the list's categories as 2139 and 150
+    df = _read_csv(args.data, text=frozenset(f.name for f in rl.features if f.type == "categorical"))
     _check_finite(rl, df)
     header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
     out = pd.DataFrame(rows, columns=header)

@@ -956,7 +956,8 @@ class RuleList:
             cond = " AND ".join(cond_sql(c) for c in rule.conditions) or "1 = 1"
             whens.append(f"    -- rule {j}: {_one_line(rule.text(by_name))}\n    WHEN {cond} THEN {out(j)}")
         body = "\n".join(whens) if whens else "    WHEN 1 = 0 THEN NULL"
-        return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {output}\nFROM {_sql_table(table)}"
+        alias = _sql_output_name(output, by_name)
+        return f"SELECT *,\n  CASE\n{body}\n    ELSE {out(0)}\n  END AS {alias}\nFROM {_sql_table(table)}"
 
     def to_python(self, function_name: str = "predict") -> str:
         """Source of a dependency-free function `predict(record) -> (class, rule_id, probabilities)`.
@@ -1087,6 +1088,18 @@ def _sql_text(text: str, what: str) -> str:
     if "\x00" in text:
         raise ValueError(f"{what} {text!r} contains a NUL character, which SQL cannot hold")
     return text
+
+
+def _sql_output_name(output: str, features: Mapping[str, Any]) -> str:
+    """The name of the exported query's added column: `output`, or `neurules_<output>` (then `_2`, `_3`, ...) when
+    a feature holds that name (SQL compares unquoted names without case): `SELECT *` would give two columns of it,
+    and a reference to it would read the feature (SQLite) or be ambiguous (PostgreSQL)."""
+    taken = {name.casefold() for name in features}
+    name, n = output, 1
+    while name.casefold() in taken:
+        n += 1
+        name = f"neurules_{output}" if n == 2 else f"neurules_{output}_{n - 1}"
+    return name
 
 
 def _sql_ident(name: str, what: str = "column name") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -233,3 +234,33 @@ def test_fit_reads_cells_as_the_service_does_so_its_document_imports(tmp_path: P
     cells = [s.strip() for s in sex]
     trimmed = [{"age": float(a), "sex": None if c in ("?", "NA") else c} for a, c in zip(age, cells, strict=True)]
     assert pd.read_csv(out)["rule_id"].tolist() == rl.apply(trimmed).tolist()
+
+
+def test_predict_keeps_categorical_codes_that_look_like_numbers_as_written(tmp_path: Path) -> None:
+    """A probe: `neurules predict` read a column of zip codes as numbers (02139 -> 2139), so a rule on the
+    category "02139" did not fire where the service's predict.csv (which keeps a categorical cell's text) fired."""
+    doc = {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "y",
+        "classes": [0, 1],
+        "features": [{"name": "zip", "type": "categorical", "categories": ["02139", "A1"]}],
+        "rules": [
+            {
+                "conditions": [{"feature": "zip", "op": "in", "values": ["02139"]}],
+                "class_counts": [1, 20],
+                "probabilities": [2 / 23, 21 / 23],
+            }
+        ],
+        "default": {"class_counts": [20, 1], "probabilities": [21 / 23, 2 / 23]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+    model = tmp_path / "zip.json"
+    model.write_text(json.dumps(doc))
+    data = tmp_path / "zip.csv"
+    data.write_text("zip\n02139\n2139\n0150\n")
+    res = _run("predict", str(model), str(data))
+    assert res.returncode == 0, res.stderr
+    out = pd.read_csv(io.StringIO(res.stdout))
+    assert out["rule_id"].tolist() == [1, 0, 0] and out["prediction"].tolist() == [1, 0, 0], res.stdout

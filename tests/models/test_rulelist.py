@@ -691,3 +691,39 @@ def test_csv_label_neutralises_what_a_spreadsheet_runs(label: Any, cell: Any) ->
     from models.rulelist import csv_label
 
     assert csv_label(label) == cell
+
+
+def test_sql_export_names_its_column_apart_from_a_feature_of_that_name() -> None:
+    """A probe trained on a column named `prediction`: the export's `SELECT *, ... AS prediction` gave two columns
+    of that name, and `SELECT prediction FROM (export)` read the feature (79) instead of the class, on 150 of 150
+    rows. The added column is `neurules_prediction` then, and reading it by name gives the class."""
+    doc = {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "y",
+        "classes": ["no", "yes"],
+        "features": [
+            {"name": "Prediction", "type": "numeric", "fill_value": 0.0},
+            {"name": "neurules_prediction", "type": "numeric", "fill_value": 0.0},
+        ],
+        "rules": [
+            {
+                "conditions": [{"feature": "Prediction", "op": "between", "low": 50.5, "high": None}],
+                "class_counts": [0, 5],
+                "probabilities": [1 / 7, 6 / 7],
+            }
+        ],
+        "default": {"class_counts": [5, 0], "probabilities": [6 / 7, 1 / 7]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+    rl = RuleList.from_dict(doc)
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE t ("Prediction" REAL, "neurules_prediction" REAL)')
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(79.0, 1.0), (3.0, 2.0)])
+    sql = rl.to_sql("t")
+    names = [d[0] for d in con.execute(sql).description]
+    assert names == ["Prediction", "neurules_prediction", "neurules_prediction_2"], names
+    got = [r[0] for r in con.execute(f"SELECT neurules_prediction_2 FROM ({sql}) ORDER BY 1")]
+    assert got == ["no", "yes"]
+    assert rl.to_sql("t", output="rule_id").endswith('END AS rule_id\nFROM "t"')  # no feature holds that name
