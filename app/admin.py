@@ -57,9 +57,32 @@ def alembic_config() -> Any:
     return cfg
 
 
+class SchemaAhead(Exception):
+    """The database is at a revision this code does not know: a newer release migrated it (nothing to do here)."""
+
+    def __init__(self, found: str, head: str) -> None:
+        super().__init__(
+            f"the database schema is at revision {found}, newer than this release's {head}: not migrated "
+            "(a newer release migrated it; this one runs on it, its migrations only add what older code ignores)"
+        )
+        self.found, self.head = found, head
+
+
+def _newer_revision(conn: Any, cfg: Any) -> tuple[str, str] | None:
+    """(the database's revision, this code's head) when the database is at a revision unknown here, else None."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(cfg)
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = [r for r in MigrationContext.configure(conn).get_current_heads() if r not in known]
+    return (unknown[0], str(script.get_current_head())) if unknown else None
+
+
 def migrate(url: str, app_role: str | None = None) -> list[str]:
     """Apply every Alembic migration to the database at `url` (as the owner); then, on PostgreSQL, give
-    `app_role` exactly its rights in the same transaction. The grant statements run."""
+    `app_role` exactly its rights in the same transaction. The grant statements run. SchemaAhead when a newer
+    release migrated the database (Alembic's own error was a traceback that stopped `serve`)."""
     from alembic import command
 
     cfg = alembic_config()
@@ -67,6 +90,9 @@ def migrate(url: str, app_role: str | None = None) -> list[str]:
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
+            ahead = _newer_revision(conn, cfg)
+            if ahead is not None:
+                raise SchemaAhead(*ahead)
             command.upgrade(cfg, "head")
             if app_role is not None and conn.dialect.name == "postgresql":
                 return db_roles.grant_app_role(conn, app_role)

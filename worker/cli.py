@@ -9,6 +9,7 @@ distributed mode (and run `neurules-admin worker` on each worker machine).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -117,7 +118,10 @@ def _hide_password(url: str) -> str:
 
 def migrate(settings: Settings) -> str:
     """Apply the migrations as the owner and grant the app role its rights; what was done, in words."""
-    grants = admin.migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+    try:
+        grants = admin.migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+    except admin.SchemaAhead as e:
+        return str(e)
     done = f"migrated {settings.mode} database to head"
     if settings.app_role:
         done += f"; granted role {settings.app_role!r} its rights ({len(grants)} statements)"
@@ -239,7 +243,8 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     """Carry out one parsed command."""
     url = settings.resolved_database_url
     if settings.is_sqlite and args.cmd in ADMIN_COMMANDS_THAT_MIGRATE:
-        admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`
+        with contextlib.suppress(admin.SchemaAhead):  # a newer release's schema: the commands work on it
+            admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`
     if args.cmd == "serve":
         from worker.serve import serve
 

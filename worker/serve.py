@@ -15,7 +15,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from app.admin import migrate
+from app.admin import SchemaAhead, migrate
 from app.observability import configure_logging
 from app.process_tuning import tune_server_process
 from app.settings import Settings
@@ -109,7 +109,10 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
         sys.exit(f"neurules-admin: cannot create the data folder {settings.data_dir}: {e.strerror}")
     lock = _lock_database(settings)
     if run_migrations and settings.migrate_on_start:
-        migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+        try:
+            migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
+        except SchemaAhead as e:  # a rolling upgrade migrated first, or a rollback to this release: serve on it
+            logging.getLogger("neurules.cli").warning(str(e))
     logging.getLogger("neurules.cli").info(
         f"serving on http://{host}:{port} (docs at /docs; {workers} process(es); {settings.mode} mode)",
         extra={
