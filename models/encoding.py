@@ -33,6 +33,11 @@ class Unit:
     level: str | None = None
 
 
+# standardised values are clipped here: float32 (the network's type) holds them with room for its arithmetic, and
+# a bound learned in the bulk of a column compares alike with a clipped value and with the value itself
+Z_LIMIT = 1e30
+
+
 @dataclass
 class ColumnSpec:
     """Training-time description of one input column."""
@@ -47,6 +52,13 @@ class ColumnSpec:
     constant: bool = False
     levels: list[str | None] = field(default_factory=list)
     values: tuple[float, ...] = ()  # numeric: the two training values of a two-valued column
+
+    def standardised(self, x: np.ndarray | float) -> np.ndarray:
+        """Numeric values on the network's scale, `(x - mean) / scale`, within +-Z_LIMIT: +-1e300 beside values
+        near 1e-300 (an IQR near 1e-300) overflowed to +-inf, and inf - inf made every restart NaN."""
+        with np.errstate(over="ignore"):
+            z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        return np.clip(z, -Z_LIMIT, Z_LIMIT)
 
     def to_feature(self) -> Feature:
         """The document's `features` entry for this column."""
@@ -278,7 +290,7 @@ class TabularEncoder:
             spec = self.columns[unit.feature]
             col = raw[unit.feature]
             if unit.kind == "numeric":
-                Z[:, u] = (col - spec.mean) / spec.scale
+                Z[:, u] = spec.standardised(col)
             else:
                 if unit.feature not in codes:
                     index = {lv: i for i, lv in enumerate(spec.levels)}

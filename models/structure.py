@@ -68,7 +68,7 @@ def unit_grids(encoder: TabularEncoder, raw: list[np.ndarray], Z: np.ndarray) ->
         if unit.kind == "numeric":
             spec = encoder.columns[unit.feature]
             values = np.unique(raw[unit.feature])
-            z = ((values - spec.mean) / spec.scale).astype(np.float32)
+            z = spec.standardised(values).astype(np.float32)
             # the fill value (the median, 20.5 between 20 and 21) stands for missing rows, not for a value seen
             seen = values[np.isfinite(values) & (values != spec.fill_value)]
             grids.append(

@@ -222,3 +222,23 @@ def test_pandas_na_at_predict_time_is_the_fill_value() -> None:
     fill = clf.rule_list_.features[0].fill_value
     odd = [{"a": v} for v in (pd.NA, pd.NaT, np.float32("nan"), None, fill)]
     assert clf.predict(odd).tolist() == [clf.predict([{"a": fill}])[0]] * 5  # pd.NA was a TypeError
+
+
+def test_values_a_column_cannot_scale_into_floats_still_train() -> None:
+    """A probe's column cycling through 1e300, -1e300, 1e-300, -0.0, 0.0, -1e-300 (no signal) beside age: its IQR
+    is near 1e-300, so +-1e300 standardised to +-inf, and every restart's parameters went NaN ("training diverged:
+    try a smaller learning rate"). Standardised values are clipped to +-Z_LIMIT; the list is learned from age and
+    decides as the network does."""
+    from models import NeuRulesClassifier
+    from models.encoding import Z_LIMIT
+
+    cycle = [1e300, -1e300, 1e-300, -0.0, 0.0, -1e-300]
+    age = np.random.default_rng(0).integers(20, 80, 150)
+    X = pd.DataFrame({"age": age, "x": [cycle[i % 6] for i in range(150)]})
+    y = (age > 55).astype(int)
+    enc = TabularEncoder().fit(X)
+    Z = enc.transform(X)
+    assert np.isfinite(Z).all() and np.abs(Z).max() == Z_LIMIT
+    clf = NeuRulesClassifier(n_rules=4, epochs=40, random_state=0).fit(X, y)
+    assert np.mean(clf.predict(X) == y) > 0.95
+    assert np.array_equal(clf.predict_network(X, stage="final"), clf.predict(X))
