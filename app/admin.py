@@ -142,9 +142,10 @@ def create_tenant(url: str, name: str) -> str:
     return _run(url, lambda s: tenants.create_tenant(s, name)).id
 
 
-def create_key(url: str, tenant: str, label: str = "") -> tuple[str, str]:
-    """Create an API key for a tenant (by name or id); returns (key id, the key shown once)."""
-    row, key = _run(url, lambda s: tenants.create_key(s, tenant, label))
+def create_key(url: str, tenant: str, label: str = "", scope: str = "full") -> tuple[str, str]:
+    """Create an API key for a tenant (by name or id) with a scope (`key_scopes`); returns (key id, the key shown
+    once)."""
+    row, key = _run(url, lambda s: tenants.create_key(s, tenant, label, scope))
     return row.id, key
 
 

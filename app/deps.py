@@ -9,7 +9,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 
-from app.services import keys
+from app.services import key_scopes, keys
 from app.services.auth import Principal, lookup_key
 from app.services.errors import Unauthenticated
 from app.state import ServiceState
@@ -99,6 +99,7 @@ async def _principal(request: Request, api_key: str | None) -> Principal:
     principal = await state.auth_cache.get(keys.hash_key(key), lambda: lookup_key(state.db, key))
     if principal is None:
         raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
+    key_scopes.require(principal.scope, request.method, request.scope["path"])
     return principal
 
 

@@ -30,6 +30,7 @@ from app.schemas.errors import Error
 from app.services.errors import (
     Conflict,
     DomainError,
+    Forbidden,
     Invalid,
     Malformed,
     NotFound,
@@ -50,6 +51,7 @@ STATUS_OF: dict[type[DomainError], int] = {
     Unsupported: 415,
     Malformed: 400,
     Unauthenticated: 401,
+    Forbidden: 403,
     Unavailable: 503,
 }
 HEADERS_401 = {"WWW-Authenticate": "Bearer"}
@@ -239,6 +241,7 @@ def install_error_handlers(app: FastAPI) -> None:
 ERROR_TEXT = {
     400: "Bad request: a multipart body that cannot be parsed",
     401: "Missing or unknown API key",
+    403: "The API key's scope does not allow this operation (a `predict` key asks for decisions only)",
     404: "Not found (or owned by another tenant)",
     409: "Conflict with the resource's state",
     413: "Payload over the configured limit",

@@ -38,6 +38,7 @@ from fastapi.routing import APIRoute
 from app.errors import ERROR_TEXT
 from app.http.strict_query import STRICT_QUERY_MARK
 from app.schemas.errors import Error
+from app.services import key_scopes
 
 VERSION_SEGMENT = re.compile(r"^v\d+$")
 COLLECTION_VERBS = {"GET": "list", "POST": "create"}
@@ -68,15 +69,23 @@ def operation_id(route: APIRoute) -> str:
     return f"{resource}_{base}" if method in ("GET", "POST") else f"{resource}_{base}_{method.lower()}"
 
 
-def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    return [op for item in schema.get("paths", {}).values() for op in item.values() if isinstance(op, dict)]
+def _operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(path, method, operation) of every operation."""
+    return [
+        (path, method, op)
+        for path, item in schema.get("paths", {}).items()
+        for method, op in item.items()
+        if isinstance(op, dict)
+    ]
 
 
-def _implied_statuses(op: dict[str, Any]) -> list[int]:
+def _implied_statuses(op: dict[str, Any], path: str, method: str) -> list[int]:
     """Statuses the layers below the router answer for this operation."""
     codes = []
     if op.get("security"):
         codes += [401, 503]
+        if not key_scopes.allows(key_scopes.PREDICT, method, path):  # a `predict` key is refused here
+            codes.append(403)
     body = op.get("requestBody")
     if op.get(STRICT_QUERY_MARK) or op.get("parameters") or body:
         codes.append(422)
@@ -98,9 +107,9 @@ def _is_error_body(response: dict[str, Any]) -> bool:
     return not content or refs <= {"HTTPValidationError", "Error"}
 
 
-def _complete_operation(op: dict[str, Any]) -> None:
+def _complete_operation(op: dict[str, Any], path: str, method: str) -> None:
     responses = op.setdefault("responses", {})
-    for code in _implied_statuses(op):
+    for code in _implied_statuses(op, path, method):
         responses.setdefault(str(code), {"description": ERROR_TEXT[code]})
     for code, response in responses.items():
         if code != "default" and int(code) < 400:
@@ -115,11 +124,11 @@ def _complete_operation(op: dict[str, Any]) -> None:
 def complete_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     """Every error response as `$ref: Error`, the implied statuses added, unique operation ids checked."""
     ops = _operations(schema)
-    duplicates = [i for i, n in Counter(op.get("operationId") for op in ops).items() if n > 1]
+    duplicates = [i for i, n in Counter(op.get("operationId") for _, _, op in ops).items() if n > 1]
     if duplicates:
         raise RuntimeError(f"operation ids given to more than one route: {duplicates}; set operation_id= on one")
-    for op in ops:
-        _complete_operation(op)
+    for path, method, op in ops:
+        _complete_operation(op, path, method)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.setdefault("Error", Error.model_json_schema(ref_template="#/components/schemas/{model}"))
     for name, sub in Error.model_json_schema(ref_template="#/components/schemas/{model}").get("$defs", {}).items():

@@ -109,6 +109,7 @@ class ApiKey(Base):
     label: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    scope: Mapped[str] = mapped_column(String(20), default="full", server_default="full")  # `key_scopes`
 
 
 class Blob(Base):

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from app import admin
 from app.db_roles import RoleError
 from app.schemas.audit import AuditVerification
+from app.services import key_scopes
 from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
@@ -217,6 +218,12 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
     sp.add_argument("tenant", help="tenant name or id")
     sp.add_argument("--label", default="")
+    sp.add_argument(
+        "--scope",
+        choices=key_scopes.SCOPES,
+        default=key_scopes.FULL,
+        help="full: everything the tenant may do (default); predict: ask for decisions only (a backend's key)",
+    )
     sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
     sp.add_argument("key_id")
     sub.add_parser("list-tenants", help="tenants and their key ids (as JSON)")
@@ -259,7 +266,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         print(admin.create_tenant(url, args.name))
         print(f"tenant {args.name!r} created in {database_label(settings)}", file=sys.stderr)
     elif args.cmd == "create-key":
-        key_id, key = admin.create_key(url, args.tenant, args.label)
+        key_id, key = admin.create_key(url, args.tenant, args.label, args.scope)
         print(key)
         print(
             f"key id {key_id} in {database_label(settings)}; store the key now, it is not shown again",

@@ -21,7 +21,14 @@ def list_keys(session: DbSession, principal: CurrentTenant) -> KeyList:
     rows = tenants.tenant_keys(session, principal.tenant_id)
     return KeyList(
         items=[
-            KeyPublic(id=k.id, label=k.label, created_at=k.created_at, revoked_at=k.revoked_at, current=k.id == me)
+            KeyPublic(
+                id=k.id,
+                label=k.label,
+                created_at=k.created_at,
+                revoked_at=k.revoked_at,
+                scope=k.scope,
+                current=k.id == me,
+            )
             for k in rows
         ]
     )

@@ -16,6 +16,7 @@ class KeyPublic(BaseModel):
     label: str = Field(description="what `neurules-admin create-key --label` gave it (who holds it)")
     created_at: datetime
     revoked_at: datetime | None = Field(description="null while the key works")
+    scope: str = Field(description="full: everything the tenant may do; predict: decisions only")
     current: bool = Field(description="whether this is the key of the request")
 
 

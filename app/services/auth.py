@@ -17,6 +17,7 @@ class Principal:
 
     tenant_id: str
     key_id: str
+    scope: str = "full"  # `key_scopes`: what the key may do
 
 
 def lookup_key(db: Database, key: str) -> Principal | None:
@@ -26,8 +27,10 @@ def lookup_key(db: Database, key: str) -> Principal | None:
         return None
     with db.sessionmaker() as s:
         row = s.execute(
-            select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at).where(ApiKey.prefix == prefix)
+            select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope).where(
+                ApiKey.prefix == prefix
+            )
         ).one_or_none()
     if row is None or row.revoked_at is not None or not keys.matches(key, row.key_hash):
         return None
-    return Principal(tenant_id=row.tenant_id, key_id=row.id)
+    return Principal(tenant_id=row.tenant_id, key_id=row.id, scope=row.scope)

@@ -2,7 +2,7 @@
 
 Services raise these; they know nothing about HTTP. `app.errors` maps each kind to a status at the
 edge (NotFound 404, Invalid 422, Conflict 409, TooLarge 413, Unsupported 415, Malformed 400,
-Unauthenticated 401, Unavailable 503). A new failure is a new `code` on an existing kind.
+Unauthenticated 401, Forbidden 403, Unavailable 503). A new failure is a new `code` on an existing kind.
 """
 
 from __future__ import annotations
@@ -71,6 +71,12 @@ class Unauthenticated(DomainError):
     default_code = "unauthorized"
 
 
+class Forbidden(DomainError):
+    """A valid key that may not do this (its scope, `key_scopes`)."""
+
+    default_code = "forbidden"
+
+
 class Unavailable(DomainError):
     """A dependency (database, broker, audit store, worker) cannot be reached; nothing was done."""
 
@@ -85,6 +91,7 @@ __all__ = [
     "Conflict",
     "Detail",
     "DomainError",
+    "Forbidden",
     "Invalid",
     "Malformed",
     "NotFound",

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import String, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.services import keys
+from app.services import key_scopes, keys
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.text_checks import check_printable
 from app.tables import ApiKey, Tenant, new_id, utcnow
@@ -78,14 +78,16 @@ def create_tenant(session: Session, name: str) -> Tenant:
     return t
 
 
-def create_key(session: Session, tenant: str, label: str = "") -> tuple[ApiKey, str]:
-    """A new API key for a tenant (by id or name): the row and the key itself, which is not stored."""
+def create_key(session: Session, tenant: str, label: str = "", scope: str = "full") -> tuple[ApiKey, str]:
+    """A new API key for a tenant (by id or name) with a scope (`key_scopes`): the row and the key itself, which is
+    not stored."""
     check_key_label(label)
+    key_scopes.check_scope(scope)
     t = find_tenant(session, tenant)
     if t is None:
         raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")
     key, prefix = keys.generate_key()
-    row = ApiKey(id=new_id("key"), tenant_id=t.id, prefix=prefix, key_hash=keys.hash_key(key), label=label)
+    row = ApiKey(id=new_id("key"), tenant_id=t.id, prefix=prefix, key_hash=keys.hash_key(key), label=label, scope=scope)
     session.add(row)
     return row, key
 
@@ -113,7 +115,9 @@ def list_tenants(session: Session) -> list[dict[str, Any]]:
             {
                 "id": t.id,
                 "name": t.name,
-                "keys": [{"id": k.id, "label": k.label, "revoked": k.revoked_at is not None} for k in ks],
+                "keys": [
+                    {"id": k.id, "label": k.label, "scope": k.scope, "revoked": k.revoked_at is not None} for k in ks
+                ],
             }
         )
     return out

@@ -251,4 +251,30 @@ def test_offline_sql_is_written_for_an_empty_database(tmp_path) -> None:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "CREATE TABLE audit_chain_heads" in out.stdout
-    assert "UPDATE alembic_version SET version_num='0006'" in out.stdout
+    assert "UPDATE alembic_version SET version_num='0007'" in out.stdout
+
+
+def test_0007_gives_the_keys_that_exist_the_full_scope_and_goes_back(tmp_path) -> None:
+    """Keys made before scopes keep doing what they did (scope `full`); the downgrade keeps every key."""
+    from alembic import command
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path / 'k.sqlite3'}"
+    migrate(url)
+    _alembic(url, command.downgrade, "0006")
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(
+            text(
+                "INSERT INTO api_keys (id, tenant_id, prefix, key_hash, label, created_at) "
+                "VALUES ('key_1', 'tn_1', 'p1', 'h', 'old', '2026-01-01 00:00:00')"
+            )
+        )
+    migrate(url)
+    with eng.connect() as c:
+        assert c.execute(text("SELECT id, scope FROM api_keys")).all() == [("key_1", "full")]
+    eng.dispose()
+    assert _diff(url) == []
+    _alembic(url, command.downgrade, "0006")
+    assert _count(url, "api_keys") == 1
