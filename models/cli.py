@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import io
 import json
 import math
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from models import csvtext
 from models.rulelist import RuleList, csv_cell_value, decision_table
 
 
@@ -31,29 +34,55 @@ def _labels(text: pd.Series) -> np.ndarray:
     return np.asarray(text.to_numpy(dtype=object))
 
 
-def _header(raw: bytes) -> list[str]:
+def _header(raw: bytes, sep: str) -> list[str]:
     """The CSV's header names as written (pandas renames duplicates to `a.1`); [] when there is none."""
     text = raw.decode("utf-8-sig", errors="replace")
     try:
-        return next((record for record in csv.reader(io.StringIO(text, newline="")) if record), [])
+        return next((record for record in csv.reader(io.StringIO(text, newline=""), delimiter=sep) if record), [])
     except csv.Error:  # pandas reads the file next and says what is wrong with it
         return []
 
 
-def _read_csv(path: str, text: frozenset[str] = frozenset()) -> pd.DataFrame:
-    """Read a CSV once (a pipe cannot be read again) as the service reads one: names and cells without the
-    blanks around them, the missing-value tokens (`csv_cell_value`) missing, a column of numbers numeric (but
-    those in `text`); duplicate header names refused. So a document `fit` writes imports into the service,
-    whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads can hold."""
+def _file_bytes(path: str) -> bytes:
+    """The file's bytes, gunzipped when it is gzip-compressed (`.csv.gz`, as the service takes it)."""
     raw = Path(path).read_bytes()
-    names = [n.strip() for n in _header(raw)]
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ValueError(f"{path}: not a valid gzip file ({e})") from None
+    return raw
+
+
+def _decimal_commas(cells: pd.Series, name: str) -> pd.Series:
+    """A column of a file not separated by commas with its decimal commas read (`csvtext`, as the service does)."""
+    values = [v if isinstance(v, str) else None for v in cells]
+    try:
+        fixed = csvtext.normalise_column(name, values, lambda r: r + 2)  # line of row r, when no record spans lines
+    except csvtext.DecimalSeparatorError as e:
+        raise ValueError(e.message) from None
+    return cells if fixed is values else pd.Series(fixed, index=cells.index, dtype=object)
+
+
+def _read_csv(path: str, text: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """Read a CSV once (a pipe cannot be read again) as the service reads one: gzip-compressed or not, separated by
+    `,`, `;`, tab or `|` (`csvtext.sniff_delimiter`), names and cells without the blanks around them, the
+    missing-value tokens (`csv_cell_value`) missing, decimal commas read where the separator is not a comma, a
+    column of numbers numeric (but those in `text`); duplicate header names refused. So a document `fit` writes
+    imports into the service, whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads
+    can hold."""
+    raw = _file_bytes(path)
+    sep = csvtext.sniff_delimiter(raw[:65536].decode("utf-8-sig", errors="replace"))
+    names = [n.strip() for n in _header(raw, sep)]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise ValueError(f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
-    df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
+    df = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     df.columns = [str(c).strip() for c in df.columns]
     for name in df.columns:
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
+        if sep != "," and name not in text:
+            cells = _decimal_commas(cells, name)
         numbers = pd.to_numeric(cells, errors="coerce")
         numeric = name not in text and bool((numbers.notna() == cells.notna()).all())  # all missing: numeric
         df[name] = numbers if numeric else cells

@@ -37,6 +37,7 @@ from app.services.csvdata import CSVError, CSVTooManyRows
 from app.services.monitoring import records_missing_filled
 from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
+from models import csvtext
 from models.rulelist import csv_label, decision_header, json_label
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
@@ -276,8 +277,8 @@ def _blank(fh: IO[bytes]) -> bool:
 
 
 def _sniff(fh: IO[bytes]) -> tuple[str, bool]:
-    """`csvdata.sniff_delimiter` of the file (its text up to the first \\n), and whether the file holds a comma."""
-    count = csvdata.SeparatorCount()
+    """`csvtext.sniff_delimiter` of the file (its text up to the first \\n), and whether the file holds a comma."""
+    count = csvtext.SeparatorCount()
     seen_newline, comma = False, False
     fh.seek(0)
     while block := fh.read(READ_BYTES):
@@ -417,7 +418,7 @@ class _Check:
         if self.n_rows == 0:
             raise CSVError("csv_no_rows", "the file has a header but no data rows")
         if self.separators is not None:
-            self.rewrite = frozenset(n for n, s in self.separators.items() if s.rewrite())
+            self.rewrite = frozenset(n for n, s in self.separators.items() if decimal_comma.rewrites(s))
         serving.check_header(self.model, self.header, ignore_extra=self.ignore_extra)
         if self.details is not None:
             found = [d for ds in self.details.values() for d in ds]

@@ -23,6 +23,7 @@ from typing import Any
 
 from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
+from models.csvtext import sniff_delimiter
 from models.rulelist import CSV_MISSING_TOKENS, RuleList
 
 EXACT_INTEGER_LIMIT = 2.0**53  # every integer below it in magnitude is a float exactly (a class label's number)
@@ -111,42 +112,6 @@ def decode(data: bytes, line_offset: int = 0) -> str:
             f"the file is not valid UTF-8: byte {e.start} (line {line}) "
             f"is {data[e.start : e.start + 1]!r}; save it as UTF-8",
         ) from None
-
-
-SEPARATORS = (",", ";", "\t", "|")
-
-
-class SeparatorCount:
-    """The separators of a header line counted outside quotes, the line given in one piece or several."""
-
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(SEPARATORS, 0)
-        self.quoted = False
-
-    def feed(self, piece: str) -> None:
-        """Count one more piece of the line (text between quotes is a name's, not the file's)."""
-        for i, part in enumerate(piece.split('"')):
-            if i:
-                self.quoted = not self.quoted  # a doubled quote inside a quoted name flips twice: still inside
-            if not self.quoted:
-                for d in SEPARATORS:
-                    self.counts[d] += part.count(d)
-
-    def separator(self) -> str:
-        """The separator used most; comma when the line has none.
-
-        A tie between the comma and another goes to the other: a `;`/tab file saved by a spreadsheet leaves a
-        comma in a name unquoted (`Gewicht, kg;Klasse`), while a comma file rarely holds a bare `;` or tab in
-        a name."""
-        best = max(SEPARATORS[1:], key=lambda d: self.counts[d])
-        return best if self.counts[best] and self.counts[best] >= self.counts[","] else ","
-
-
-def sniff_delimiter(text: str) -> str:
-    """The separator of a file's header line (`SeparatorCount`): `,`, `;`, tab or `|`."""
-    count = SeparatorCount()
-    count.feed(text.split("\n", 1)[0])
-    return count.separator()
 
 
 def _check_nul(header: list[str], row: list[str], where: str) -> None:

@@ -10,8 +10,8 @@ from itertools import islice
 from sqlalchemy.orm import Session
 
 from app.services import datasets
-from app.services.csvdata import sniff_delimiter
 from app.storage import DatabaseBlobStore
+from models.csvtext import sniff_delimiter
 from models.rulelist import csv_cell_value
 
 MAX_PREVIEW_ROWS = 100

@@ -1,128 +1,41 @@
-"""Decimal commas (`3,5`) in files separated by `;`, tab or `|`: read as numbers, or refused with how to fix.
-
-A column whose cells are all numbers, some written with a decimal comma and none with a decimal point,
-is rewritten with points (`3,5` -> `3.5`), so the profile, training and predictions type it as numeric.
-A column that mixes both separators, or writes thousands separators (`1.234,5`), cannot be read without
-guessing and is refused. Comma-separated files are left alone (a quoted `"3,5"` there is text).
-"""
+"""Decimal commas in the service's CSVs: `models.csvtext` reads them (the `neurules` command line uses the same
+code); here its refusal becomes the service's 422 (`csv_thousands_separator`, `csv_mixed_decimal_separators`)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from app.services.errors import Invalid
-
-Where = tuple[int, int, str]  # a cell: its data row (from 0), the line its record starts on, its text
-
-DECIMAL_COMMA = re.compile(r"^[+-]?(\d+,\d*|,\d+)([eE][+-]?\d+)?$")
-THOUSANDS_COMMA = re.compile(r"^[+-]?\d{1,3}(\.\d{3})+,\d*$")  # 1.234,5
+from models import csvtext
+from models.csvtext import ColumnSeparators, is_number, plain_number_text, rewritten
 
 
 class DecimalSeparatorError(Invalid, ValueError):
     """A column whose numbers cannot be read without guessing the decimal separator."""
 
 
-def plain_number_text(s: str) -> bool:
-    """Whether `float` may read `s` as a CSV number: ASCII without `_` (`float` also takes `3_2` as 32 and
-    other scripts' digits, which no spreadsheet or CSV reader takes for a number)."""
-    return s.isascii() and "_" not in s
-
-
-def is_number(cell: str) -> bool:
-    """Whether a cell is a number as a CSV holds one (`plain_number_text`, then `float`)."""
-    if not plain_number_text(cell):
-        return False
+@contextmanager
+def as_invalid() -> Iterator[None]:
+    """Turn `csvtext.DecimalSeparatorError` into the service's DecimalSeparatorError (a 422 with its code)."""
     try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+        yield
+    except csvtext.DecimalSeparatorError as e:
+        raise DecimalSeparatorError(e.message, code=e.code) from None
 
 
-@dataclass
-class ColumnSeparators:
-    """What decides a column's decimal separator, gathered over its cells chunk by chunk (rows from 0 in the file)."""
-
-    name: str
-    comma: bool = False  # a cell holds a ','
-    text: bool = False  # a cell is not a number
-    thousands: Where | None = None  # the first cell with a thousands separator
-    decimal_comma: Where | None = None
-    point: Where | None = None
-
-    def add(self, cells: list[str | None], first_row: int, line_of: Callable[[int], int]) -> None:
-        """Take the next cells of the column; `first_row`: the file's data row index (from 0) of the first,
-        `line_of`: the file line the r-th of these cells' records starts on."""
-        for r, c in enumerate(cells):
-            if c is None:
-                continue
-            if "," not in c:  # a number only if float reads it (both patterns need a comma)
-                if not self.text and not is_number(c):
-                    self.text = True
-                elif not self.text and self.point is None and "." in c:
-                    self.point = (first_row + r, line_of(r), c)
-                continue
-            self.comma = True
-            if not self.text:
-                self._add_comma((first_row + r, line_of(r), c))
-
-    def _add_comma(self, cell: Where) -> None:
-        """A cell with a comma: a decimal comma, a thousands separator, or text (float reads no comma)."""
-        c = cell[2]
-        thousands = THOUSANDS_COMMA.match(c)
-        decimal = DECIMAL_COMMA.match(c)
-        if not thousands and not decimal:
-            self.text = True
-            return
-        if thousands and self.thousands is None:
-            self.thousands = cell
-        if decimal and self.decimal_comma is None:
-            self.decimal_comma = cell
-        if self.point is None and "." in c and not thousands:
-            self.point = cell
-
-    def rewrite(self) -> bool:
-        """Whether the column's commas are decimal commas (read as points); DecimalSeparatorError when unreadable."""
-        if not self.comma or self.text:
-            return False
-        if self.thousands is not None:
-            row, line, cell = self.thousands
-            raise DecimalSeparatorError(
-                f"column {self.name!r}: row {row} (line {line}) has {cell!r} with a thousands separator; "
-                "remove the '.' thousands separators (decimal commas are fine)",
-                code="csv_thousands_separator",
-            )
-        if self.decimal_comma is not None and self.point is not None:
-            (comma, c_line, c_cell), (point, p_line, p_cell) = self.decimal_comma, self.point
-            raise DecimalSeparatorError(
-                f"column {self.name!r} mixes decimal commas (row {comma}, line {c_line}: {c_cell!r}) and decimal "
-                f"points (row {point}, line {p_line}: {p_cell!r}); write every number of a column the same way",
-                code="csv_mixed_decimal_separators",
-            )
-        return True
-
-
-def rewritten(cells: list[str | None]) -> list[str | None]:
-    """The cells with their commas read as decimal points."""
-    return [None if c is None else c.replace(",", ".") for c in cells]
-
-
-def normalise_column(name: str, cells: list[str | None], line_of: Callable[[int], int]) -> list[str | None]:
-    """The column with decimal commas turned into points; unchanged when it has none or holds text
-    (`line_of`: the file line row r starts on, for the messages)."""
-    seps = ColumnSeparators(name)
-    seps.add(cells, 0, line_of)
-    return rewritten(cells) if seps.rewrite() else cells
+def rewrites(seps: ColumnSeparators) -> bool:
+    """`ColumnSeparators.rewrite`, refused as the service refuses."""
+    with as_invalid():
+        return seps.rewrite()
 
 
 def normalise(
     columns: dict[str, list[str | None]], line_of: Callable[[int], int], keep: Callable[[str], bool] | None = None
 ) -> dict[str, list[str | None]]:
-    """Every column of a `;`/tab/`|`-separated table with its decimal commas read (see the module doc), but
-    those `keep` names (a model's categorical features: `1,5` there is a level, not a number)."""
-    return {
-        name: cells if keep is not None and keep(name) else normalise_column(name, cells, line_of)
-        for name, cells in columns.items()
-    }
+    """`csvtext.normalise`, refused as the service refuses."""
+    with as_invalid():
+        return csvtext.normalise(columns, line_of, keep)
+
+
+__all__ = ["ColumnSeparators", "DecimalSeparatorError", "is_number", "normalise", "plain_number_text", "rewritten"]

@@ -16,6 +16,7 @@ from app.services import batch, csvdata, serving
 from app.services.csvdata import CSVError, parse_csv
 from app.services.errors import Invalid
 from app.services.serving import ServedModel
+from models import csvtext
 
 HEADER = ["age", "income", "smoker"]
 REC_ROW = {"age": 70, "income": 5, "smoker": "yes"}
@@ -652,7 +653,7 @@ def test_quote_parity_cuts_where_the_quote_by_quote_scan_cuts(monkeypatch: pytes
 
 
 def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
-    from app.services.decimal_comma import ColumnSeparators
+    from app.services.decimal_comma import ColumnSeparators, rewrites
 
     def decide(parts: list[list[str | None]]) -> Any:
         seps, row = ColumnSeparators("c"), 0
@@ -660,7 +661,7 @@ def test_decimal_comma_decisions_do_not_depend_on_the_chunks() -> None:
             seps.add(part, row, lambda r, first=row: first + r + 2)
             row += len(part)
         try:
-            return seps.rewrite()
+            return rewrites(seps)
         except Invalid as e:
             return (e.code, str(e))
 
@@ -712,7 +713,7 @@ def test_unnamed_columns_are_extra_columns_with_ignore_extra(small_chunks: None,
     ],
 )
 def test_the_separator_is_counted_outside_quotes_and_a_tie_is_not_the_comma(header: str, separator: str) -> None:
-    assert csvdata.sniff_delimiter(header + "\n1\n") == separator
+    assert csvtext.sniff_delimiter(header + "\n1\n") == separator
 
 
 def test_a_semicolon_file_with_commas_in_its_names_keeps_its_numbers() -> None:

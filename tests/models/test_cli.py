@@ -264,3 +264,19 @@ def test_predict_keeps_categorical_codes_that_look_like_numbers_as_written(tmp_p
     assert res.returncode == 0, res.stderr
     out = pd.read_csv(io.StringIO(res.stdout))
     assert out["rule_id"].tolist() == [1, 0, 0] and out["prediction"].tolist() == [1, 0, 0], res.stdout
+
+
+def test_fit_reads_a_gzipped_semicolon_file_with_decimal_commas(tmp_path: Path) -> None:
+    """`neurules fit` took every file as comma-separated text: a `;` file was one column named 'age;bmi;sick'."""
+    import gzip
+
+    rng = np.random.default_rng(0)
+    age, bmi = rng.integers(20, 80, 200), rng.normal(25, 4, 200).round(1)
+    lines = ["age;bmi;sick"] + [f"{a};{str(b).replace('.', ',')};{int(a > 50)}" for a, b in zip(age, bmi, strict=True)]
+    data = tmp_path / "train.csv.gz"
+    data.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "sick", "--rules", "3", "--epochs", "30", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(model.read_text())
+    assert [(f["name"], f["type"]) for f in doc["features"]] == [("age", "numeric"), ("bmi", "numeric")]
