@@ -124,6 +124,20 @@ function trainForm(ds) {
   const guess = usable.find((c) => c.name.toLowerCase() === "target") || usable[usable.length - 1] || ds.columns[ds.columns.length - 1];
   const target = select(ds.columns.map((c) => [c.name, `${c.name} (${c.type}, ${c.distinct} distinct${c.distinct < 2 ? ": one value, cannot be a target" : ""})`]), { value: guess.name, name: "target" });
   for (const opt of target.options) opt.disabled = ds.columns.find((c) => c.name === opt.value).distinct < 2 && opt.value !== guess.name;
+  // rows without a target value are left out of training: say how many, before a "None" class is lost unseen
+  const targetNote = h("div", { "aria-live": "polite" });
+  const noteTarget = () => {
+    const c = ds.columns.find((x) => x.name === target.value);
+    const n = c ? c.missing : 0;
+    mount(
+      targetNote,
+      n > 0
+        ? notice("warning", `${fmt(n)} of ${fmt(ds.n_rows)} rows have no value in ${c.name} (an empty cell or a missing-value word: NA, N/A, NaN, null, None, ?) and are left out of training. If such a word is a class here, rename it in the file first.`)
+        : null,
+    );
+  };
+  target.addEventListener("change", noteTarget);
+  noteTarget();
   const modelName = h("input", { type: "text", name: "model_name", maxlength: 100, value: defaultModelName(ds.name) });
   // data-field: the name the API gives the value in its errors (parameters.n_rules: must be at most 200)
   const nRules = h("input", { type: "number", name: "n_rules", min: 1, max: 200, value: 10, required: true, dataset: { field: "parameters.n_rules" } });
@@ -140,6 +154,7 @@ function trainForm(ds) {
       field("Target column", target, `${usable.length} columns have two or more values.`),
       field("Model name", modelName, "Versions are stored under this name."),
     ),
+    targetNote,
     h("div", { class: "form-row" }, field("Rules", nRules, "Rules before the default rule."), field("Epochs", epochs, "A number, or 'auto'."), field("Seed", seed, "Same seed, same data: same rule list.")),
     h("div", { class: "form-actions" }, submit),
     message,

@@ -138,10 +138,12 @@ function metricsView(metrics, imported) {
   const keys = [...new Set(blocks.flatMap(([, v]) => flat(v)))];
   const caption = imported ? "Metrics supplied with the import, not measured by the service" : "Metrics measured when the version was trained";
   const scalarFacts = scalars.map(([k, v]) => [k, isNumber(v) || v === null ? v : h("span", {}, fmt(v), h("span", { class: "muted small", text: " (not a number)" }))]);
+  const dropped = !imported && isNumber(metrics?.rows_without_target_dropped) ? metrics.rows_without_target_dropped : 0;
   return h(
     "div",
     {},
     imported ? notice("info", h("strong", { text: "Supplied with the import, not measured by the service: " }), "this version was imported, so the figures below are the importer's own. Run an evaluation on a labelled file to measure it.") : null,
+    dropped > 0 ? notice("warning", h("strong", { text: `${fmt(dropped)} row${dropped === 1 ? "" : "s"} without a target value ` }), "(an empty cell or a missing-value word such as NA, None or ?) were left out of training and of these metrics. If such a word is a class in your data, rename it in the file and train again.") : null,
     blocks.length
       ? table([{ label: "Metric", value: (k) => k }, ...blocks.map(([name, v]) => ({ label: name, value: (k) => metricCell(v[k]), num: true }))], keys, { caption })
       : null,
