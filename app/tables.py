@@ -36,6 +36,9 @@ NAMING = {
 }
 
 
+NO_EVENT_HASH = "0" * 64  # a registered model's event chain before its first event (= audit_chain.GENESIS)
+
+
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
@@ -149,6 +152,9 @@ class RegisteredModel(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the head of the model's registry event chain (`registry_chain`): its last event's seq and hash
+    events_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    events_hash: Mapped[str] = mapped_column(String(64), default=NO_EVENT_HASH, server_default=NO_EVENT_HASH)
 
     __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_registered_models_tenant_name"),)
 
@@ -325,8 +331,15 @@ class RegistryEvent(Base):
     to_version: Mapped[int | None] = mapped_column(Integer, default=None)
     api_key_id: Mapped[str | None] = mapped_column(String(40), default=None)
     job_id: Mapped[str | None] = mapped_column(String(40), default=None)
+    # the model's event chain (`registry_chain`): this event's place, the previous event's hash, its own
+    seq: Mapped[int] = mapped_column(Integer)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    row_hash: Mapped[str] = mapped_column(String(64))
 
-    __table_args__ = (Index("ix_registry_events_model", "registered_model_id", "id"),)
+    __table_args__ = (
+        Index("ix_registry_events_model", "registered_model_id", "id"),
+        Index("ux_registry_events_model_seq", "registered_model_id", "seq", unique=True),
+    )
 
 
 class WorkerHeartbeat(Base):

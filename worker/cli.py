@@ -187,8 +187,12 @@ def verify_audit(settings: Settings, tenant: str | None) -> int:
         print(AuditVerification.model_validate(r).model_dump_json())
     broken = [r for r in reports if not r.intact]
     rows = sum(r.rows_checked for r in reports)
+    events = sum(r.registry_events.events_checked for r in reports)
     summary = "intact" if not broken else f"BROKEN in {len(broken)} tenant(s)"
-    print(f"audit chains of {len(reports)} tenant(s): {summary}; {rows} row(s) checked", file=sys.stderr)
+    print(
+        f"audit chains of {len(reports)} tenant(s): {summary}; {rows} row(s) and {events} registry event(s) checked",
+        file=sys.stderr,
+    )
     return 1 if broken else 0
 
 

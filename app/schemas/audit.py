@@ -72,6 +72,7 @@ BreakKind = Literal[
     "head_mismatch",
     "beyond_head",
     "missing_head",
+    "alias_state_mismatch",
 ]
 
 
@@ -87,7 +88,8 @@ class ChainBreakPublic(BaseModel):
         "values its columns cannot hold (text that is not JSON as its output, no time as its created_at); "
         "truncated_tail: rows deleted at the end; "
         "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
-        "missing_head: the chain head was deleted"
+        "missing_head: the chain head was deleted; alias_state_mismatch (registry events only): a model's aliases "
+        "differ from what its events say (an alias changed, added or removed without its event)"
     )
     message: str
     row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")
@@ -103,8 +105,33 @@ class ChainHeadPublic(BaseModel):
     row_hash: str
 
 
+class RegistryBreakPublic(BaseModel):
+    """The first broken link of a model's registry event chain."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    model: str = Field(description="the registered model whose event chain breaks")
+    registered_model_id: str
+    kind: BreakKind = Field(description="as for decisions: rows here are the model's registry events")
+    message: str
+    row_id: int | None = Field(description="the event (its id in the model's events) at the break")
+    seq: int | None = Field(description="the event's place in the model's chain")
+
+
+class RegistryVerification(BaseModel):
+    """The check of the tenant's registry event chains: who set, moved or deleted an alias or created a version."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    intact: bool
+    models_checked: int = Field(description="registered models whose event chains were checked (to the first break)")
+    events_checked: int = Field(description="events whose links were checked, up to the first break")
+    first_break: RegistryBreakPublic | None
+
+
 class AuditVerification(BaseModel):
-    """The check of the tenant's audit hash chain: intact with the rows checked, or the first broken link."""
+    """The check of the tenant's audit hash chains: its decisions (intact with the rows checked, or the first broken
+    link) and its registry events (alias changes and new versions, one chain per model)."""
 
     model_config = ConfigDict(
         from_attributes=True,
@@ -121,13 +148,20 @@ class AuditVerification(BaseModel):
                         "row_id": 1077,
                         "seq": 43,
                     },
+                    "registry_events": {
+                        "intact": True,
+                        "models_checked": 2,
+                        "events_checked": 9,
+                        "first_break": None,
+                    },
                 }
             ]
         },
     )
 
     tenant_id: str
-    intact: bool
-    rows_checked: int = Field(description="rows whose links were checked, up to the first break")
+    intact: bool = Field(description="decisions and registry events both intact")
+    rows_checked: int = Field(description="decision rows whose links were checked, up to the first break")
     head: ChainHeadPublic | None
-    first_break: ChainBreakPublic | None
+    first_break: ChainBreakPublic | None = Field(description="the decisions' first broken link")
+    registry_events: RegistryVerification

@@ -25,6 +25,8 @@ class RegistryEventPublic(BaseModel):
                     "to_version": 3,
                     "api_key_id": "key_0a1b2c3d4e5f60718293a4b5",
                     "job_id": None,
+                    "seq": 7,
+                    "row_hash": "9f2c...",
                 }
             ]
         }
@@ -37,6 +39,8 @@ class RegistryEventPublic(BaseModel):
     to_version: int | None = Field(description="version the alias points at now, or the version created")
     api_key_id: str | None = Field(description="the API key that made the change (null: a training job did)")
     job_id: str | None = Field(description="the training job that created the version")
+    seq: int = Field(description="the event's place in the model's event chain (docs/audit.md), from 1")
+    row_hash: str = Field(description="the event's hash in that chain: the newest event's is the chain's head")
 
     @classmethod
     def from_row(cls, row: RegistryEvent) -> RegistryEventPublic:
@@ -49,6 +53,8 @@ class RegistryEventPublic(BaseModel):
             to_version=row.to_version,
             api_key_id=row.api_key_id,
             job_id=row.job_id,
+            seq=row.seq,
+            row_hash=row.row_hash,
         )
 
 

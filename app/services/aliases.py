@@ -38,7 +38,7 @@ def put_alias(
 ) -> AliasTarget:
     """Point `name@alias` at a version of that model (by number or id), with its event; committed."""
     registry.serialize_on_sqlite(session)  # the alias row is read, then changed: one change at a time
-    rm = registry.get_model(session, tenant_id, name)
+    rm = registry.get_model(session, tenant_id, name, lock=True)  # the model before its alias, as a new version does
     registry.check_alias(alias)
     mv = registry.find_version(session, tenant_id, rm, version=version, version_id=version_id)
     row = registry.set_alias(session, rm, alias, mv, registry_events.Actor(api_key_id=api_key_id))
@@ -52,7 +52,7 @@ def delete_alias(
 ) -> None:
     """Remove `name@alias`, with its event; NotFound when it does not exist. Committed."""
     registry.serialize_on_sqlite(session)  # the alias row is read, then changed: one change at a time
-    rm = registry.get_model(session, tenant_id, name)
+    rm = registry.get_model(session, tenant_id, name, lock=True)  # the model before its alias, as a new version does
     row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)  # a concurrent move waits for the delete
     before = (
         None if row is None else session.scalar(select(ModelVersion.version).where(ModelVersion.id == row.version_id))

@@ -66,9 +66,14 @@ def canonical_body(row: Mapping[str, Any]) -> str:
     return _ENCODER.encode(body)
 
 
-def row_hash(seq: int, prev_hash: str, body: str) -> str:
-    """The SHA-256 (hex) of a row's canonical content."""
-    return hashlib.sha256(f"{HASH_PREFIX}\n{seq}\n{prev_hash}\n{body}".encode()).hexdigest()
+def row_hash(seq: int, prev_hash: str, body: str, prefix: str = HASH_PREFIX) -> str:
+    """The SHA-256 (hex) of a row's canonical content (`prefix`: which chain's format, the audit's by default)."""
+    return hashlib.sha256(f"{prefix}\n{seq}\n{prev_hash}\n{body}".encode()).hexdigest()
+
+
+def audit_row_hash(row: Mapping[str, Any]) -> str:
+    """The hash an audit row's content and links give (what its `row_hash` must be)."""
+    return row_hash(row["seq"], row["prev_hash"], canonical_body(row))
 
 
 def link_rows(rows: Sequence[dict[str, Any]], head: Link) -> Link:
@@ -192,9 +197,11 @@ class ChainBreak:
 
 
 class ChainChecker:
-    """Checks one tenant's rows fed in `seq` order, then the tail against the chain head; stops at the first break."""
+    """Checks one chain's rows fed in `seq` order, then the tail against the chain head; stops at the first break.
+    `hash_row` is what a row's `row_hash` must be (the audit's rows by default; `registry_chain` for events)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hash_row: Callable[[Mapping[str, Any]], str] = audit_row_hash) -> None:
+        self.hash_row = hash_row
         self.last = START
         self.rows_checked = 0
         self.first_break: ChainBreak | None = None
@@ -230,7 +237,7 @@ class ChainChecker:
                 f"(seq {self.last.seq}) has hash {self.last.row_hash} (a row was replaced or forged)"
             )
             return ChainBreak("previous_hash_mismatch", msg, rid, seq)
-        actual = row_hash(seq, row["prev_hash"], canonical_body(row))
+        actual = self.hash_row(row)
         if actual != row["row_hash"]:
             msg = f"row {rid} (seq {seq}) content hashes to {actual} but its row_hash is {row['row_hash']} (changed)"
             return ChainBreak("content_hash_mismatch", msg, rid, seq)

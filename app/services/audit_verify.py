@@ -13,30 +13,58 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import String, select, type_coerce
 from sqlalchemy.orm import Session
 
-from app.services import audit_read
+from app.services import audit_read, registry_chain
 from app.services.audit_chain import ChainBreak, ChainChecker, Link
 from app.services.errors import NotFound
-from app.tables import AuditChainHead, AuditRecord, Tenant
+from app.tables import AuditChainHead, AuditRecord, ModelAlias, ModelVersion, RegisteredModel, RegistryEvent, Tenant
 
 PAGE_ROWS = 5000
 
 
 @dataclass(frozen=True)
+class RegistryBreak:
+    """The first broken link of a model's registry event chain (`ChainBreak`'s fields, and which model)."""
+
+    model: str
+    registered_model_id: str
+    kind: str
+    message: str
+    row_id: int | None
+    seq: int | None
+
+
+@dataclass(frozen=True)
+class RegistryReport:
+    """The verification of a tenant's registry event chains (one per registered model)."""
+
+    models_checked: int
+    events_checked: int
+    first_break: RegistryBreak | None
+
+    @property
+    def intact(self) -> bool:
+        """Whether every model's events link and end at the model's head."""
+        return self.first_break is None
+
+
+@dataclass(frozen=True)
 class ChainReport:
-    """The verification of one tenant's chain: rows checked, the head, the first break (None: intact)."""
+    """The verification of one tenant's chains: its decisions (rows checked, the head, the first break; None:
+    intact) and its registry events."""
 
     tenant_id: str
     rows_checked: int
     head: Link | None
     first_break: ChainBreak | None
+    registry_events: RegistryReport = RegistryReport(0, 0, None)
 
     @property
     def intact(self) -> bool:
-        """Whether every row links and the tail matches the head."""
-        return self.first_break is None
+        """Whether every decision and every registry event links and each tail matches its head."""
+        return self.first_break is None and self.registry_events.intact
 
 
 def read_head(session: Session, tenant_id: str) -> Link | None:
@@ -78,7 +106,101 @@ def verify_tenant(session: Session, tenant_id: str, page_rows: int = PAGE_ROWS) 
     broken = checker.finish(head_before, head_after)
     if broken is not None and broken.row_id is None and broken.kind == "beyond_head" and broken.seq is not None:
         broken = ChainBreak(broken.kind, broken.message, _row_id(session, tenant_id, broken.seq), broken.seq)
-    return ChainReport(tenant_id, checker.rows_checked, head_after, broken)
+    return ChainReport(tenant_id, checker.rows_checked, head_after, broken, verify_registry(session, tenant_id))
+
+
+_EVENT_COLUMNS = [
+    type_coerce(c, String).label(c.name) if c.name == "at" else c for c in RegistryEvent.__table__.columns
+]
+
+
+def _event_rows(session: Session, model_id: str) -> list[dict[str, Any]]:
+    """A model's events in `seq` order, as stored; one whose `at` or `seq` does not read is marked `unreadable`."""
+    parse_time = audit_read.time_parser(session.get_bind().dialect)
+    q = select(*_EVENT_COLUMNS).where(RegistryEvent.registered_model_id == model_id).order_by(RegistryEvent.seq)
+    rows = []
+    for m in session.execute(q).mappings():
+        row = dict(m)
+        problems = []
+        try:
+            row["at"] = parse_time(row["at"]) if parse_time is not None and isinstance(row["at"], str) else row["at"]
+        except (ValueError, TypeError, AttributeError):
+            problems.append(f"at is not a time ({str(row['at'])[:40]!r})")
+        if not isinstance(row["seq"], int) or isinstance(row["seq"], bool):
+            problems.append("seq is not a whole number")
+            row["seq"] = None
+        row["unreadable"] = "; ".join(problems) or None
+        rows.append(row)
+    return rows
+
+
+def _model_head(session: Session, model_id: str) -> Link | None:
+    row = session.execute(
+        select(RegisteredModel.events_seq, RegisteredModel.events_hash).where(RegisteredModel.id == model_id)
+    ).first()
+    return None if row is None else Link(row.events_seq, row.events_hash)
+
+
+def _replayed_aliases(events: list[dict[str, Any]]) -> dict[str, tuple[int | None, int]]:
+    """alias -> (version, seq of the event that set it), as a model's events in order leave them."""
+    state: dict[str, tuple[int | None, int]] = {}
+    for e in events:
+        if e["action"] == "alias_set":
+            state[e["alias"]] = (e["to_version"], e["seq"])
+        elif e["action"] == "alias_deleted":
+            state.pop(e["alias"], None)
+    return state
+
+
+def _current_aliases(session: Session, model_id: str) -> dict[str, int | None]:
+    """alias -> the version number it points at now."""
+    q = (
+        select(ModelAlias.alias, ModelVersion.version)
+        .outerjoin(ModelVersion, ModelVersion.id == ModelAlias.version_id)
+        .where(ModelAlias.registered_model_id == model_id)
+    )
+    return {row.alias: row.version for row in session.execute(q).all()}
+
+
+def alias_state_break(replayed: dict[str, tuple[int | None, int]], current: dict[str, int | None]) -> ChainBreak | None:
+    """A break when the aliases a model has now are not what its (intact) events say, else None."""
+    for alias in sorted(set(replayed) | set(current)):
+        said = replayed.get(alias)
+        if said is not None and alias not in current:
+            msg = f"alias {alias!r} is gone but no event deleted it (its event at seq {said[1]} set version {said[0]})"
+        elif said is None:
+            msg = f"alias {alias!r} points at version {current[alias]} but no event set it"
+        elif said[0] != current[alias]:
+            msg = f"alias {alias!r} points at version {current[alias]} but its last event (seq {said[1]}) set {said[0]}"
+        else:
+            continue
+        return ChainBreak("alias_state_mismatch", msg, None, said[1] if said else None)
+    return None
+
+
+def verify_registry(session: Session, tenant_id: str) -> RegistryReport:
+    """Check each of the tenant's models' registry event chains (by model name); the first broken link, if any."""
+    models = session.execute(
+        select(RegisteredModel.id, RegisteredModel.name)
+        .where(RegisteredModel.tenant_id == tenant_id)
+        .order_by(RegisteredModel.name)
+    ).all()
+    checked = 0
+    for n, (model_id, name) in enumerate(models, start=1):
+        checker = ChainChecker(registry_chain.event_hash)
+        head_before = _model_head(session, model_id)
+        rows = _event_rows(session, model_id)
+        for row in rows:
+            if not checker.feed(row):
+                break
+        broken = checker.finish(head_before, _model_head(session, model_id))
+        if broken is None:
+            broken = alias_state_break(_replayed_aliases(rows), _current_aliases(session, model_id))
+        checked += checker.rows_checked
+        if broken is not None:
+            where = RegistryBreak(name, model_id, broken.kind, broken.message, broken.row_id, broken.seq)
+            return RegistryReport(n, checked, where)
+    return RegistryReport(len(models), checked, None)
 
 
 def _row_id(session: Session, tenant_id: str, seq: int) -> int | None:

@@ -144,9 +144,10 @@ def serialize_on_sqlite(session: Session) -> None:
         take_sqlite_write_lock(conn)
 
 
-def get_model(session: Session, tenant_id: str, name: str) -> RegisteredModel:
-    """A named model of the tenant; NotFound otherwise."""
-    rm = find_model(session, tenant_id, name)
+def get_model(session: Session, tenant_id: str, name: str, lock: bool = False) -> RegisteredModel:
+    """A named model of the tenant; NotFound otherwise. `lock`: its row locked (PostgreSQL) before anything below it
+    (its aliases), in the order every change of a model takes its locks."""
+    rm = find_model(session, tenant_id, name, lock)
     if rm is None:
         raise NotFound(f"model {name!r} not found")
     return rm
@@ -185,11 +186,10 @@ def check_same_target(session: Session, rm: RegisteredModel, target: str, field:
         )
 
 
-def find_model(session: Session, tenant_id: str, name: str) -> RegisteredModel | None:
-    """A named model of the tenant, None when it does not exist."""
-    return session.scalar(
-        select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
-    )
+def find_model(session: Session, tenant_id: str, name: str, lock: bool = False) -> RegisteredModel | None:
+    """A named model of the tenant, None when it does not exist (`lock`: its row locked, PostgreSQL)."""
+    q = select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id, RegisteredModel.name == name)
+    return session.scalar(q.with_for_update() if lock else q)
 
 
 def non_finite_path(obj: Any, path: str) -> str | None:

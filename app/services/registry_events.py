@@ -1,6 +1,7 @@
 """Registry events: which alias moved or was deleted and which version was created, by whom, when.
 
-`record` adds the event to the caller's session, so it commits (or rolls back) with the change itself.
+`record` adds the event to the caller's session, so it commits (or rolls back) with the change itself, linked into
+its model's hash chain (`registry_chain`) after the head it reads with the model's row locked.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.services import registry_chain
+from app.services.audit_chain import Link
 from app.services.paging import Page, page_of_scalars
-from app.tables import RegisteredModel, RegistryEvent
+from app.tables import RegisteredModel, RegistryEvent, utcnow
 
 Action = Literal["alias_set", "alias_deleted", "version_created"]
 
@@ -38,18 +41,28 @@ def record(
     from_version: int | None = None,
     to_version: int | None = None,
 ) -> RegistryEvent:
-    """Add one event to the session (it is written in the same transaction as the change)."""
-    event = RegistryEvent(
-        tenant_id=rm.tenant_id,
-        registered_model_id=rm.id,
-        action=action,
-        alias=alias,
-        from_version=from_version,
-        to_version=to_version,
-        api_key_id=actor.api_key_id,
-        job_id=actor.job_id,
-    )
+    """Add one event to the session (it is written in the same transaction as the change), chained after the
+    model's head: the head is read with the model's row locked (PostgreSQL; SQLite's writers hold its write lock)
+    and moved in the same transaction, so two changes of one model never take the same place."""
+    session.flush()  # an event recorded earlier in this transaction has moved the head already
+    q = select(RegisteredModel.events_seq, RegisteredModel.events_hash).where(RegisteredModel.id == rm.id)
+    seq, head_hash = session.execute(q.with_for_update()).one()
+    row = {
+        "tenant_id": rm.tenant_id,
+        "registered_model_id": rm.id,
+        "at": utcnow(),
+        "action": action,
+        "alias": alias,
+        "from_version": from_version,
+        "to_version": to_version,
+        "api_key_id": actor.api_key_id,
+        "job_id": actor.job_id,
+    }
+    head = registry_chain.link_event(row, Link(seq, head_hash))
+    event = RegistryEvent(**row)
     session.add(event)
+    values = {"events_seq": head.seq, "events_hash": head.row_hash}
+    session.execute(update(RegisteredModel).where(RegisteredModel.id == rm.id).values(**values))
     return event
 
 

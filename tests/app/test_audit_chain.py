@@ -249,6 +249,7 @@ def test_decisions_are_chained_per_tenant(api, doc) -> None:
         "rows_checked": 4,
         "head": {"seq": 4, "row_hash": mine[3]["row_hash"]},
         "first_break": None,
+        "registry_events": {"intact": True, "models_checked": 1, "events_checked": 1, "first_break": None},
     }
     other = verify(api, api.key_b)
     assert other["intact"] and other["rows_checked"] == 1 and other["tenant_id"] == api.tenant_b
@@ -370,7 +371,7 @@ def test_verify_audit_command(api, doc, capsys, monkeypatch) -> None:
         main(["verify-audit"])
     assert ok.value.code == 0
     out = capsys.readouterr()
-    assert "audit chains of 2 tenant(s): intact; 3 row(s) checked" in out.err  # tenant-b: no decision yet
+    assert "audit chains of 2 tenant(s): intact; 3 row(s) and 1 registry event(s) checked" in out.err  # tenant-b: none
     lines = {json.loads(line)["tenant_id"]: json.loads(line) for line in out.out.splitlines()}
     assert lines[api.tenant_a] == {**verify(api), "tenant_id": api.tenant_a}
     assert lines[api.tenant_b]["rows_checked"] == 0 and lines[api.tenant_b]["intact"]

@@ -79,9 +79,10 @@ def test_app_role_rights(roles: Roles) -> None:
         roles.app_url,
         "INSERT INTO tenants (id, name, created_at) VALUES ('tn_rights', 'rights', now())",
         "UPDATE tenants SET name = 'rights2' WHERE id = 'tn_rights'",
-        "INSERT INTO registered_models VALUES ('rm_rights', 'tn_rights', 'm', now())",
-        "INSERT INTO registry_events (tenant_id, registered_model_id, at, action) "
-        "VALUES ('tn_rights', 'rm_rights', now(), 'version_created')",
+        "INSERT INTO registered_models (id, tenant_id, name, created_at) VALUES ('rm_rights', 'tn_rights', 'm', now())",
+        "INSERT INTO registry_events (tenant_id, registered_model_id, at, action, seq, prev_hash, row_hash) "
+        "VALUES ('tn_rights', 'rm_rights', now(), 'version_created', 1, repeat('0', 64), repeat('1', 64))",
+        "UPDATE registered_models SET events_seq = 1, events_hash = repeat('1', 64) WHERE id = 'rm_rights'",
         "SELECT count(*) FROM registry_events",
         "DELETE FROM tenants WHERE id = 'tn_rights'",  # its events go with it (the owner's cascade)
         "INSERT INTO audit_chain_heads VALUES ('tn_rights', 0, repeat('0', 64), now())",

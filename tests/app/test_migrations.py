@@ -251,7 +251,7 @@ def test_offline_sql_is_written_for_an_empty_database(tmp_path) -> None:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "CREATE TABLE audit_chain_heads" in out.stdout
-    assert "UPDATE alembic_version SET version_num='0007'" in out.stdout
+    assert "UPDATE alembic_version SET version_num='0008'" in out.stdout
 
 
 def test_0007_gives_the_keys_that_exist_the_full_scope_and_goes_back(tmp_path) -> None:

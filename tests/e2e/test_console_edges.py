@@ -576,7 +576,14 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
     page.get_by_role("button", name="Verify the chain").click()
     check = console.api.get("/v1/audit/verify").json()
     assert check["intact"], check
-    expect(page.locator(".notice-success")).to_contain_text(f"Intact: {check['rows_checked']} record(s) checked")
+    expect(page.locator(".notice-success").first).to_contain_text(
+        f"Decisions intact: {check['rows_checked']} record(s) checked"
+    )
+    reg = check["registry_events"]
+    expect(page.locator(".notice-success").nth(1)).to_contain_text(
+        f"Registry events intact: {reg['events_checked']} alias change(s) and new version(s) of "
+        f"{reg['models_checked']} model(s)"
+    )
 
     listed = page.locator("table:has(caption:text-is('Decisions, newest first')) tbody tr")
     expect(listed).to_have_count(50)
@@ -610,7 +617,7 @@ def test_the_audit_trail_lists_verifies_and_finds_a_decision(tab: Tab, console: 
     page.goto(_url(console, f"audit?seq={seq}"))
     expect(found).to_contain_text(row["row_hash"])
     page.get_by_role("button", name="Verify the chain").click()
-    expect(page.locator(".notice-success")).to_contain_text("every link holds")  # with the head's 64-hex hash
+    expect(page.locator(".notice-success").first).to_contain_text("every link holds")  # with the head's 64-hex hash
     widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert widths[0] <= widths[1], f"the audit page is {widths[0]} px wide on a {widths[1]} px screen"
     shot(tab, "40-audit-narrow")

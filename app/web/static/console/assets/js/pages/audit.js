@@ -74,16 +74,40 @@ function rowsTable(rows, versions, keys) {
   );
 }
 
-function verificationView(v) {
+/** Where a break is: its kind, seq and row id (what the API names). */
+function breakPlace(b) {
+  const seq = b.seq !== null && b.seq !== undefined ? `, at seq ${b.seq}` : "";
+  const row = b.row_id !== null && b.row_id !== undefined ? `, row id ${b.row_id}` : "";
+  return `${b.kind || "unknown"}${seq}${row}`;
+}
+
+function decisionsView(v) {
   const head = v.head ? [` The chain head is record ${fmt(v.head.seq)} (hash `, h("code", { class: "hash", text: v.head.row_hash }), ")."] : null;
-  if (v.intact) return notice("success", h("strong", { text: "Intact: " }), `${fmt(v.rows_checked)} record(s) checked, every link holds.`, head);
-  const b = v.first_break || {};
+  if (!v.first_break) return notice("success", h("strong", { text: "Decisions intact: " }), `${fmt(v.rows_checked)} record(s) checked, every link holds.`, head);
+  const b = v.first_break;
   return notice(
     "error",
-    h("strong", { text: "Broken: " }),
+    h("strong", { text: "Decisions broken: " }),
     b.message || "the chain does not link",
-    h("span", { class: "muted", text: ` (${b.kind || "unknown"}${b.seq !== null && b.seq !== undefined ? `, at seq ${b.seq}` : ""}${b.row_id !== null && b.row_id !== undefined ? `, row id ${b.row_id}` : ""}; ${fmt(v.rows_checked)} record(s) linked before it).` }),
+    h("span", { class: "muted", text: ` (${breakPlace(b)}; ${fmt(v.rows_checked)} record(s) linked before it).` }),
   );
+}
+
+/** The registry events' chains (alias changes, new versions: one chain per model); absent from an older server. */
+function registryView(r) {
+  if (!r) return null;
+  if (!r.first_break) return notice("success", h("strong", { text: "Registry events intact: " }), `${fmt(r.events_checked)} alias change(s) and new version(s) of ${fmt(r.models_checked)} model(s) checked, and each model's aliases are what its events say.`);
+  const b = r.first_break;
+  return notice(
+    "error",
+    h("strong", { text: `Registry events broken in model ${b.model}: ` }),
+    b.message || "the chain does not link",
+    h("span", { class: "muted", text: ` (${breakPlace(b)}).` }),
+  );
+}
+
+function verificationView(v) {
+  return h("div", {}, decisionsView(v), registryView(v.registry_events));
 }
 
 function verifyBlock() {
@@ -96,13 +120,13 @@ function verifyBlock() {
       try {
         const v = await get("/v1/audit/verify");
         mount(out, verificationView(v));
-        announce(v.intact ? "Audit chain intact" : "Audit chain broken");
+        announce(v.intact ? "Audit chains intact" : "Audit chain broken");
       } catch (err) {
         mount(out, errorBox(err, "Could not verify the chain"));
       }
     });
   }, { kind: "primary" });
-  return [h("p", { class: "muted small", text: "Recomputes every record's hash in chain order and compares the last one with the chain head: any record changed, deleted or added around the service shows as the first broken link." }), h("div", { class: "form-actions" }, run), out];
+  return [h("p", { class: "muted small", text: "Recomputes every record's hash in chain order and compares the last one with the chain head, for the decisions and for each model's registry events (who set, moved or removed an alias, or created a version): any record changed, deleted or added around the service shows as the first broken link." }), h("div", { class: "form-actions" }, run), out];
 }
 
 function findForm(seq) {

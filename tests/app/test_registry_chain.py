@@ -1,0 +1,115 @@
+"""The registry events' hash chains: each model's alias changes and new versions are chained like decisions, and
+`verify` (API and `neurules-admin verify-audit`) names an event changed, deleted or cut off, and aliases changed
+around their events. A governance probe changed who moved `production`, deleted 280 events and re-pointed an alias
+in the database: the verification said intact."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from app.services import registry_chain
+from app.services.audit_chain import GENESIS
+from tests.conftest import Api
+
+
+def _events(api: Api) -> list[dict[str, Any]]:
+    """The events as the ORM reads them (times as datetimes), in chain order."""
+    from sqlalchemy import select
+
+    from app.tables import RegistryEvent
+
+    columns = [c.name for c in RegistryEvent.__table__.columns]
+    with api.app.state.service.db.sessionmaker() as s:
+        rows = s.scalars(select(RegistryEvent).order_by(RegistryEvent.seq))
+        return [{name: getattr(e, name) for name in columns} for e in rows]
+
+
+def _run(api: Api, *statements: str) -> None:
+    with api.app.state.service.db.engine.begin() as c:
+        for stmt in statements:
+            c.execute(text(stmt))
+
+
+def _history(api: Api, doc: dict[str, Any]) -> dict[str, Any]:
+    """Two versions; production set, moved and removed; staging set: six events of model `risk`."""
+    v1, v2 = api.import_model(doc), api.import_model(doc)
+    base = "/v1/registered-models/risk/aliases"
+    for method, alias, body in [
+        ("PUT", "production", {"version": 1}),
+        ("PUT", "production", {"version": 2}),
+        ("DELETE", "production", None),
+        ("PUT", "staging", {"version": 1}),
+    ]:
+        r = api.client.request(method, f"{base}/{alias}", json=body, headers=api.h())
+        assert r.status_code in (200, 204), r.text
+    return {"v1": v1, "v2": v2}
+
+
+def _registry(api: Api) -> dict[str, Any]:
+    r = api.client.get("/v1/audit/verify", headers=api.h())
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_each_models_events_form_one_chain_ending_at_its_head(api: Api, doc) -> None:
+    _history(api, doc)
+    events = _events(api)
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
+    assert events[0]["prev_hash"] == GENESIS
+    assert all(b["prev_hash"] == a["row_hash"] for a, b in itertools.pairwise(events))
+    assert all(registry_chain.event_hash(e) == e["row_hash"] for e in events)
+    with api.app.state.service.db.engine.connect() as c:
+        head = c.execute(text("SELECT events_seq, events_hash FROM registered_models WHERE name = 'risk'")).one()
+    assert tuple(head) == (6, events[-1]["row_hash"])
+    check = _registry(api)
+    assert check["intact"] and check["registry_events"] == {
+        "intact": True,
+        "models_checked": 1,
+        "events_checked": 6,
+        "first_break": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("tampering", "kind", "seq"),
+    [
+        ("UPDATE registry_events SET api_key_id = 'key_someone_else' WHERE seq = 3", "content_hash_mismatch", 3),
+        ("UPDATE registry_events SET to_version = 1 WHERE seq = 4", "content_hash_mismatch", 4),
+        ("DELETE FROM registry_events WHERE seq = 2", "sequence_gap", 3),
+        ("DELETE FROM registry_events WHERE seq = 6", "truncated_tail", 6),
+        ("UPDATE registry_events SET seq = 0 WHERE seq = 1", "sequence_before_start", 0),
+        ("UPDATE model_aliases SET version_id = (SELECT id FROM model_versions WHERE version = 2)", None, 6),
+        ("DELETE FROM model_aliases", None, 6),
+    ],
+)
+def test_a_changed_registry_is_named(api: Api, doc, tampering: str, kind: str | None, seq: int) -> None:
+    from app.admin import verify_audit
+
+    _history(api, doc)
+    _run(api, tampering)
+    check = _registry(api)
+    brk = check["registry_events"]["first_break"]
+    assert not check["intact"] and check["first_break"] is None, check  # the decisions are fine
+    assert brk["model"] == "risk" and brk["kind"] == (kind or "alias_state_mismatch") and brk["seq"] == seq, brk
+    if kind is None:
+        assert "'staging'" in brk["message"], brk
+    (report,) = [r for r in verify_audit(api.url, None) if r.tenant_id == api.tenant_a]
+    assert not report.intact and report.registry_events.first_break is not None
+
+
+def test_an_alias_added_without_its_event_is_named(api: Api, doc) -> None:
+    v = _history(api, doc)
+    _run(
+        api,
+        "INSERT INTO model_aliases (registered_model_id, alias, version_id, updated_at) "
+        f"SELECT registered_model_id, 'shadow', id, created_at FROM model_versions WHERE id = '{v['v2']['id']}'",
+    )
+    brk = _registry(api)["registry_events"]["first_break"]
+    assert (
+        brk["kind"] == "alias_state_mismatch"
+        and "alias 'shadow' points at version 2 but no event set it" in (brk["message"])
+    )
