@@ -278,3 +278,50 @@ def test_0007_gives_the_keys_that_exist_the_full_scope_and_goes_back(tmp_path) -
     assert _diff(url) == []
     _alembic(url, command.downgrade, "0006")
     assert _count(url, "api_keys") == 1
+
+
+def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
+    """Events recorded before the chain existed are linked per model in id order, and each model gets its head, so
+    the verification covers them; the downgrade keeps every event."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.services.audit_verify import verify_registry
+
+    url = f"sqlite:///{tmp_path / 'r.sqlite3'}"
+    migrate(url)
+    _alembic(url, command.downgrade, "0007")
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        for rm in ("rm_a", "rm_b"):
+            c.execute(
+                text(
+                    "INSERT INTO registered_models (id, tenant_id, name, created_at) "
+                    f"VALUES ('{rm}', 'tn_1', '{rm}', '2026-01-01 00:00:00')"
+                )
+            )
+        for i, rm in enumerate(["rm_a", "rm_b", "rm_a", "rm_a"]):
+            c.execute(
+                text(
+                    "INSERT INTO registry_events (tenant_id, registered_model_id, at, action, to_version) "
+                    f"VALUES ('tn_1', '{rm}', '2026-01-0{i + 1} 10:00:00.000001', 'version_created', {i + 1})"
+                )
+            )
+    eng.dispose()
+    migrate(url)
+    assert _diff(url) == []
+    eng = make_engine(url)
+    with eng.connect() as c:
+        seqs = c.execute(text("SELECT registered_model_id, seq FROM registry_events ORDER BY id")).all()
+        heads = dict(c.execute(text("SELECT id, events_seq FROM registered_models")).all())
+    assert [tuple(s) for s in seqs] == [("rm_a", 1), ("rm_b", 1), ("rm_a", 2), ("rm_a", 3)]
+    assert heads == {"rm_a": 3, "rm_b": 1}
+    from sqlalchemy.orm import Session
+
+    with Session(eng) as s:
+        report = verify_registry(s, "tn_1")
+    assert report.intact and (report.models_checked, report.events_checked) == (2, 4), report
+    eng.dispose()
+    _alembic(url, command.downgrade, "0007")
+    assert _count(url, "registry_events") == 4
