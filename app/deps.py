@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
+from starlette.types import Scope
 
 from app.services import key_scopes, keys
 from app.services.auth import Principal, lookup_key
@@ -99,8 +100,18 @@ async def _principal(request: Request, api_key: str | None) -> Principal:
     principal = await state.auth_cache.get(keys.hash_key(key), lambda: lookup_key(state.db, key))
     if principal is None:
         raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
-    key_scopes.require(principal.scope, request.method, request.scope["path"])
+    key_scopes.require(principal.scope, request.method, route_path(request.scope))
     return principal
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path as the routes see it: without the `root_path` a proxy mounts the app under (uvicorn
+    `--root-path /nr` puts it in front of `path`; routing strips it, so the scope check must too)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and (len(path) == len(root) or path[len(root)] == "/"):
+        return path[len(root) :]
+    return path
 
 
 CurrentTenant = Annotated[Principal, Depends(current_principal)]

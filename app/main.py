@@ -74,6 +74,7 @@ Error codes (a failed request never leaves rows behind):
 | 401 | `missing_api_key`, `invalid_api_key`, `ambiguous_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key), or two `X-API-Key` headers with different keys |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
 | 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has (HEAD is answered wherever GET is: the GET's status and headers, no body) |
+| 403 | `key_scope` | a key of scope `predict` (`neurules-admin create-key --scope predict`) used for anything but `POST /v1/models/{ref}/predict` and `/predict.csv`; nothing was done |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict`, `alias_conflict` | cancel a finished job; delete a dataset with active jobs; an alias created and deleted by other requests throughout a PUT (try again) |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |

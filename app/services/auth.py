@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from app.db import Database
-from app.services import keys
+from app.services import key_scopes, keys
 from app.tables import ApiKey
 
 
@@ -27,10 +27,10 @@ def lookup_key(db: Database, key: str) -> Principal | None:
         return None
     with db.sessionmaker() as s:
         row = s.execute(
-            select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope).where(
-                ApiKey.prefix == prefix
+            select(ApiKey.id, ApiKey.tenant_id, ApiKey.prefix, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope).where(
+                ApiKey.prefix.in_((prefix, key_scopes.stored_prefix(prefix, key_scopes.PREDICT)))
             )
-        ).one_or_none()
+        ).first()
     if row is None or row.revoked_at is not None or not keys.matches(key, row.key_hash):
         return None
-    return Principal(tenant_id=row.tenant_id, key_id=row.id, scope=row.scope)
+    return Principal(tenant_id=row.tenant_id, key_id=row.id, scope=key_scopes.scope_of(row.prefix, row.scope))

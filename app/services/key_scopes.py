@@ -32,9 +32,28 @@ def check_scope(scope: str) -> str:
 
 def require(scope: str, method: str, path: str) -> None:
     """Forbidden when a key of `scope` may not call `method path`."""
-    if not allows(scope, method, path):
-        raise Forbidden(
-            f"this API key has scope {scope!r}: it may only ask for decisions (POST /v1/models/{{ref}}/predict and "
-            "/predict.csv); use a key with scope 'full' for anything else",
-            code="key_scope",
-        )
+    if allows(scope, method, path):
+        return
+    what = (
+        "it may only ask for decisions (POST /v1/models/{ref}/predict and /predict.csv)"
+        if scope == PREDICT
+        else "it may not do this"
+    )
+    raise Forbidden(f"this API key has scope {scope!r}: {what}; use a key with scope 'full'", code="key_scope")
+
+
+# A restricted key's lookup prefix is stored marked: a release that does not know scopes (the one before them, run
+# on this database after a rollback or during a rolling upgrade) finds no such key and refuses it (401), instead
+# of taking it for a key that may do everything. This release looks both spellings up.
+RESTRICTED_MARK: Final = "r-"
+
+
+def stored_prefix(prefix: str, scope: str) -> str:
+    """The prefix as stored for a key of `scope`: marked unless the key is full."""
+    return prefix if scope == FULL else f"{RESTRICTED_MARK}{prefix}"
+
+
+def scope_of(stored: str, recorded: str) -> str:
+    """A stored key's scope: its recorded one, and `predict` at least when its prefix is marked (a row that lost its
+    scope column to a downgrade and got it back as `full` stays restricted)."""
+    return PREDICT if stored.startswith(RESTRICTED_MARK) and recorded == FULL else recorded

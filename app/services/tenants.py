@@ -87,7 +87,14 @@ def create_key(session: Session, tenant: str, label: str = "", scope: str = "ful
     if t is None:
         raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")
     key, prefix = keys.generate_key()
-    row = ApiKey(id=new_id("key"), tenant_id=t.id, prefix=prefix, key_hash=keys.hash_key(key), label=label, scope=scope)
+    row = ApiKey(
+        id=new_id("key"),
+        tenant_id=t.id,
+        prefix=key_scopes.stored_prefix(prefix, scope),
+        key_hash=keys.hash_key(key),
+        label=label,
+        scope=scope,
+    )
     session.add(row)
     return row, key
 

@@ -103,3 +103,56 @@ def test_create_key_takes_a_scope_on_the_command_line(tmp_path, monkeypatch, cap
     with pytest.raises(SystemExit) as bad:
         main(["create-key", "acme", "--scope", "admin"])
     assert bad.value.code == 2 and "invalid choice: 'admin'" in capsys.readouterr().err
+
+
+def test_behind_a_root_path_the_predict_key_still_decides(sqlite_api: Api, doc) -> None:
+    """A reviewer: uvicorn `--root-path /nr` puts the mount in front of the path the check read, while routing
+    strips it, so a predict key was refused its own predictions there (403). The check reads the routed path."""
+    import asyncio
+
+    from app.admin import create_key
+    from tests.conftest import http_scope
+
+    v = sqlite_api.import_model(doc)
+    _, key = create_key(sqlite_api.url, "tenant-a", "backend", scope="predict")
+    body = json.dumps({"records": [REC]}).encode()
+
+    async def call(method: str, path: str) -> int:
+        headers = [(b"x-api-key", key.encode()), (b"content-type", b"application/json")]
+        scope = {**http_scope(method, f"/nr{path}", headers), "root_path": "/nr"}
+        sent: list[dict[str, object]] = []
+        chunks = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, object]:
+            return chunks.pop(0) if chunks else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        await sqlite_api.app(scope, receive, send)
+        return int(next(m["status"] for m in sent if m["type"] == "http.response.start"))  # type: ignore[call-overload]
+
+    assert asyncio.run(call("POST", f"/v1/models/{v['id']}/predict")) == 200
+    assert asyncio.run(call("GET", f"/v1/models/{v['id']}")) == 403
+
+
+def test_a_restricted_key_is_unknown_to_a_release_without_scopes(api: Api, doc) -> None:
+    """A reviewer: a release before scopes (run on this database after a rollback, or in a rolling upgrade) would
+    take a predict key for a key that may do everything. It looks keys up by their prefix alone, and a restricted
+    key's stored prefix is marked, so it finds none (a 401 there); a marked row that lost its scope to a downgrade
+    and came back `full` stays a predict key here."""
+    from sqlalchemy import text
+
+    from app.admin import create_key
+    from app.services import keys
+
+    key_id, key = create_key(api.url, "tenant-a", "backend", scope="predict")
+    plain = keys.split_prefix(key)
+    with api.app.state.service.db.engine.begin() as c:
+        assert c.execute(text("SELECT count(*) FROM api_keys WHERE prefix = :p"), {"p": plain}).scalar_one() == 0
+        c.execute(text("UPDATE api_keys SET scope = 'full' WHERE id = :i"), {"i": key_id})  # as after 0007's round trip
+    v = api.import_model(doc)
+    decided = api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=api.h(key))
+    assert decided.status_code == 200, decided.text
+    r = api.client.get("/v1/datasets", headers=api.h(key))
+    assert r.status_code == 403 and r.json()["error"]["code"] == "key_scope"

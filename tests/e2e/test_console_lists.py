@@ -255,3 +255,40 @@ def test_rows_without_a_target_are_announced_before_and_after_training(tab: Tab,
     page.goto(_url(console, "models/complications/1"))
     expect(page.get_by_text("20 rows without a target value")).to_be_visible()
     shot(tab, "lists-05-version-rows-without-target")
+
+
+def test_the_jobs_list_keeps_its_order_and_the_headings_focus_while_it_polls(tab: Tab, console: Console) -> None:
+    """A reviewer: the jobs list is drawn again every 2 s while a job runs, and the heading just pressed went with
+    the old table: the focus fell to the page, so a keyboard user could not press it again to reverse the order."""
+    from playwright.sync_api import expect
+
+    from tests.e2e.console_kit import wait_job
+
+    ds = upload_csv(console, "long-job", ["u", "label"], [[i, i % 2] for i in range(40)])
+    long = {"dataset_id": ds["id"], "target": "label", "parameters": {"n_rules": 2, "epochs": 5000}}
+    jobs = [console.api.post("/v1/jobs", json=long) for _ in range(2)]  # one runs, one waits: two rows to sort
+    assert [r.status_code for r in jobs] == [202, 202], [r.text for r in jobs]
+    try:
+        sign_in(tab, console)
+        page = tab.page
+        polls: list[str] = []
+        page.on("request", lambda q: polls.append(q.url) if "/v1/jobs?" in q.url else None)
+        page.goto(_url(console, "jobs"))
+        state = _heading(tab, "Training jobs", "State")
+        state.get_by_role("button").click()
+        expect(state).to_have_attribute("aria-sort", "ascending")
+        seen = len(polls)
+        deadline = 30
+        while len(polls) < seen + 2 and deadline:  # two redraws of the list
+            page.wait_for_timeout(1000)
+            deadline -= 1
+        assert len(polls) >= seen + 2, polls
+        expect(_heading(tab, "Training jobs", "State")).to_have_attribute("aria-sort", "ascending")
+        expect(_heading(tab, "Training jobs", "State").get_by_role("button")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(_heading(tab, "Training jobs", "State")).to_have_attribute("aria-sort", "descending")
+    finally:
+        for r in jobs:
+            console.api.post(f"/v1/jobs/{r.json()['id']}/cancel")
+        for r in jobs:
+            wait_job(console, r.json()["id"])

@@ -73,6 +73,16 @@ function captionFor(caption, order, columns, state) {
 }
 
 /**
+ * Draws a list again (`redraw`, e.g. on a poll) with the keyboard focus kept on the sort heading that had it: the
+ * old heading goes with the old table, and the focus would fall to the page's body.
+ */
+export function keepingSortFocus(container, redraw) {
+  const column = container.querySelector(".th-sort:focus")?.dataset.column;
+  redraw();
+  if (column !== undefined) container.querySelector(`.th-sort[data-column="${column}"]`)?.focus();
+}
+
+/**
  * A table (ui.js `table`) whose `sort` columns reorder it from their headings, with `filter` ({label, text(row)})
  * adding a box above it; `order` names the rows' own order for the caption. `state` ({column, dir, query})
  * belongs to the caller, so a page that draws the list again (a poll, an upload) keeps the reader's order and filter.
@@ -81,7 +91,10 @@ export function sortableTable(columns, rows, opts = {}, state = {}) {
   state.column ??= null;
   state.dir ??= "ascending";
   state.query ??= "";
-  const { filter, order, ...tableOpts } = opts;
+  const { order, ...tableOpts } = opts;
+  // a list too short for a filter box is not filtered (a query kept from a longer list would hide rows unseen)
+  const filter = opts.filter && rows.length >= FILTER_FROM ? opts.filter : null;
+  delete tableOpts.filter;
   const box = h("div", { class: "sortable" });
   const count = h("p", { class: "muted small filter-count", "aria-live": "polite" });
   const draw = (focusColumn) => {
@@ -97,7 +110,7 @@ export function sortableTable(columns, rows, opts = {}, state = {}) {
     if (focusColumn !== undefined) box.querySelector(`.th-sort[data-column="${focusColumn}"]`)?.focus();
   };
   draw();
-  if (!filter || rows.length < FILTER_FROM) return box;
+  if (!filter) return box;
   const id = nextId("filter");
   const input = h("input", { type: "search", id, value: state.query, autocomplete: "off", class: "filter-input" });
   input.addEventListener("input", () => {

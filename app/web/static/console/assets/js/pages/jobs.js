@@ -4,7 +4,7 @@ import { backoff, get, post, qs, seg } from "../api.js";
 import { announce, h, mount, when } from "../dom.js";
 import { lineChart } from "../charts.js";
 import { keyCell, keyLabels } from "../keys.js";
-import { sortableTable } from "../sorting.js";
+import { keepingSortFocus, sortableTable } from "../sorting.js";
 import { badge, confirmDialog, errorBox, facts, meter, notice, pageHeader, section } from "../ui.js";
 
 const ACTIVE = new Set(["queued", "running"]);
@@ -28,7 +28,7 @@ export async function jobsPage(ctx) {
       const page = await get(`/v1/jobs${qs({ limit: 100 })}`);
       failures = 0;
       mount(message);
-      mount(
+      keepingSortFocus(list, () => mount(
         list,
         sortableTable(
           [
@@ -44,7 +44,7 @@ export async function jobsPage(ctx) {
           order,
         ),
         page.total > page.items.length ? h("p", { class: "muted small", text: `The ${page.items.length} newest of ${page.total} jobs are shown; sorting reorders these.` }) : null,
-      );
+      ));
       active = page.items.some((j) => ACTIVE.has(j.state));
     } catch (err) {
       failures += 1;
