@@ -10,6 +10,7 @@ import json
 import math
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,16 @@ def _decimal_commas(cells: pd.Series, name: str) -> pd.Series:
     return cells if fixed is values else pd.Series(fixed, index=cells.index, dtype=object)
 
 
-def _read_csv(path: str, text: frozenset[str] = frozenset()) -> pd.DataFrame:
+def _read_csv(
+    path: str, text: frozenset[str] = frozenset(), commas_in: Callable[[str], bool] = lambda name: True
+) -> pd.DataFrame:
     """Read a CSV once (a pipe cannot be read again) as the service reads one: gzip-compressed or not, separated by
     `,`, `;`, tab or `|` (`csvtext.sniff_delimiter`), names and cells without the blanks around them, the
-    missing-value tokens (`csv_cell_value`) missing, decimal commas read where the separator is not a comma, a
-    column of numbers numeric (but those in `text`); duplicate header names refused. So a document `fit` writes
-    imports into the service, whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads
-    can hold."""
+    missing-value tokens (`csv_cell_value`) missing, decimal commas read where the separator is not a comma (in the
+    columns `commas_in` names: all of a training file, as the service's upload; a model's numeric features of a
+    file to decide, as its predict.csv, which refuses nothing in a column it does not read), a column of numbers
+    numeric (but those in `text`); duplicate header names refused. So a document `fit` writes imports into the
+    service, whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads can hold."""
     raw = _file_bytes(path)
     sep = csvtext.sniff_delimiter(raw[:65536].decode("utf-8-sig", errors="replace"))
     names = [n.strip() for n in _header(raw, sep)]
@@ -81,7 +85,7 @@ def _read_csv(path: str, text: frozenset[str] = frozenset()) -> pd.DataFrame:
     df.columns = [str(c).strip() for c in df.columns]
     for name in df.columns:
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
-        if sep != "," and name not in text:
+        if sep != "," and commas_in(name):
             cells = _decimal_commas(cells, name)
         numbers = pd.to_numeric(cells, errors="coerce")
         numeric = name not in text and bool((numbers.notna() == cells.notna()).all())  # all missing: numeric
@@ -207,7 +211,9 @@ def _predict(args: argparse.Namespace) -> int:
     rl = _load_model(args.model)
     # a categorical feature's cells stay text, as the service's predict.csv keeps them: a column of codes that
     # look like numbers (zip 02139, ICD 0150) read as numbers met the list's categories as 2139 and 150
-    df = _read_csv(args.data, text=frozenset(f.name for f in rl.features if f.type == "categorical"))
+    numeric = frozenset(f.name for f in rl.features if f.type == "numeric")
+    categorical = frozenset(f.name for f in rl.features if f.type == "categorical")
+    df = _read_csv(args.data, text=categorical, commas_in=numeric.__contains__)
     _check_finite(rl, df)
     header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
     out = pd.DataFrame(rows, columns=header)

@@ -178,6 +178,34 @@ def alias_state_break(replayed: dict[str, tuple[int | None, int]], current: dict
     return None
 
 
+CONSISTENT_READS = 5  # tries at reading a model's events and aliases while no change of it commits
+
+
+def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | None]:
+    """One model's event chain (events linked, the tail against the head) and its aliases against the events: the
+    events checked and the first break. Every change of a model moves its head with its alias in one transaction,
+    so a read during which the head stayed put saw both alike; the aliases are compared only on such a read (a
+    move committing between the reads made a false alarm), and a model changed on every try is checked for its
+    chain alone."""
+    checked = 0
+    for _ in range(CONSISTENT_READS):
+        checker = ChainChecker(registry_chain.event_hash)
+        head_before = _model_head(session, model_id)
+        rows = _event_rows(session, model_id)
+        for row in rows:
+            if not checker.feed(row):
+                break
+        aliases = _current_aliases(session, model_id)
+        head_after = _model_head(session, model_id)
+        broken = checker.finish(head_before, head_after)
+        if broken is not None:
+            return checker.rows_checked, broken
+        if head_before == head_after:
+            return checker.rows_checked, alias_state_break(_replayed_aliases(rows), aliases)
+        checked = checker.rows_checked
+    return checked, None
+
+
 def verify_registry(session: Session, tenant_id: str) -> RegistryReport:
     """Check each of the tenant's models' registry event chains (by model name); the first broken link, if any."""
     models = session.execute(
@@ -187,16 +215,8 @@ def verify_registry(session: Session, tenant_id: str) -> RegistryReport:
     ).all()
     checked = 0
     for n, (model_id, name) in enumerate(models, start=1):
-        checker = ChainChecker(registry_chain.event_hash)
-        head_before = _model_head(session, model_id)
-        rows = _event_rows(session, model_id)
-        for row in rows:
-            if not checker.feed(row):
-                break
-        broken = checker.finish(head_before, _model_head(session, model_id))
-        if broken is None:
-            broken = alias_state_break(_replayed_aliases(rows), _current_aliases(session, model_id))
-        checked += checker.rows_checked
+        events_checked, broken = _check_model(session, model_id)
+        checked += events_checked
         if broken is not None:
             where = RegistryBreak(name, model_id, broken.kind, broken.message, broken.row_id, broken.seq)
             return RegistryReport(n, checked, where)

@@ -7,12 +7,15 @@ Create Date: 2026-11-28
 registry_events gain seq, prev_hash and row_hash (NOT NULL) and a unique (registered_model_id, seq) index;
 registered_models gain the head of their chain (events_seq, events_hash). Events already there are chained
 here, per model in id order, with the functions the service uses (app.services.registry_chain, format v1), and
-each model gets its head: after this migration `neurules-admin verify-audit` covers every event.
+each model gets its head: after this migration `neurules-admin verify-audit` covers every event. An alias no event
+explains (set before events were recorded, migration 0003) gets one `alias_set` event at the end of its model's
+chain, with no key and no job, dated now: the verification compares each model's aliases with its events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -45,6 +48,7 @@ events = sa.table(
 models = sa.table(
     "registered_models",
     sa.column("id", sa.String()),
+    sa.column("tenant_id", sa.String()),
     sa.column("events_seq", sa.Integer()),
     sa.column("events_hash", sa.String()),
 )
@@ -78,6 +82,9 @@ def _chain_existing_events() -> None:
     rows = [dict(m) for m in conn.execute(sa.select(events).order_by(events.c.id)).mappings()]
     for row in rows:
         heads[row["registered_model_id"]] = link_event(row, heads.get(row["registered_model_id"], START))
+    baselines = _baseline_events(conn, rows, heads)
+    if baselines:
+        conn.execute(events.insert(), baselines)
     if rows:
         conn.execute(
             events.update()
@@ -92,6 +99,41 @@ def _chain_existing_events() -> None:
             .values(events_seq=sa.bindparam("s"), events_hash=sa.bindparam("h")),
             [{"model_id": m, "s": head.seq, "h": head.row_hash} for m, head in heads.items()],
         )
+
+
+Row = dict[str, object]
+
+
+def _baseline_events(conn: sa.Connection, rows: list[Row], heads: dict[str, Link]) -> list[Row]:
+    """An `alias_set` event, linked after its model's head, for each alias that no event ever named."""
+    named = {(r["registered_model_id"], r["alias"]) for r in rows if r["alias"] is not None}
+    aliases = sa.table("model_aliases", sa.column("registered_model_id"), sa.column("alias"), sa.column("version_id"))
+    versions = sa.table("model_versions", sa.column("id"), sa.column("version"))
+    q = (
+        sa.select(aliases.c.registered_model_id, aliases.c.alias, versions.c.version, models.c.tenant_id)
+        .join(versions, versions.c.id == aliases.c.version_id)
+        .join(models, models.c.id == aliases.c.registered_model_id)
+        .order_by(aliases.c.registered_model_id, aliases.c.alias)
+    )
+    now = datetime.now(UTC)
+    out = []
+    for model_id, alias, version, tenant_id in conn.execute(q).all():
+        if (model_id, alias) in named:
+            continue
+        row: Row = {
+            "tenant_id": tenant_id,
+            "registered_model_id": model_id,
+            "at": now,
+            "action": "alias_set",
+            "alias": alias,
+            "from_version": None,
+            "to_version": version,
+            "api_key_id": None,
+            "job_id": None,
+        }
+        heads[model_id] = link_event(row, heads.get(model_id, START))
+        out.append(row)
+    return out
 
 
 def downgrade() -> None:

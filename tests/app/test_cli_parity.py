@@ -66,3 +66,20 @@ def test_a_column_mixing_decimal_commas_and_points_is_refused_by_both(sqlite_api
     (tmp_path / "m.json").write_text(json.dumps(doc))
     (tmp_path / "x.csv").write_bytes(data)
     assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "x.csv")]) == 2
+
+
+def test_columns_the_model_does_not_read_are_not_refused_by_either(sqlite_api: Api, doc, tmp_path: Path) -> None:
+    """A reviewer: the command line read decimal commas in every column, so a reference column holding
+    `1.234,5` (or `2,5` beside `3.5`) made it refuse a file predict.csv?ignore_extra=true decides."""
+    data = b"age;income;smoker;ref\n67,5;50;yes;1.234,5\n30;5,25;no;3.5\n"
+    v = sqlite_api.import_model(doc)
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv?ignore_extra=true",
+        files={"file": ("x.csv", data, "text/csv")},
+        headers=sqlite_api.h(),
+    )
+    assert r.status_code == 200, r.text
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    (tmp_path / "x.csv").write_bytes(data)
+    assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "x.csv"), "--out", str(tmp_path / "o.csv")]) == 0
+    assert pd.read_csv(tmp_path / "o.csv")["rule_id"].tolist() == pd.read_csv(io.StringIO(r.text))["rule_id"].tolist()

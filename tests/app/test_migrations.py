@@ -325,3 +325,56 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
     eng.dispose()
     _alembic(url, command.downgrade, "0007")
     assert _count(url, "registry_events") == 4
+
+
+def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
+    """A reviewer: aliases set before events were recorded (0003) had no `alias_set` event, so after 0008 the
+    verification said `alias_state_mismatch` for ever. 0008 records one for each such alias (no key, no job) at
+    the end of its model's chain; an alias some event named is left to the comparison."""
+    from alembic import command
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.services.audit_verify import verify_registry
+
+    url = f"sqlite:///{tmp_path / 'b.sqlite3'}"
+    migrate(url)
+    _alembic(url, command.downgrade, "0007")
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(
+            text(
+                "INSERT INTO registered_models (id, tenant_id, name, created_at) "
+                "VALUES ('rm_a', 'tn_1', 'risk', '2026-01-01 00:00:00')"
+            )
+        )
+        for v in (1, 2):
+            c.execute(
+                text(
+                    "INSERT INTO model_versions (id, tenant_id, registered_model_id, version, rule_list, text, "
+                    f"metrics, input_schema, provenance, created_at) VALUES ('mv_{v}', 'tn_1', 'rm_a', {v}, '{{}}', "
+                    "'', '{}', '[]', '{}', '2026-01-01 00:00:00')"
+                )
+            )
+        c.execute(
+            text(
+                "INSERT INTO model_aliases (registered_model_id, alias, version_id, updated_at) VALUES "
+                "('rm_a', 'production', 'mv_1', '2026-01-01 00:00:00'), ('rm_a', 'staging', 'mv_2', '2026-01-01')"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO registry_events (tenant_id, registered_model_id, at, action, alias, to_version) "
+                "VALUES ('tn_1', 'rm_a', '2026-01-02 00:00:00', 'alias_set', 'staging', 2)"
+            )
+        )
+    eng.dispose()
+    migrate(url)
+    eng = make_engine(url)
+    with Session(eng) as s:
+        report = verify_registry(s, "tn_1")
+        baseline = s.execute(text("SELECT seq, alias, to_version, api_key_id FROM registry_events ORDER BY seq")).all()
+    eng.dispose()
+    assert report.intact and report.events_checked == 2, report
+    assert [tuple(r) for r in baseline] == [(1, "staging", 2, None), (2, "production", 1, None)]

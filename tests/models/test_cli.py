@@ -280,3 +280,15 @@ def test_fit_reads_a_gzipped_semicolon_file_with_decimal_commas(tmp_path: Path) 
     assert res.returncode == 0, res.stderr
     doc = json.loads(model.read_text())
     assert [(f["name"], f["type"]) for f in doc["features"]] == [("age", "numeric"), ("bmi", "numeric")]
+
+
+def test_fit_reads_decimal_commas_in_the_target_as_the_service_does(tmp_path: Path) -> None:
+    """A reviewer: labels `1,0` / `2,0` in a `;` file are the classes 1 and 2 to the service (its upload reads
+    decimal commas in every column); the command line kept them as the texts '1,0' and '2,0'."""
+    lines = ["x;grade"] + [f"{i};{'2,0' if i > 20 else '1,0'}" for i in range(40)]
+    data = tmp_path / "g.csv"
+    data.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "m.json"
+    res = _run("fit", str(data), "--target", "grade", "--rules", "2", "--epochs", "20", "--quiet", "--out", str(model))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(model.read_text())["classes"] == [1, 2]
