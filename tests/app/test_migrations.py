@@ -63,6 +63,19 @@ def _alembic(url: str, step: Any, revision: str) -> None:
         eng.dispose()
 
 
+def _sqlite_at(tmp_path, name: str, revision: str) -> str:
+    """A SQLite database migrated to head, then taken down to `revision`; its URL."""
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / name}"
+    migrate(url)
+    _alembic(url, command.downgrade, revision)
+    return url
+
+
+TENANT_ROW = "INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"
+
+
 def test_downgrade_and_upgrade_again(tmp_path) -> None:
     from alembic import command
 
@@ -259,12 +272,10 @@ def test_0007_gives_the_keys_that_exist_the_full_scope_and_goes_back(tmp_path) -
     from alembic import command
     from sqlalchemy import text
 
-    url = f"sqlite:///{tmp_path / 'k.sqlite3'}"
-    migrate(url)
-    _alembic(url, command.downgrade, "0006")
+    url = _sqlite_at(tmp_path, "k.sqlite3", "0006")
     eng = make_engine(url)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(text(TENANT_ROW))
         c.execute(
             text(
                 "INSERT INTO api_keys (id, tenant_id, prefix, key_hash, label, created_at) "
@@ -288,12 +299,10 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
 
     from app.services.audit_verify import verify_registry
 
-    url = f"sqlite:///{tmp_path / 'r.sqlite3'}"
-    migrate(url)
-    _alembic(url, command.downgrade, "0007")
+    url = _sqlite_at(tmp_path, "r.sqlite3", "0007")
     eng = make_engine(url)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(text(TENANT_ROW))
         for rm in ("rm_a", "rm_b"):
             c.execute(
                 text(
@@ -331,18 +340,15 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
     """A reviewer: aliases set before events were recorded (0003) had no `alias_set` event, so after 0008 the
     verification said `alias_state_mismatch` for ever. 0008 records one for each such alias (no key, no job) at
     the end of its model's chain; an alias some event named is left to the comparison."""
-    from alembic import command
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
     from app.services.audit_verify import verify_registry
 
-    url = f"sqlite:///{tmp_path / 'b.sqlite3'}"
-    migrate(url)
-    _alembic(url, command.downgrade, "0007")
+    url = _sqlite_at(tmp_path, "b.sqlite3", "0007")
     eng = make_engine(url)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"))
+        c.execute(text(TENANT_ROW))
         c.execute(
             text(
                 "INSERT INTO registered_models (id, tenant_id, name, created_at) "
