@@ -11,6 +11,7 @@ import math
 import sys
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +36,6 @@ def _labels(text: pd.Series) -> np.ndarray:
     return np.asarray(text.to_numpy(dtype=object))
 
 
-def _header(raw: bytes, sep: str) -> list[str]:
-    """The CSV's header names as written (pandas renames duplicates to `a.1`); [] when there is none."""
-    text = raw.decode("utf-8-sig", errors="replace")
-    try:
-        return next((record for record in csv.reader(io.StringIO(text, newline=""), delimiter=sep) if record), [])
-    except csv.Error:  # pandas reads the file next and says what is wrong with it
-        return []
-
-
 def _file_bytes(path: str) -> bytes:
     """The file's bytes, gunzipped when it is gzip-compressed (`.csv.gz`, as the service takes it)."""
     raw = Path(path).read_bytes()
@@ -55,39 +47,100 @@ def _file_bytes(path: str) -> bytes:
     return raw
 
 
-def _decimal_commas(cells: pd.Series, name: str) -> pd.Series:
+def _file_text(raw: bytes) -> str:
+    """The file as text: UTF-8 (a byte-order mark dropped), else the error the service gives."""
+    body = raw[3:] if raw[:3] == b"\xef\xbb\xbf" else raw
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = body[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"the file is not valid UTF-8: byte {e.start} (line {line}) is {body[e.start : e.start + 1]!r}; "
+            "save it as UTF-8"
+        ) from None
+
+
+@dataclass
+class _Records:
+    """A CSV's header (names stripped), its data records, and the line each record starts on."""
+
+    header: list[str]
+    rows: list[list[str]]
+    lines: list[int]
+
+
+def _records(text: str, sep: str) -> _Records:
+    """The records as the service's reader takes them (`csv` strict, every row as long as the header, no NUL,
+    empty lines skipped, a header and at least one row), with each record's first line for messages."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, strict=True)
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    read = 0  # lines read before the record at hand: it starts on line read + 1
+    try:
+        for record in reader:
+            start, read = read + 1, reader.line_num
+            if not record:
+                continue
+            if any("\x00" in cell for cell in record):
+                raise ValueError(f"line {start}: contains a NUL character (byte 0); is the file a text CSV?")
+            if header is None:
+                header = [name.strip() for name in record]
+                continue
+            if len(record) != len(header):
+                raise ValueError(
+                    f"row {len(rows)} (line {start}): {len(record)} fields, but the header has {len(header)} columns"
+                )
+            rows.append(record)
+            lines.append(start)
+    except csv.Error as e:
+        raise ValueError(f"line {reader.line_num}: {e}") from None
+    if header is None:
+        raise ValueError("the file is empty: no header line")
+    if not rows:
+        raise ValueError("the file has a header but no data rows")
+    return _Records(header, rows, lines)
+
+
+def _decimal_commas(cells: pd.Series, name: str, lines: list[int]) -> pd.Series:
     """A column of a file not separated by commas with its decimal commas read (`csvtext`, as the service does)."""
     values = [v if isinstance(v, str) else None for v in cells]
     try:
-        fixed = csvtext.normalise_column(name, values, lambda r: r + 2)  # line of row r, when no record spans lines
+        fixed = csvtext.normalise_column(name, values, lines.__getitem__)
     except csvtext.DecimalSeparatorError as e:
         raise ValueError(e.message) from None
     return cells if fixed is values else pd.Series(fixed, index=cells.index, dtype=object)
+
+
+def _numbers(cells: pd.Series) -> pd.Series:
+    """The cells as numbers (NaN where a cell is no number as a CSV holds one: `3_2`, other scripts' digits)."""
+    plain = cells.map(lambda v: isinstance(v, str) and csvtext.plain_number_text(v))
+    return pd.to_numeric(cells.where(plain), errors="coerce")
 
 
 def _read_csv(
     path: str, text: frozenset[str] = frozenset(), commas_in: Callable[[str], bool] = lambda name: True
 ) -> pd.DataFrame:
     """Read a CSV once (a pipe cannot be read again) as the service reads one: gzip-compressed or not, separated by
-    `,`, `;`, tab or `|` (`csvtext.sniff_delimiter`), names and cells without the blanks around them, the
-    missing-value tokens (`csv_cell_value`) missing, decimal commas read where the separator is not a comma (in the
-    columns `commas_in` names: all of a training file, as the service's upload; a model's numeric features of a
-    file to decide, as its predict.csv, which refuses nothing in a column it does not read), a column of numbers
-    numeric (but those in `text`); duplicate header names refused. So a document `fit` writes imports into the
-    service, whose import refuses levels such as `" Male"` or `"?"` that no CSV cell it reads can hold."""
-    raw = _file_bytes(path)
-    sep = csvtext.sniff_delimiter(raw[:65536].decode("utf-8-sig", errors="replace"))
-    names = [n.strip() for n in _header(raw, sep)]
-    dups = sorted({n for n in names if names.count(n) > 1})
+    `,`, `;`, tab or `|` (`csvtext.sniff_delimiter`), records as strict as the service's (`_records`), names and
+    cells without the blanks around them, the missing-value tokens (`csv_cell_value`) missing, decimal commas read
+    where the separator is not a comma (in the columns `commas_in` names: all of a training file, as the service's
+    upload; a model's numeric features of a file to decide, as its predict.csv, which refuses nothing in a column
+    it does not read), a column of numbers numeric (but those in `text`); duplicate header names refused. So a
+    document `fit` writes imports into the service, whose import refuses levels such as `" Male"` or `"?"` that no
+    CSV cell it reads can hold."""
+    content = _file_text(_file_bytes(path))
+    sep = csvtext.sniff_delimiter(content[:65536])
+    table = _records(content, sep)
+    dups = sorted({n for n in table.header if table.header.count(n) > 1})
     if dups:
         raise ValueError(f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
-    df = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    df.columns = [str(c).strip() for c in df.columns]
+    df = pd.DataFrame(table.rows, columns=table.header, dtype=object)
     for name in df.columns:
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
         if sep != "," and commas_in(name):
-            cells = _decimal_commas(cells, name)
-        numbers = pd.to_numeric(cells, errors="coerce")
+            cells = _decimal_commas(cells, name, table.lines)
+        numbers = _numbers(cells)
         numeric = name not in text and bool((numbers.notna() == cells.notna()).all())  # all missing: numeric
         df[name] = numbers if numeric else cells
     return df
@@ -110,11 +163,17 @@ def _infinite(column: pd.Series) -> np.ndarray:
 
 
 def _check_finite(rl: RuleList, df: pd.DataFrame) -> None:
-    """ValueError naming the first infinite cell of a numeric feature (as the service refuses it)."""
+    """ValueError naming the first cell of a numeric feature that is no number as a CSV holds one (`3_2`, other
+    scripts' digits: RuleList would read them as `float` does) or an infinite one, as the service refuses them."""
     for feature in rl.features:
         if feature.type != "numeric" or feature.name not in df.columns:
             continue
         column = df[feature.name]
+        if not pd.api.types.is_numeric_dtype(column):  # pandas 3 types text columns `str`, not object
+            text = np.flatnonzero(column.notna().to_numpy() & _numbers(column).isna().to_numpy())
+            if len(text):
+                row = int(text[0])
+                raise ValueError(f"column {feature.name!r}: expected a number, got {column.iloc[row]!r} (row {row})")
         bad = np.flatnonzero(_infinite(column))
         if len(bad):
             row = int(bad[0])

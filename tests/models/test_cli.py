@@ -154,8 +154,8 @@ def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_predict_refuses_infinite_cells_naming_row_and_column(
     tmp_path: Path, small_model: Path, cell: str, column: str, shown: str
 ) -> None:
-    """`neurules predict` decided `inf` cells the service and `neurules fit` refuse; `Infinity` beside text
-    (`x`: the column is read as text) too."""
+    """`neurules predict` decided `inf` cells the service and `neurules fit` refuse; beside text (`x`: the column is
+    read as text) the first cell that is no number is named, as the service names it."""
     other = "x" if cell == "Infinity" else "0.5"
     rows = {"a": ["0.1", "0.2", "0.3"], "b": ["0.1", other, "0.3"]}
     rows[column][2] = cell
@@ -163,7 +163,10 @@ def test_predict_refuses_infinite_cells_naming_row_and_column(
     data.write_text("a,b\n" + "".join(f"{x},{z}\n" for x, z in zip(rows["a"], rows["b"], strict=True)))
     res = _run("predict", str(small_model), str(data))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    assert res.stderr.startswith(f"error: column {column!r}: expected a finite number, got {shown} (row 2)")
+    said = f"expected a finite number, got {shown} (row 2)"
+    if cell == "Infinity":
+        said = "expected a number, got 'x' (row 1)"
+    assert res.stderr.startswith(f"error: column {column!r}: {said}"), res.stderr
     assert res.stdout == ""
 
 
