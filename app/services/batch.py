@@ -299,7 +299,7 @@ class _Utf8:
 
     offset: int = 0  # bytes before the current piece
     newlines: int = 0  # b"\n" before the current piece (as `csvdata.decode` counts lines)
-    bom: int = 0  # bytes of a byte order mark (`csvdata.decode` counts the bad byte's offset after it)
+    bom: int = 0  # bytes of a byte order mark (the first piece's decoder counts a bad byte's place after it)
     tail: bytes = b""  # the last bytes before the current piece
 
     def decode(self, piece: bytes, newlines: int) -> str:
@@ -309,8 +309,8 @@ class _Utf8:
         try:
             text = piece.decode("utf-8-sig" if self.offset == 0 else "utf-8")
         except UnicodeDecodeError as e:
-            # csvdata.decode reports the offset after a BOM, then reads the line and byte there in the raw file
-            at = e.start if self.offset == 0 else self.offset + e.start - self.bom
+            # the bad byte's place in the file, as `csvdata.decode` names it (utf-8-sig counts from after a BOM)
+            at = e.start + self.bom if self.offset == 0 else self.offset + e.start
             context = self.tail + piece
             local = at - (self.offset - len(self.tail))
             line = self.newlines - self.tail.count(b"\n") + context[:local].count(b"\n") + 1

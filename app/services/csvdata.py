@@ -103,14 +103,15 @@ class Table:
 
 def decode(data: bytes, line_offset: int = 0) -> str:
     """Decode UTF-8 (BOM allowed); a CSVError names the line of the first bad byte."""
+    bom = 3 if data[:3] == b"\xef\xbb\xbf" else 0  # utf-8-sig counted a bad byte's place after the BOM
     try:
-        return data.decode("utf-8-sig")
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1 + line_offset
+        at = e.start + bom
+        line = data[:at].count(b"\n") + 1 + line_offset
         raise CSVError(
             "csv_not_utf8",
-            f"the file is not valid UTF-8: byte {e.start} (line {line}) "
-            f"is {data[e.start : e.start + 1]!r}; save it as UTF-8",
+            f"the file is not valid UTF-8: byte {at} (line {line}) is {data[at : at + 1]!r}; save it as UTF-8",
         ) from None
 
 

@@ -138,3 +138,17 @@ def test_the_auto_epoch_plan_counts_the_refit_only_with_held_out_rows() -> None:
     assert most_auto_epochs({}) is None
     assert most_auto_epochs({"target_steps": 4000, "max_epochs": 4000}) == 4000 + 800
     assert most_auto_epochs({"validation_fraction": 0.2}) == 300 + 60 + 30
+
+
+def test_a_bad_byte_after_a_byte_order_mark_is_named_where_it_is() -> None:
+    """A parity probe: with a BOM the message named the byte three places before the bad one (utf-8-sig counts
+    from after the mark), e.g. "byte 5 (line 1) is b'e'"; the one-shot and the streaming check name the same."""
+    from app.services import batch
+
+    data = b"\xef\xbb\xbfa,b\n1,\xff\n"
+    with pytest.raises(csvdata.CSVError, match=r"byte 9 \(line 2\) is b'\\xff'"):
+        csvdata.decode(data)
+    utf8 = batch._Utf8()
+    with pytest.raises(csvdata.CSVError, match=r"byte 9 \(line 2\) is b'\\xff'"):
+        utf8.decode(data[:5], 0)
+        utf8.decode(data[5:], 2)
