@@ -73,6 +73,7 @@ BreakKind = Literal[
     "beyond_head",
     "missing_head",
     "alias_state_mismatch",
+    "version_state_mismatch",
 ]
 
 
@@ -89,7 +90,8 @@ class ChainBreakPublic(BaseModel):
         "truncated_tail: rows deleted at the end; "
         "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
         "missing_head: the chain head was deleted; alias_state_mismatch (registry events only): a model's aliases "
-        "differ from what its events say (an alias changed, added or removed without its event)"
+        "differ from what its events say (an alias changed, added or removed without its event); "
+        "version_state_mismatch (registry events only): a model's versions differ from those its events created"
     )
     message: str
     row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")

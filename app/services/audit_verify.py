@@ -178,7 +178,24 @@ def alias_state_break(replayed: dict[str, tuple[int | None, int]], current: dict
     return None
 
 
-CONSISTENT_READS = 5  # tries at reading a model's events and aliases while no change of it commits
+def _current_versions(session: Session, model_id: str) -> set[int]:
+    """The model's version numbers now."""
+    return set(session.scalars(select(ModelVersion.version).where(ModelVersion.registered_model_id == model_id)))
+
+
+def version_state_break(events: list[dict[str, Any]], versions: set[int]) -> ChainBreak | None:
+    """A break when the versions a model has now are not the ones its (intact) events created, else None: the
+    record of who made a version cannot go with the chain's tail and a head moved back."""
+    created = {e["to_version"]: e["seq"] for e in events if e["action"] == "version_created"}
+    for version in sorted(versions - set(created)):
+        return ChainBreak("version_state_mismatch", f"version {version} exists but no event created it", None, None)
+    for version in sorted(set(created) - versions):
+        msg = f"version {version} is gone but its event (seq {created[version]}) created it"
+        return ChainBreak("version_state_mismatch", msg, None, created[version])
+    return None
+
+
+CONSISTENT_READS = 5  # tries at reading a model's events, aliases and versions while no change of it commits
 
 
 def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | None]:
@@ -195,13 +212,14 @@ def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | Non
         for row in rows:
             if not checker.feed(row):
                 break
-        aliases = _current_aliases(session, model_id)
+        aliases, versions = _current_aliases(session, model_id), _current_versions(session, model_id)
         head_after = _model_head(session, model_id)
         broken = checker.finish(head_before, head_after)
         if broken is not None:
             return checker.rows_checked, broken
         if head_before == head_after:
-            return checker.rows_checked, alias_state_break(_replayed_aliases(rows), aliases)
+            state = alias_state_break(_replayed_aliases(rows), aliases) or version_state_break(rows, versions)
+            return checker.rows_checked, state
         checked = checker.rows_checked
     return checked, None
 

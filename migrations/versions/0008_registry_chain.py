@@ -7,9 +7,10 @@ Create Date: 2026-11-28
 registry_events gain seq, prev_hash and row_hash (NOT NULL) and a unique (registered_model_id, seq) index;
 registered_models gain the head of their chain (events_seq, events_hash). Events already there are chained
 here, per model in id order, with the functions the service uses (app.services.registry_chain, format v1), and
-each model gets its head: after this migration `neurules-admin verify-audit` covers every event. An alias no event
-explains (set before events were recorded, migration 0003) gets one `alias_set` event at the end of its model's
-chain, with no key and no job, dated now: the verification compares each model's aliases with its events.
+each model gets its head: after this migration `neurules-admin verify-audit` covers every event. A version or an
+alias no event names (made before events were recorded, migration 0003) gets a `version_created` / `alias_set`
+event at the end of its model's chain, with no key (the version's job, if any), dated now: the verification
+compares each model's versions and aliases with its events.
 """
 
 from __future__ import annotations
@@ -105,34 +106,49 @@ Row = dict[str, object]
 
 
 def _baseline_events(conn: sa.Connection, rows: list[Row], heads: dict[str, Link]) -> list[Row]:
-    """An `alias_set` event, linked after its model's head, for each alias that no event ever named."""
+    """A `version_created` event for each version and an `alias_set` event for each alias that no event ever named
+    (made before events were recorded), linked after their model's head, in that order."""
+    created = {(r["registered_model_id"], r["to_version"]) for r in rows if r["action"] == "version_created"}
     named = {(r["registered_model_id"], r["alias"]) for r in rows if r["alias"] is not None}
+    versions = sa.table(
+        "model_versions", sa.column("id"), sa.column("registered_model_id"), sa.column("version"), sa.column("job_id")
+    )
     aliases = sa.table("model_aliases", sa.column("registered_model_id"), sa.column("alias"), sa.column("version_id"))
-    versions = sa.table("model_versions", sa.column("id"), sa.column("version"))
-    q = (
+    made = (
+        sa.select(versions.c.registered_model_id, versions.c.version, versions.c.job_id, models.c.tenant_id)
+        .join(models, models.c.id == versions.c.registered_model_id)
+        .order_by(versions.c.registered_model_id, versions.c.version)
+    )
+    pointed = (
         sa.select(aliases.c.registered_model_id, aliases.c.alias, versions.c.version, models.c.tenant_id)
         .join(versions, versions.c.id == aliases.c.version_id)
         .join(models, models.c.id == aliases.c.registered_model_id)
         .order_by(aliases.c.registered_model_id, aliases.c.alias)
     )
     now = datetime.now(UTC)
-    out = []
-    for model_id, alias, version, tenant_id in conn.execute(q).all():
-        if (model_id, alias) in named:
-            continue
+    out: list[Row] = []
+
+    def add(model_id: str, tenant_id: str, action: str, alias: str | None, version: int, job: str | None) -> None:
         row: Row = {
             "tenant_id": tenant_id,
             "registered_model_id": model_id,
             "at": now,
-            "action": "alias_set",
+            "action": action,
             "alias": alias,
             "from_version": None,
             "to_version": version,
             "api_key_id": None,
-            "job_id": None,
+            "job_id": job,
         }
         heads[model_id] = link_event(row, heads.get(model_id, START))
         out.append(row)
+
+    for model_id, version, job_id, tenant_id in conn.execute(made).all():
+        if (model_id, version) not in created:
+            add(model_id, tenant_id, "version_created", None, version, job_id)
+    for model_id, alias, version, tenant_id in conn.execute(pointed).all():
+        if (model_id, alias) not in named:
+            add(model_id, tenant_id, "alias_set", alias, version, None)
     return out
 
 

@@ -76,6 +76,16 @@ def _sqlite_at(tmp_path, name: str, revision: str) -> str:
 TENANT_ROW = "INSERT INTO tenants (id, name, created_at) VALUES ('tn_1', 'a', '2026-01-01 00:00:00')"
 
 
+def _version_row(model: str, version: int) -> str:
+    """An INSERT of version `version` of `model` (id `mv_<version>` for rm_a, `mv_<model>_<version>` otherwise)."""
+    vid = f"mv_{version}" if model == "rm_a" else f"mv_{model}_{version}"
+    return (
+        "INSERT INTO model_versions (id, tenant_id, registered_model_id, version, rule_list, text, metrics, "
+        f"input_schema, provenance, created_at) VALUES ('{vid}', 'tn_1', '{model}', {version}, '{{}}', '', '{{}}', "
+        "'[]', '{}', '2026-01-01 00:00:00')"
+    )
+
+
 def test_downgrade_and_upgrade_again(tmp_path) -> None:
     from alembic import command
 
@@ -317,6 +327,7 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
                     f"VALUES ('tn_1', '{rm}', '2026-01-0{i + 1} 10:00:00.000001', 'version_created', {i + 1})"
                 )
             )
+            c.execute(text(_version_row(rm, i + 1)))
     eng.dispose()
     migrate(url)
     assert _diff(url) == []
@@ -337,9 +348,9 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
 
 
 def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
-    """A reviewer: aliases set before events were recorded (0003) had no `alias_set` event, so after 0008 the
-    verification said `alias_state_mismatch` for ever. 0008 records one for each such alias (no key, no job) at
-    the end of its model's chain; an alias some event named is left to the comparison."""
+    """A reviewer: aliases (and versions) made before events were recorded (0003) had no event, so after 0008 the
+    verification said `alias_state_mismatch` for ever. 0008 records one for each such version and alias (no key)
+    at the end of its model's chain; an alias some event named is left to the comparison."""
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
@@ -356,13 +367,7 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
             )
         )
         for v in (1, 2):
-            c.execute(
-                text(
-                    "INSERT INTO model_versions (id, tenant_id, registered_model_id, version, rule_list, text, "
-                    f"metrics, input_schema, provenance, created_at) VALUES ('mv_{v}', 'tn_1', 'rm_a', {v}, '{{}}', "
-                    "'', '{}', '[]', '{}', '2026-01-01 00:00:00')"
-                )
-            )
+            c.execute(text(_version_row("rm_a", v)))
         c.execute(
             text(
                 "INSERT INTO model_aliases (registered_model_id, alias, version_id, updated_at) VALUES "
@@ -382,5 +387,10 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
         report = verify_registry(s, "tn_1")
         baseline = s.execute(text("SELECT seq, alias, to_version, api_key_id FROM registry_events ORDER BY seq")).all()
     eng.dispose()
-    assert report.intact and report.events_checked == 2, report
-    assert [tuple(r) for r in baseline] == [(1, "staging", 2, None), (2, "production", 1, None)]
+    assert report.intact and report.events_checked == 4, report
+    assert [tuple(r) for r in baseline] == [
+        (1, "staging", 2, None),  # the one event from before 0008
+        (2, None, 1, None),  # version_created baselines: version 1, then 2
+        (3, None, 2, None),
+        (4, "production", 1, None),  # the alias no event named
+    ]

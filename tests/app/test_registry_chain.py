@@ -152,3 +152,20 @@ def test_alias_moves_while_the_registry_is_verified_raise_no_false_alarm(api: Ap
         stop.set()
         t.join()
     assert moves["n"] >= 40 and breaks == [], (moves, checks, breaks[:3])
+
+
+def test_a_versions_creation_record_erased_with_the_head_moved_back_is_named(api: Api, doc) -> None:
+    """A distributed probe: deleting a model's newest event when it is a `version_created` and winding the model's
+    head back one step left a consistent chain, and the verification said intact although the version remained.
+    The model's versions are compared with the events that created them."""
+    _history(api, doc)
+    api.import_model(doc)  # version 3: the newest event (seq 7)
+    last = _events(api)[-1]
+    assert (last["action"], last["seq"], last["to_version"]) == ("version_created", 7, 3)
+    _run(
+        api,
+        "DELETE FROM registry_events WHERE seq = 7",
+        f"UPDATE registered_models SET events_seq = 6, events_hash = '{last['prev_hash']}' WHERE name = 'risk'",
+    )
+    brk = _registry(api)["registry_events"]["first_break"]
+    assert brk["kind"] == "version_state_mismatch" and brk["message"] == "version 3 exists but no event created it"
