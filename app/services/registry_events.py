@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.services import registry_chain
 from app.services.audit_chain import Link
+from app.services.errors import Conflict
 from app.services.paging import Page, page_of_scalars
 from app.tables import RegisteredModel, RegistryEvent, utcnow
 
@@ -47,6 +48,13 @@ def record(
     session.flush()  # an event recorded earlier in this transaction has moved the head already
     q = select(RegisteredModel.events_seq, RegisteredModel.events_hash).where(RegisteredModel.id == rm.id)
     seq, head_hash = session.execute(q.with_for_update()).one()
+    last = session.scalar(select(func.max(RegistryEvent.seq)).where(RegistryEvent.registered_model_id == rm.id))
+    if last is not None and last != seq:  # the head was moved outside the service: the next place is taken
+        raise Conflict(
+            f"model {rm.name!r}: its registry event chain is broken (head at seq {seq}, last event at seq {last}); "
+            "nothing was changed: run neurules-admin verify-audit",
+            code="registry_chain_broken",
+        )
     row = {
         "tenant_id": rm.tenant_id,
         "registered_model_id": rm.id,

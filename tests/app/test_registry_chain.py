@@ -169,3 +169,19 @@ def test_a_versions_creation_record_erased_with_the_head_moved_back_is_named(api
     )
     brk = _registry(api)["registry_events"]["first_break"]
     assert brk["kind"] == "version_state_mismatch" and brk["message"] == "version 3 exists but no event created it"
+
+
+def test_a_change_on_a_model_whose_head_was_moved_back_is_refused_not_a_500(api: Api, doc) -> None:
+    """A distributed probe: with a model's head wound back one step in the database, the next alias move took a
+    seq already used and answered a bare 500. It is a 409 naming the broken chain, and nothing is changed."""
+    _history(api, doc)
+    last = _events(api)[-1]
+    _run(api, f"UPDATE registered_models SET events_seq = 5, events_hash = '{last['prev_hash']}' WHERE name = 'risk'")
+    before = (api.count("registry_events"), api.count("model_versions"))
+    r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 2}, headers=api.h())
+    assert r.status_code == 409 and r.json()["error"]["code"] == "registry_chain_broken", r.text
+    assert "head at seq 5, last event at seq 6" in r.json()["error"]["message"]
+    r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
+    assert r.status_code == 409 and r.json()["error"]["code"] == "registry_chain_broken", r.text
+    assert (api.count("registry_events"), api.count("model_versions")) == before
+    assert "production" not in api.client.get("/v1/registered-models/risk", headers=api.h()).json()["aliases"]
