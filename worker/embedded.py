@@ -17,6 +17,10 @@ from worker.celery_app import make_broker_folders
 log = logging.getLogger("neurules.worker")
 
 EMBEDDED_HOST = f"embedded@{socket.gethostname()}"
+# what the embedded worker's jobs are held under, now (`embedded@<host>/<pid>/...`) and before 0b345df named its node
+# (`<host>/<pid>/...`, the solo pool's bare host name): a start after an upgrade requeues both at once (an upgrade
+# probe saw a job of the older release stay `running` until the reaper's stale timeout)
+EMBEDDED_HOLDERS = (f"{EMBEDDED_HOST}/", f"{socket.gethostname()}/")
 
 
 RESTART_PAUSES_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # between restarts of a worker that stopped on its own

@@ -9,7 +9,7 @@ from celery import Celery
 
 from app.db import Database
 from app.settings import Settings
-from worker.embedded import EMBEDDED_HOST, RunningWorker, start_embedded_worker, stop_embedded_worker
+from worker.embedded import EMBEDDED_HOLDERS, RunningWorker, start_embedded_worker, stop_embedded_worker
 from worker.tasks import broker_scan_for, reap_and_requeue
 
 log = logging.getLogger("neurules.app")
@@ -62,7 +62,7 @@ class EmbeddedWorker:
         """Requeue orphans of the previous embedded worker (when it is provably gone), then start consuming."""
         if self.sole_worker:
             try:  # the lock proves the previous incarnation gone: the jobs it held are orphans now
-                reap_and_requeue(self.db, self.settings, self.celery_app, dead_worker_prefix=f"{EMBEDDED_HOST}/")
+                reap_and_requeue(self.db, self.settings, self.celery_app, dead_worker_prefix=EMBEDDED_HOLDERS)
             except Exception:
                 log.warning("could not requeue the previous embedded worker's jobs", exc_info=True)
         self._worker = start_embedded_worker(self.celery_app, self.settings)

@@ -375,7 +375,7 @@ def reap_and_requeue(
     db: Database,
     settings: Settings,
     app: Celery | None,
-    dead_worker_prefix: str | None = None,
+    dead_worker_prefix: str | tuple[str, ...] | None = None,
     *,
     scan: Scan | None = None,
 ) -> list[jobsvc.ReapAction]:

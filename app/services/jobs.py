@@ -201,7 +201,7 @@ def reap(
     stale_after_s: float,
     max_attempts: int,
     now: datetime | None = None,
-    dead_worker_prefix: str | None = None,
+    dead_worker_prefix: str | tuple[str, ...] | None = None,
     resend: Resend | None = None,
 ) -> list[ReapAction]:
     """Running jobs without a heartbeat for `stale_after_s` (or held by a worker known to be dead):
@@ -214,8 +214,9 @@ def reap(
     out = [ReapAction(job_id, "resent") for job_id in lost]
     cutoff = now - timedelta(seconds=stale_after_s)
     cond = Job.heartbeat_at < cutoff
-    if dead_worker_prefix:
-        cond = or_(cond, Job.worker.startswith(dead_worker_prefix, autoescape=True))
+    prefixes = (dead_worker_prefix,) if isinstance(dead_worker_prefix, str) else dead_worker_prefix or ()
+    for prefix in prefixes:
+        cond = or_(cond, Job.worker.startswith(prefix, autoescape=True))
     stale = session.scalars(
         select(Job).where(Job.state == JobState.RUNNING, cond).with_for_update(skip_locked=True)
     ).all()

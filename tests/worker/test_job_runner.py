@@ -415,3 +415,19 @@ def test_the_embedded_worker_recovers_when_its_broker_folder_is_deleted(sqlite_a
     finally:
         embedded.stop_embedded_worker(running)
     assert not running.thread.is_alive()
+
+
+def test_jobs_an_older_embedded_worker_held_are_requeued_at_once_too(sqlite_api) -> None:
+    """An upgrade probe: a release before 0b345df held its jobs under the bare host name (`<host>/<pid>/...`), so
+    after an upgrade the new embedded worker's start left them `running` until the reaper's stale timeout."""
+    import socket
+
+    from worker.embedded import EMBEDDED_HOLDERS
+
+    jid = make_job(sqlite_api)
+    st = sqlite_api.app.state.service
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, f"{socket.gethostname()}/999/abc")  # fresh heartbeat, its process gone
+    acts = reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=EMBEDDED_HOLDERS)
+    assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")]
+    assert job_row(sqlite_api, jid).state == "queued"
