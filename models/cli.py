@@ -7,7 +7,6 @@ import csv
 import gzip
 import io
 import json
-import math
 import sys
 import zlib
 from collections.abc import Callable
@@ -48,16 +47,8 @@ def _file_bytes(path: str) -> bytes:
 
 
 def _file_text(raw: bytes) -> str:
-    """The file as text: UTF-8 (a byte-order mark dropped), else the error the service gives."""
-    body = raw[3:] if raw[:3] == b"\xef\xbb\xbf" else raw
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = body[: e.start].count(b"\n") + 1
-        raise ValueError(
-            f"the file is not valid UTF-8: byte {e.start} (line {line}) is {body[e.start : e.start + 1]!r}; "
-            "save it as UTF-8"
-        ) from None
+    """The file as text: UTF-8 (a byte-order mark dropped), else the error the service gives (`csvtext`)."""
+    return csvtext.utf8_text(raw)
 
 
 @dataclass
@@ -80,12 +71,14 @@ def _records(text: str, sep: str) -> _Records:
     try:
         for record in reader:
             start, read = read + 1, reader.line_num
+            if not record and header is None:  # the header must be line 1, as the service reads it
+                _header([])
             if not record:
                 continue
             if any("\x00" in cell for cell in record):
                 raise ValueError(f"line {start}: contains a NUL character (byte 0); is the file a text CSV?")
             if header is None:
-                header = [name.strip() for name in record]
+                header = _header([name.strip() for name in record])
                 continue
             if len(record) != len(header):
                 raise ValueError(
@@ -102,6 +95,14 @@ def _records(text: str, sep: str) -> _Records:
     return _Records(header, rows, lines)
 
 
+def _header(names: list[str]) -> list[str]:
+    """The header's names, checked as the service checks them (`csvtext.header_problem`)."""
+    problem = csvtext.header_problem(names)
+    if problem is not None:
+        raise ValueError(problem[1])
+    return names
+
+
 def _decimal_commas(cells: pd.Series, name: str, lines: list[int]) -> pd.Series:
     """A column of a file not separated by commas with its decimal commas read (`csvtext`, as the service does)."""
     values = [v if isinstance(v, str) else None for v in cells]
@@ -113,9 +114,14 @@ def _decimal_commas(cells: pd.Series, name: str, lines: list[int]) -> pd.Series:
 
 
 def _numbers(cells: pd.Series) -> pd.Series:
-    """The cells as numbers (NaN where a cell is no number as a CSV holds one: `3_2`, other scripts' digits)."""
-    plain = cells.map(lambda v: isinstance(v, str) and csvtext.plain_number_text(v))
-    return pd.to_numeric(cells.where(plain), errors="coerce")
+    """The cells as numbers, as the service reads them (`csvtext.number`: `3_2` or other scripts' digits are no
+    number; `nan` is one, read as missing); NaN where a cell is no number."""
+    return cells.map(lambda v: csvtext.number(v) if isinstance(v, str) else None).astype(np.float64)
+
+
+def _is_number(cells: pd.Series) -> pd.Series:
+    """Which cells are numbers as a CSV holds them."""
+    return cells.map(lambda v: isinstance(v, str) and csvtext.number(v) is not None).astype(bool)
 
 
 def _read_csv(
@@ -132,53 +138,33 @@ def _read_csv(
     content = _file_text(_file_bytes(path))
     sep = csvtext.sniff_delimiter(content[:65536])
     table = _records(content, sep)
-    dups = sorted({n for n in table.header if table.header.count(n) > 1})
-    if dups:
-        raise ValueError(f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}")
     df = pd.DataFrame(table.rows, columns=table.header, dtype=object)
     for name in df.columns:
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
         if sep != "," and commas_in(name):
             cells = _decimal_commas(cells, name, table.lines)
-        numbers = _numbers(cells)
-        numeric = name not in text and bool((numbers.notna() == cells.notna()).all())  # all missing: numeric
-        df[name] = numbers if numeric else cells
+        numeric = name not in text and bool((_is_number(cells) | cells.isna()).all())  # all missing: numeric
+        df[name] = _numbers(cells) if numeric else cells
     return df
 
 
-def _is_inf(cell: Any) -> bool:
-    """Whether a cell reads as an infinite number (text too: `inf`, `1e999`, 400 digits)."""
-    try:
-        return math.isinf(float(cell))
-    except (TypeError, ValueError, OverflowError):  # not a number: the rule list says what is wrong with it
-        return False
-
-
-def _infinite(column: pd.Series) -> np.ndarray:
-    """Mask of the column's infinite cells."""
-    if column.dtype.kind in "iuf":
-        mask: np.ndarray = np.isinf(column.to_numpy(dtype=np.float64))
-        return mask
-    return np.fromiter((_is_inf(c) for c in column), dtype=bool, count=len(column))
-
-
-def _check_finite(rl: RuleList, df: pd.DataFrame) -> None:
-    """ValueError naming the first cell of a numeric feature that is no number as a CSV holds one (`3_2`, other
-    scripts' digits: RuleList would read them as `float` does) or an infinite one, as the service refuses them."""
+def _check_numbers(rl: RuleList, df: pd.DataFrame) -> None:
+    """ValueError naming the first cell of a numeric feature, in row order, that is no number as a CSV holds one or
+    an infinite one, as the service refuses them."""
     for feature in rl.features:
         if feature.type != "numeric" or feature.name not in df.columns:
             continue
         column = df[feature.name]
-        if not pd.api.types.is_numeric_dtype(column):  # pandas 3 types text columns `str`, not object
-            text = np.flatnonzero(column.notna().to_numpy() & _numbers(column).isna().to_numpy())
-            if len(text):
-                row = int(text[0])
-                raise ValueError(f"column {feature.name!r}: expected a number, got {column.iloc[row]!r} (row {row})")
-        bad = np.flatnonzero(_infinite(column))
+        if pd.api.types.is_numeric_dtype(column):
+            number, values = np.ones(len(column), dtype=bool), column.to_numpy(dtype=np.float64)
+        else:
+            number, values = _is_number(column).to_numpy(), _numbers(column).to_numpy()
+        bad = np.flatnonzero(column.notna().to_numpy() & (~number | np.isinf(values)))
         if len(bad):
             row = int(bad[0])
+            what = "a finite number" if number[row] else "a number"
             raise ValueError(
-                f"column {feature.name!r}: expected a finite number, got {str(column.iloc[row])!r} (row {row}); "
+                f"column {feature.name!r}: expected {what}, got {str(column.iloc[row])!r} (row {row}); "
                 "use an empty cell or NA for a missing value"
             )
 
@@ -273,7 +259,7 @@ def _predict(args: argparse.Namespace) -> int:
     numeric = frozenset(f.name for f in rl.features if f.type == "numeric")
     categorical = frozenset(f.name for f in rl.features if f.type == "categorical")
     df = _read_csv(args.data, text=categorical, commas_in=numeric.__contains__)
-    _check_finite(rl, df)
+    _check_numbers(rl, df)
     header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
     out = pd.DataFrame(rows, columns=header)
     if args.out:

@@ -11,10 +11,62 @@ is text).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
 SEPARATORS = (",", ";", "\t", "|")
+BOM = b"\xef\xbb\xbf"
+
+
+class NotUtf8(ValueError):
+    """The file is not UTF-8 text; the message names the first bad byte and its line."""
+
+
+def utf8_text(data: bytes, line_offset: int = 0) -> str:
+    """The bytes as UTF-8 text (a byte-order mark dropped); NotUtf8 naming the first bad byte's place in `data` and
+    its line (`line_offset`: lines before `data`)."""
+    bom = 3 if data[:3] == BOM else 0  # utf-8-sig would count a bad byte's place from after the mark
+    try:
+        return data[bom:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = e.start + bom
+        line = data[:at].count(b"\n") + 1 + line_offset
+        raise NotUtf8(
+            f"the file is not valid UTF-8: byte {at} (line {line}) is {data[at : at + 1]!r}; save it as UTF-8"
+        ) from None
+
+
+def header_problem(header: list[str]) -> tuple[str, str] | None:
+    """(code, message) of what is wrong with a header line (its names stripped), else None: an empty line, a
+    column with no name, numbers only (a data line), a name twice, or two names printing alike (the same text in
+    two Unicode normalisation forms: columns a reader of the rules cannot tell apart)."""
+    if not header:
+        return "csv_no_header", "line 1 is empty: the column names must be the first line; remove the blank lines"
+    empty = [i + 1 for i, h in enumerate(header) if h == ""]
+    if empty and len(header) > 1:
+        return "csv_empty_column_name", f"header: column {empty[0]} has no name"
+    if all(is_number(h) for h in header):
+        return "csv_no_header", (
+            "the first line looks like data (all values are numbers), not a header with column names; add a header line"
+        )
+    counts: dict[str, int] = {}
+    dups = []
+    for h in header:
+        counts[h] = counts.get(h, 0) + 1
+        if counts[h] == 2:
+            dups.append(h)
+    if dups:
+        return "csv_duplicate_columns", f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}"
+    seen: dict[str, str] = {}
+    for h in header:
+        other = seen.setdefault(unicodedata.normalize("NFC", h), h)
+        if other != h:
+            return "csv_duplicate_columns", (
+                f"columns {other!r} and {h!r} print alike (the same text in two Unicode normalisation forms); "
+                "rename one"
+            )
+    return None
 
 
 class SeparatorCount:
@@ -70,15 +122,19 @@ def plain_number_text(s: str) -> bool:
     return s.isascii() and "_" not in s
 
 
+def number(cell: str) -> float | None:
+    """A cell's number as a CSV holds one (`plain_number_text`, then `float`: `inf` and `nan` too), else None."""
+    if not plain_number_text(cell):
+        return None
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
 def is_number(cell: str) -> bool:
     """Whether a cell is a number as a CSV holds one (`plain_number_text`, then `float`)."""
-    if not plain_number_text(cell):
-        return False
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    return number(cell) is not None
 
 
 @dataclass

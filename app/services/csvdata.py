@@ -15,7 +15,6 @@ import csv
 import hashlib
 import io
 import math
-import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 
 from app.services import decimal_comma
 from app.services.errors import Invalid, TooLarge
+from models import csvtext
 from models.csvtext import sniff_delimiter
 from models.rulelist import CSV_MISSING_TOKENS, RuleList
 
@@ -102,17 +102,11 @@ class Table:
 
 
 def decode(data: bytes, line_offset: int = 0) -> str:
-    """Decode UTF-8 (BOM allowed); a CSVError names the line of the first bad byte."""
-    bom = 3 if data[:3] == b"\xef\xbb\xbf" else 0  # utf-8-sig counted a bad byte's place after the BOM
+    """Decode UTF-8 (BOM allowed); a CSVError names the place and line of the first bad byte (`csvtext.utf8_text`)."""
     try:
-        return data[bom:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = e.start + bom
-        line = data[:at].count(b"\n") + 1 + line_offset
-        raise CSVError(
-            "csv_not_utf8",
-            f"the file is not valid UTF-8: byte {at} (line {line}) is {data[at : at + 1]!r}; save it as UTF-8",
-        ) from None
+        return csvtext.utf8_text(data, line_offset)
+    except csvtext.NotUtf8 as e:
+        raise CSVError("csv_not_utf8", str(e)) from None
 
 
 def _check_nul(header: list[str], row: list[str], where: str) -> None:
@@ -145,45 +139,10 @@ def _read_header(reader: Any, max_columns: int, has_nul: bool, unnamed_ok: bool 
         )
     if unnamed_ok and len(header) > 1:
         header = [h or f"(unnamed column {i + 1})" for i, h in enumerate(header)]
-    empty = [i + 1 for i, h in enumerate(header) if h == ""]
-    if empty and len(header) > 1:
-        raise CSVError("csv_empty_column_name", f"header: column {empty[0]} has no name", field="header")
-    if all(decimal_comma.is_number(h) for h in header):
-        raise CSVError(
-            "csv_no_header",
-            "the first line looks like data (all values are numbers), not a header "
-            "with column names; add a header line",
-            field="header",
-        )
-    seen: dict[str, int] = {}
-    dups = []
-    for h in header:
-        seen[h] = seen.get(h, 0) + 1
-        if seen[h] == 2:
-            dups.append(h)
-    if dups:
-        raise CSVError(
-            "csv_duplicate_columns",
-            f"duplicate column name(s) in the header: {', '.join(map(repr, dups))}",
-            field="header",
-        )
-    _check_lookalike_names(header)
+    problem = csvtext.header_problem(header)  # the checks `neurules fit` / `predict` make too
+    if problem is not None:
+        raise CSVError(problem[0], problem[1], field="header")
     return header
-
-
-def _check_lookalike_names(header: list[str]) -> None:
-    """Refuse two names that print alike, differing only in Unicode normalisation (`café` composed and
-    decomposed): two columns a reader of the rules cannot tell apart."""
-    seen: dict[str, str] = {}
-    for h in header:
-        other = seen.setdefault(unicodedata.normalize("NFC", h), h)
-        if other != h:
-            raise CSVError(
-                "csv_duplicate_columns",
-                f"columns {other!r} and {h!r} print alike (the same text in two Unicode normalisation forms); "
-                "rename one",
-                field="header",
-            )
 
 
 def _read_rows(
@@ -274,13 +233,8 @@ def parse_rows(
 
 
 def to_float(cell: str) -> float | None:
-    """Parse a numeric cell; None when it is not a finite-or-infinite number (`decimal_comma.plain_number_text`)."""
-    if not decimal_comma.plain_number_text(cell):
-        return None
-    try:
-        return float(cell)
-    except ValueError:
-        return None
+    """Parse a numeric cell; None when it is not a number as a CSV holds one (`csvtext.number`)."""
+    return csvtext.number(cell)
 
 
 def profile_column(name: str, cells: list[str | None], lines: RowLines | None = None) -> ColumnProfile:

@@ -190,7 +190,7 @@ def test_duplicate_header_names_are_refused(tmp_path: Path, small_model: Path) -
     assert not (tmp_path / "m.json").exists()
     data.write_text("b,a,b,a,c\n" + "".join(f"{i},1,2,3,4\n" for i in range(3)))
     pred = _run("predict", str(small_model), str(data))
-    assert pred.returncode == 2 and pred.stderr == "error: duplicate column name(s) in the header: 'a', 'b'\n"
+    assert pred.returncode == 2 and pred.stderr == "error: duplicate column name(s) in the header: 'b', 'a'\n"
     data.write_text('"a,1",a.1,a\n1,2,3\n')  # no duplicate: a quoted comma, and `a.1` itself
     ok = _run("predict", str(small_model), str(data))
     assert "duplicate" not in ok.stderr
