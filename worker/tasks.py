@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from app.db import Database, is_unavailable_error
 from app.services import jobs as jobsvc
 from app.services import registry
-from app.services.errors import Invalid
+from app.services.errors import Conflict, Invalid
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend
 from app.settings import Settings
@@ -193,8 +193,8 @@ def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome
     if type(e).__name__ == "TrainingCancelled" or isinstance(e.__cause__ or e.__context__, _Stop):
         reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
         return _end(db, job_id, worker_id, reason)
-    if isinstance(e, (TrainingInputError, Invalid)):  # a reason for the user (the model's target, say)
-        msg = str(e)
+    if isinstance(e, (TrainingInputError, Invalid, Conflict)):  # a reason for the user (the model's target, say;
+        msg = str(e)  # a model whose registry event chain is broken)
     else:
         log.error("training failed", extra={"job_id": job_id}, exc_info=e)
         msg = f"training failed: {type(e).__name__}: {e}"[:2000]

@@ -431,3 +431,21 @@ def test_jobs_an_older_embedded_worker_held_are_requeued_at_once_too(sqlite_api)
     acts = reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=EMBEDDED_HOLDERS)
     assert [(a.job_id, a.action) for a in acts] == [(jid, "requeued")]
     assert job_row(sqlite_api, jid).state == "queued"
+
+
+def test_a_job_whose_model_chain_was_tampered_with_fails_saying_so(api) -> None:
+    """A reviewer: a job storing a version on a model whose registry head was moved back outside the service hit
+    the 409 `registry_chain_broken`, and the job's error read "training failed: Conflict: ..." beside a traceback.
+    It says what is wrong, as a refused input does."""
+    from sqlalchemy import text
+
+    first = make_job(api)
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, first, trainer=trainer()) == "succeeded"
+    model = job_row(api, first).model_name
+    with st.db.engine.begin() as c:  # one event (version 1 created): the head moved back before it
+        c.execute(text(f"UPDATE registered_models SET events_seq = 0 WHERE name = '{model}'"))
+    again = make_job(api)
+    assert run_job(st.db, st.settings, again, trainer=trainer()) == "failed"
+    err = job_row(api, again).error or ""
+    assert err.startswith(f"model {model!r}: its registry event chain is broken"), err
