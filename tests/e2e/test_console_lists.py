@@ -287,8 +287,56 @@ def test_the_jobs_list_keeps_its_order_and_the_headings_focus_while_it_polls(tab
         expect(_heading(tab, "Training jobs", "State").get_by_role("button")).to_be_focused()
         page.keyboard.press("Enter")
         expect(_heading(tab, "Training jobs", "State")).to_have_attribute("aria-sort", "descending")
+        link = page.get_by_role("link", name=jobs[0].json()["id"])  # a job's link keeps the focus too (a probe)
+        link.focus()
+        seen = len(polls)
+        while len(polls) < seen + 2 and deadline:
+            page.wait_for_timeout(1000)
+            deadline -= 1
+        expect(page.get_by_role("link", name=jobs[0].json()["id"])).to_be_focused()
     finally:
         for r in jobs:
             console.api.post(f"/v1/jobs/{r.json()['id']}/cancel")
         for r in jobs:
             wait_job(console, r.json()["id"])
+
+
+def test_slices_of_a_numeric_column_sort_by_value(tab: Tab, console: Console) -> None:
+    """A console probe: slice groups come as text ('-0.5'), and sorted as text gave -0.5, -0.25, -0.75, ...; they
+    sort by value."""
+    from playwright.sync_api import expect
+
+    import_model(console, "graded", rule_list_doc())
+    grades = ["-1.0", "-0.75", "-0.5", "-0.25", "0.125", "0.5", "10"]
+    rows = [[70, 50, "yes", g, lab] for g in grades for lab in ("high", "low")]
+    ds = upload_csv(console, "grades", ["age", "income", "smoker", "grade", "risk"], rows)
+    r = console.api.post(
+        "/v1/models/graded@1/evaluations", json={"dataset_id": ds["id"], "target": "risk", "slice_by": "grade"}
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(_url(console, f"evaluations/{r.json()['id']}"))
+    caption = "Metrics per group of grade"
+    _heading(tab, caption, "grade").get_by_role("button").click()
+    assert [float(v) for v in _column(tab, caption, 0)] == sorted(float(g) for g in grades)
+    page.keyboard.press("Enter")
+    expect(_heading(tab, caption, "grade")).to_have_attribute("aria-sort", "descending")
+    assert [float(v) for v in _column(tab, caption, 0)] == sorted((float(g) for g in grades), reverse=True)
+
+
+def test_nothing_is_wider_than_a_phone_at_double_zoom(tab: Tab, console: Console) -> None:
+    """A console probe: at 375 px and 200 % zoom (188 CSS px) the upload form's fields (at least 180 px) and the
+    brand pushed the datasets page to 261 px, so it scrolled sideways. Pages reflow (tables scroll in their box)."""
+    upload_csv(console, "narrow", ["x", "y"], [[i, i % 2] for i in range(10)])
+    sign_in(tab, console)
+    page = tab.page
+    page.set_viewport_size({"width": 188, "height": 600})
+    try:
+        for fragment in ("datasets", "jobs", "models", "audit"):
+            page.goto(_url(console, fragment))
+            page.wait_for_selector("h1")
+            wide = page.evaluate("() => document.documentElement.scrollWidth")
+            assert wide <= 188, (fragment, wide)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})

@@ -12,9 +12,20 @@ function missing(v) {
   return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
 }
 
-/** Orders two sort keys: numbers by value, anything else as text (numbers inside text by value). */
+const NUMBER_TEXT = /^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$/;
+
+/** A key's number: a number, or text that is one (the API sends category values such as slice groups as text). */
+function asNumber(v) {
+  if (typeof v === "number") return v;
+  return typeof v === "string" && NUMBER_TEXT.test(v) ? Number(v) : null;
+}
+
+/** Orders two sort keys: numbers (and texts that are numbers: -0.5 before -0.25) by value, anything else as text
+ * (numbers inside text by value). */
 export function compareKeys(a, b) {
-  if (typeof a === "number" && typeof b === "number") return a - b;
+  const x = asNumber(a);
+  const y = asNumber(b);
+  if (x !== null && y !== null) return x - y;
   return collator.compare(String(a), String(b));
 }
 
@@ -73,13 +84,22 @@ function captionFor(caption, order, columns, state) {
 }
 
 /**
- * Draws a list again (`redraw`, e.g. on a poll) with the keyboard focus kept on the sort heading that had it: the
- * old heading goes with the old table, and the focus would fall to the page's body.
+ * Draws a list again (`redraw`, e.g. on a poll) with the keyboard focus kept where it was: on the same sort heading
+ * or the same link (by its address). The old ones go with the old table, and the focus would fall to the page's
+ * body, sending a keyboard user back to the top.
  */
 export function keepingSortFocus(container, redraw) {
-  const column = container.querySelector(".th-sort:focus")?.dataset.column;
+  const focused = container.contains(document.activeElement) ? document.activeElement : null;
+  const column = focused?.classList.contains("th-sort") ? focused.dataset.column : undefined;
+  const href = focused?.tagName === "A" ? focused.getAttribute("href") : null;
   redraw();
-  if (column !== undefined) container.querySelector(`.th-sort[data-column="${column}"]`)?.focus();
+  const again =
+    column !== undefined
+      ? container.querySelector(`.th-sort[data-column="${column}"]`)
+      : href !== null
+        ? [...container.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href)
+        : null;
+  again?.focus();
 }
 
 /**
