@@ -46,11 +46,6 @@ def _file_bytes(path: str) -> bytes:
     return raw
 
 
-def _file_text(raw: bytes) -> str:
-    """The file as text: UTF-8 (a byte-order mark dropped), else the error the service gives (`csvtext`)."""
-    return csvtext.utf8_text(raw)
-
-
 @dataclass
 class _Records:
     """A CSV's header (names stripped), its data records, and the line each record starts on."""
@@ -113,15 +108,12 @@ def _decimal_commas(cells: pd.Series, name: str, lines: list[int]) -> pd.Series:
     return cells if fixed is values else pd.Series(fixed, index=cells.index, dtype=object)
 
 
-def _numbers(cells: pd.Series) -> pd.Series:
-    """The cells as numbers, as the service reads them (`csvtext.number`: `3_2` or other scripts' digits are no
-    number; `nan` is one, read as missing); NaN where a cell is no number."""
-    return cells.map(lambda v: csvtext.number(v) if isinstance(v, str) else None).astype(np.float64)
-
-
-def _is_number(cells: pd.Series) -> pd.Series:
-    """Which cells are numbers as a CSV holds them."""
-    return cells.map(lambda v: isinstance(v, str) and csvtext.number(v) is not None).astype(bool)
+def _numbers(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The cells' numbers as the service reads them (NaN where none) and which cells are numbers (`csvtext.number`:
+    `3_2` or other scripts' digits are no number; `nan` is one, read as missing)."""
+    parsed = [csvtext.number(v) if isinstance(v, str) else None for v in cells]
+    values = np.array([np.nan if p is None else p for p in parsed], dtype=np.float64)
+    return values, np.array([p is not None for p in parsed], dtype=bool)
 
 
 def _read_csv(
@@ -135,7 +127,7 @@ def _read_csv(
     it does not read), a column of numbers numeric (but those in `text`); duplicate header names refused. So a
     document `fit` writes imports into the service, whose import refuses levels such as `" Male"` or `"?"` that no
     CSV cell it reads can hold."""
-    content = _file_text(_file_bytes(path))
+    content = csvtext.utf8_text(_file_bytes(path))
     sep = csvtext.sniff_delimiter(content[:65536])
     table = _records(content, sep)
     df = pd.DataFrame(table.rows, columns=table.header, dtype=object)
@@ -143,8 +135,9 @@ def _read_csv(
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
         if sep != "," and commas_in(name):
             cells = _decimal_commas(cells, name, table.lines)
-        numeric = name not in text and bool((_is_number(cells) | cells.isna()).all())  # all missing: numeric
-        df[name] = _numbers(cells) if numeric else cells
+        values, is_number = _numbers(cells)
+        numeric = name not in text and bool((is_number | cells.isna().to_numpy()).all())  # all missing: numeric
+        df[name] = pd.Series(values, index=cells.index) if numeric else cells
     return df
 
 
@@ -158,7 +151,7 @@ def _check_numbers(rl: RuleList, df: pd.DataFrame) -> None:
         if pd.api.types.is_numeric_dtype(column):
             number, values = np.ones(len(column), dtype=bool), column.to_numpy(dtype=np.float64)
         else:
-            number, values = _is_number(column).to_numpy(), _numbers(column).to_numpy()
+            values, number = _numbers(column)
         bad = np.flatnonzero(column.notna().to_numpy() & (~number | np.isinf(values)))
         if len(bad):
             row = int(bad[0])

@@ -31,10 +31,12 @@ def utf8_text(data: bytes, line_offset: int = 0) -> str:
         return data[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
         at = e.start + bom
-        line = data[:at].count(b"\n") + 1 + line_offset
-        raise NotUtf8(
-            f"the file is not valid UTF-8: byte {at} (line {line}) is {data[at : at + 1]!r}; save it as UTF-8"
-        ) from None
+        raise not_utf8(at, data[:at].count(b"\n") + 1 + line_offset, data[at : at + 1]) from None
+
+
+def not_utf8(at: int, line: int, byte: bytes) -> NotUtf8:
+    """The error for a bad byte at place `at` of a file, on `line` (the one-shot and the streaming reader's)."""
+    return NotUtf8(f"the file is not valid UTF-8: byte {at} (line {line}) is {byte!r}; save it as UTF-8")
 
 
 def header_problem(header: list[str]) -> tuple[str, str] | None:

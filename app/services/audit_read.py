@@ -37,22 +37,31 @@ def _decoded(row: dict[str, Any], parse_time: Callable[[Any], Any] | None) -> li
             row["output"] = json.loads(row["output"])
         except ValueError:
             out.append(("output", f"output is not JSON ({row['output'][:40]!r})"))
-    if isinstance(row["created_at"], str) and parse_time is not None:
-        try:
-            row["created_at"] = parse_time(row["created_at"])
-        except (ValueError, TypeError, AttributeError):
-            out.append(("created_at", f"created_at is not a time ({row['created_at'][:40]!r})"))
+    time_problem = parse_stored_time(row, "created_at", parse_time)
+    if time_problem is not None:
+        out.append(("created_at", time_problem))
     bad = {name for name, _ in out}
     if "output" not in bad and not isinstance(row["output"], dict):
         out.append(("output", "output is not a JSON object"))
     if "created_at" not in bad and not isinstance(row["created_at"], datetime):
         out.append(("created_at", "created_at is not a time"))
-    out += [(name, f"{name} is not a whole number") for name in _WHOLE if not _is_int(row[name])]
+    out += [(name, f"{name} is not a whole number") for name in _WHOLE if not is_whole(row[name])]
     out += [(name, f"{name} is not text") for name in _TEXT if not isinstance(row[name], str)]
     return out
 
 
-def _is_int(value: Any) -> bool:
+def parse_stored_time(row: dict[str, Any], name: str, parse_time: Callable[[Any], Any] | None) -> str | None:
+    """Parse `row[name]`, selected as stored text (`time_parser`), in place; what is wrong when it is no time."""
+    if isinstance(row[name], str) and parse_time is not None:
+        try:
+            row[name] = parse_time(row[name])
+        except (ValueError, TypeError, AttributeError):
+            return f"{name} is not a time ({row[name][:40]!r})"
+    return None
+
+
+def is_whole(value: Any) -> bool:
+    """Whether a stored value is a whole number (an int, not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -72,4 +81,4 @@ def decode(mapping: Any, parse_time: Callable[[Any], Any] | None) -> dict[str, A
     return row
 
 
-__all__ = ["COLUMNS", "decode", "time_parser"]
+__all__ = ["COLUMNS", "decode", "is_whole", "parse_stored_time", "time_parser"]

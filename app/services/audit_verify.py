@@ -121,12 +121,8 @@ def _event_rows(session: Session, model_id: str) -> list[dict[str, Any]]:
     rows = []
     for m in session.execute(q).mappings():
         row = dict(m)
-        problems = []
-        try:
-            row["at"] = parse_time(row["at"]) if parse_time is not None and isinstance(row["at"], str) else row["at"]
-        except (ValueError, TypeError, AttributeError):
-            problems.append(f"at is not a time ({str(row['at'])[:40]!r})")
-        if not isinstance(row["seq"], int) or isinstance(row["seq"], bool):
+        problems = [p for p in [audit_read.parse_stored_time(row, "at", parse_time)] if p is not None]
+        if not audit_read.is_whole(row["seq"]):
             problems.append("seq is not a whole number")
             row["seq"] = None
         row["unreadable"] = "; ".join(problems) or None

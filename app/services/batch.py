@@ -314,11 +314,7 @@ class _Utf8:
             context = self.tail + piece
             local = at - (self.offset - len(self.tail))
             line = self.newlines - self.tail.count(b"\n") + context[:local].count(b"\n") + 1
-            raise CSVError(
-                "csv_not_utf8",
-                f"the file is not valid UTF-8: byte {at} (line {line}) "
-                f"is {context[local : local + 1]!r}; save it as UTF-8",
-            ) from None
+            raise CSVError("csv_not_utf8", str(csvtext.not_utf8(at, line, context[local : local + 1]))) from None
         self.offset += len(piece)
         self.newlines += newlines
         self.tail = (self.tail + piece[-3:])[-3:]

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from app.services.errors import Invalid
 from models import csvtext
-from models.csvtext import ColumnSeparators, is_number, plain_number_text, rewritten
+from models.csvtext import ColumnSeparators, rewritten
 
 
 class DecimalSeparatorError(Invalid, ValueError):
@@ -38,4 +38,4 @@ def normalise(
         return csvtext.normalise(columns, line_of, keep)
 
 
-__all__ = ["ColumnSeparators", "DecimalSeparatorError", "is_number", "normalise", "plain_number_text", "rewritten"]
+__all__ = ["ColumnSeparators", "DecimalSeparatorError", "as_invalid", "normalise", "rewrites", "rewritten"]

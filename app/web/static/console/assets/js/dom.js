@@ -44,6 +44,9 @@ export function mount(node, ...children) {
   return append(node, children);
 }
 
+/** A decimal number as typed or sent as text (`-2.5`, `.5`, `3e4`): what the pages read as a number. */
+export const NUMBER_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
 /** A value for display: numbers rounded, null as an em dash, everything else as text. */
 export function fmt(value, digits = 3) {
   if (value === null || value === undefined) return "—";

@@ -2,7 +2,7 @@
 // pressed (again: the other way), and an optional filter box keeps the rows whose text holds what is typed. Only
 // for lists the page holds whole: a page of a longer list sorted on its own would misstate the order.
 
-import { h, mount, nextId } from "./dom.js";
+import { NUMBER_TEXT, h, mount, nextId } from "./dom.js";
 import { table } from "./ui.js";
 
 const FILTER_FROM = 8; // rows from which a list gets a filter box: a short one is read at a glance
@@ -12,12 +12,10 @@ function missing(v) {
   return v === null || v === undefined || v === "" || (typeof v === "number" && Number.isNaN(v));
 }
 
-const NUMBER_TEXT = /^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$/;
-
 /** A key's number: a number, or text that is one (the API sends category values such as slice groups as text). */
 function asNumber(v) {
   if (typeof v === "number") return v;
-  return typeof v === "string" && NUMBER_TEXT.test(v) ? Number(v) : null;
+  return typeof v === "string" && NUMBER_TEXT.test(v.trim()) ? Number(v) : null;
 }
 
 /** Orders two sort keys: numbers (and texts that are numbers: -0.5 before -0.25) by value, anything else as text

@@ -4,7 +4,7 @@
 // The server decides (and audits) the record; this page only displays its answer.
 
 import { ApiError, get, post, qs, seg } from "../api.js";
-import { announce, exact, fmt, h, mount, nextId } from "../dom.js";
+import { announce, exact, fmt, h, mount, nextId, NUMBER_TEXT } from "../dom.js";
 import { classBars } from "../rules.js";
 import { ruleCode, userText } from "../ruletext.js";
 import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
@@ -15,12 +15,10 @@ import { busy, errorBox, failureContext, field, notice, pageHeader, section, tab
 const MISSING = "missing";
 const OTHER = "other";
 
-const NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
-
 /** Why a typed value is not a number the service reads ("" when it is one, or empty: missing). */
 function numberProblem(text) {
   const t = text.trim();
-  if (t === "" || (NUMBER.test(t) && Number.isFinite(Number(t)))) return "";
+  if (t === "" || (NUMBER_TEXT.test(t) && Number.isFinite(Number(t)))) return "";
   if (/^[+-]?\d*,\d+$/.test(t)) return `Write the number with a decimal point: ${t.replace(",", ".")}, not ${t}.`;
   return "Enter a number (such as 31.5 or -2e3), or leave the field empty for a missing value.";
 }
