@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from app import db_roles
-from app.db import Database, make_engine, make_migration_engine
+from app.db import Database, make_engine, make_migration_engine, schema_revision
 from app.services import audit_verify, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
@@ -111,6 +111,16 @@ def create_app_role(owner_url: str, role: str, password: str | None) -> bool:
     finally:
         engine.dispose()
     return created
+
+
+def schema_revision_of(url: str) -> str | None:
+    """The Alembic revision of the database at `url` (None: never migrated); reads only."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return schema_revision(conn)
+    finally:
+        engine.dispose()
 
 
 def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:

@@ -26,6 +26,7 @@ from app.services import key_scopes
 from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
+# verify-audit too, but only a database that exists and holds our schema: it never creates one (`nothing_to_verify`)
 ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key", "verify-audit")
 COMMANDS_AS_OWNER = ("migrate", "create-app-role")  # they connect with NEURULES_MIGRATION_DATABASE_URL
 SERVE_FLAGS = ("host", "port", "workers")  # `serve` flags that override the settings of the same name
@@ -175,9 +176,28 @@ def worker_alive(settings: Settings) -> int:
     return 0
 
 
+def nothing_to_verify(settings: Settings) -> str | None:
+    """Why there is no audit to verify at the configured database (None: there is one): no file, an empty file,
+    or a database no release of ours ever migrated. Creates nothing (a mistyped path must not pass as intact)."""
+    from sqlalchemy.engine import make_url
+
+    url = settings.resolved_database_url
+    path = make_url(url).database if settings.is_sqlite else None
+    if path and path != ":memory:" and not path.startswith("file:"):
+        where = os.path.abspath(path)
+        if not os.path.isfile(where):
+            return f"no database at {where}: nothing to verify (check NEURULES_DATA_DIR / NEURULES_DATABASE_URL)"
+        if os.path.getsize(where) == 0:
+            return f"the database file {where} is empty: nothing to verify"
+    if admin.schema_revision_of(url) is None:
+        return f"{database_label(settings)} holds no NeuRules schema (never migrated): nothing to verify"
+    return None
+
+
 def verify_audit(settings: Settings, tenant: str | None) -> int:
     """Print one JSON report per tenant chain; the exit status: 0 when all are intact, 1 when one is broken,
-    2 when nothing was checked (an unknown tenant), so that a script never reads a typo as a broken chain."""
+    2 when nothing was checked (no database, an unknown tenant), so that a script never reads a typo as a broken
+    chain, nor a wrong path as an intact one."""
     try:
         reports = admin.verify_audit(settings.resolved_database_url, tenant)
     except (NotFound, Conflict) as e:  # an unknown or ambiguous tenant: nothing was checked
@@ -253,6 +273,9 @@ def database_label(settings: Settings) -> str:
 def run(args: argparse.Namespace, settings: Settings) -> None:
     """Carry out one parsed command."""
     url = settings.resolved_database_url
+    if args.cmd == "verify-audit" and (why := nothing_to_verify(settings)) is not None:
+        print(f"neurules-admin: {why}", file=sys.stderr)
+        sys.exit(2)
     if settings.is_sqlite and args.cmd in ADMIN_COMMANDS_THAT_MIGRATE:
         with contextlib.suppress(admin.SchemaAhead):  # a newer release's schema: the commands work on it
             admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`

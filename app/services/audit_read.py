@@ -14,19 +14,50 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Dialect, String, type_coerce
+from sqlalchemy import Dialect, Integer, String, Text, cast, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.tables import AuditRecord
 
 _TABLE = AuditRecord.__table__
-_AS_STORED = ("created_at", "output")  # columns whose typed reading raises on a value of another kind
 _WHOLE = ("id", "seq", "rule_id")
 _TEXT = ("tenant_id", "api_key_id", "model_version_id", "input_digest", "prev_hash", "row_hash")
 
-COLUMNS: list[ColumnElement[Any]] = [
-    type_coerce(c, String).label(c.name) if c.name in _AS_STORED else c for c in _TABLE.columns
-]
+
+def _as_stored(c: Any) -> ColumnElement[Any]:
+    """A column as stored: `output` as its text (a JSON object repeating a key reads one way in Python, another in
+    SQL; PostgreSQL's driver would decode it), `created_at` untyped, `missing_filled` without the Boolean's
+    reading (which takes any truthy value, 'no' or 2, for true); the others typed."""
+    if c.name == "output":
+        return cast(c, Text).label(c.name)
+    if c.name == "created_at":
+        return type_coerce(c, String).label(c.name)
+    if c.name == "missing_filled":
+        return type_coerce(c, Integer).label(c.name)
+    return c  # type: ignore[no-any-return]
+
+
+COLUMNS: list[ColumnElement[Any]] = [_as_stored(c) for c in _TABLE.columns]
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object names a key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _RepeatedKey(next(k for k in keys if keys.count(k) > 1))
+    return dict(pairs)
+
+
+def _flag(value: Any) -> bool | str | None:
+    """A stored `missing_filled` as a bool (None: not recorded), or what is wrong with it."""
+    if value is None or isinstance(value, bool):
+        return value
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    return f"missing_filled is not a boolean ({value!r:.40})"
 
 
 def _decoded(row: dict[str, Any], parse_time: Callable[[Any], Any] | None) -> list[tuple[str, str]]:
@@ -34,9 +65,16 @@ def _decoded(row: dict[str, Any], parse_time: Callable[[Any], Any] | None) -> li
     out = []
     if isinstance(row["output"], str):
         try:
-            row["output"] = json.loads(row["output"])
+            row["output"] = json.loads(row["output"], object_pairs_hook=_unique_keys)
+        except _RepeatedKey as e:
+            out.append(("output", f"output names the key {str(e)[:40]!r} twice"))
         except ValueError:
             out.append(("output", f"output is not JSON ({row['output'][:40]!r})"))
+    flag = _flag(row.get("missing_filled"))
+    if isinstance(flag, str):
+        out.append(("missing_filled", flag))
+    else:
+        row["missing_filled"] = flag
     time_problem = parse_stored_time(row, "created_at", parse_time)
     if time_problem is not None:
         out.append(("created_at", time_problem))

@@ -173,12 +173,47 @@ def test_unmigrated_postgresql_database_says_migrate(env, monkeypatch) -> None:
     url, drop = fresh_pg_database()
     try:
         monkeypatch.setenv("NEURULES_DATABASE_URL", url)
-        for argv in (["create-tenant", "x"], ["list-tenants"], ["verify-audit"]):
+        for argv in (["create-tenant", "x"], ["list-tenants"]):
             msg = _exit_message(argv)
             assert msg.startswith(f"neurules-admin: the database at {url} is not migrated (relation ")
             assert msg.endswith("does not exist): run `neurules-admin migrate`")
+        with pytest.raises(SystemExit) as verify:
+            main(["verify-audit"])
+        assert verify.value.code == 2  # nothing checked: not a pass
     finally:
         drop()
+
+
+def test_verify_audit_never_passes_a_database_that_is_not_there(env, capsys, tmp_path, monkeypatch) -> None:
+    """A mistyped data directory, an empty file or a SQLite file of something else: exit 2 naming why, and nothing
+    created (it migrated a new empty database and reported it intact, exit 0)."""
+    import sqlite3
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "neurules.sqlite3").touch()
+    other = tmp_path / "other.sqlite3"
+    with sqlite3.connect(other) as c:
+        c.execute("CREATE TABLE notes (x)")
+    for setup, expected in (
+        ({"NEURULES_DATA_DIR": str(tmp_path / "typo")}, "no database at"),
+        ({"NEURULES_DATA_DIR": str(tmp_path / "empty")}, "is empty"),
+        ({"NEURULES_DATABASE_URL": f"sqlite:///{other}"}, "holds no NeuRules schema"),
+    ):
+        for k, v in setup.items():
+            monkeypatch.setenv(k, v)
+        with pytest.raises(SystemExit) as verify:
+            main(["verify-audit"])
+        assert verify.value.code == 2 and expected in capsys.readouterr().err
+        monkeypatch.delenv("NEURULES_DATABASE_URL", raising=False)
+    assert not (tmp_path / "typo").exists()
+    assert (tmp_path / "empty" / "neurules.sqlite3").stat().st_size == 0
+    with sqlite3.connect(other) as c:
+        assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ["notes"]
+    monkeypatch.setenv("NEURULES_DATA_DIR", str(tmp_path / "var"))
+    main(["create-tenant", "acme"])  # a real one: checked, exit 0
+    with pytest.raises(SystemExit) as verify:
+        main(["verify-audit"])
+    assert verify.value.code == 0
 
 
 def test_tenant_names_and_labels_are_checked(env, capsys) -> None:

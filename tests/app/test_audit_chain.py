@@ -530,6 +530,11 @@ def test_column_rows_of_several_tenants_return_seqs_in_input_order(api) -> None:
         ("output", "'not json'", "output is not JSON"),
         ("created_at", "'garbage'", "created_at is not a time"),
         ("rule_id", "'abc'", "rule_id is not a whole number"),
+        # read as the last value by Python, as the first by SQL's json_extract: it passed as intact
+        ("output", """'{"prediction":"0","prediction":"1"}'""", "output names the key 'prediction' twice"),
+        # the Boolean's reading took any truthy value for true: these passed as intact
+        ("missing_filled", "'no'", "missing_filled is not a boolean ('no')"),
+        ("missing_filled", "2", "missing_filled is not a boolean (2)"),
     ],
 )
 def test_a_row_changed_into_values_its_columns_cannot_hold_is_named_not_a_500(
