@@ -26,7 +26,11 @@ def list_audit(
     principal: CurrentTenant,
     model_version_id: Annotated[str | None, Query(min_length=1)] = None,
     input_digest: Annotated[
-        str | None, Query(min_length=1, description="SHA-256 of the record's canonical JSON")
+        str | None,
+        Query(
+            pattern="^[0-9a-fA-F]{64}$",
+            description="SHA-256 (64 hex digits) of the record's canonical JSON; docs/audit.md says how to compute it",
+        ),
     ] = None,
     seq: Annotated[
         int | None,
@@ -40,7 +44,7 @@ def list_audit(
         session,
         principal.tenant_id,
         model_version_id=model_version_id,
-        input_digest=input_digest,
+        input_digest=None if input_digest is None else input_digest.lower(),
         seq=seq,
         before_id=before_id,
         limit=limit,

@@ -62,13 +62,14 @@ def audit_rows(
     """The audit rows of one request: one per decision, with the input digest, the output and missing_filled."""
     now = utcnow()
     filled = records_missing_filled(features, records)
+    numeric = {f.name for f in features if f.type == "numeric"}
     return [
         {
             "created_at": now,
             "tenant_id": tenant_id,
             "api_key_id": key_id,
             "model_version_id": version_id,
-            "input_digest": serving.digest(rec),
+            "input_digest": serving.digest(rec, numeric),
             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
             "rule_id": res["rule_id"],
             "missing_filled": f,
