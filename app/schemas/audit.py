@@ -74,6 +74,7 @@ BreakKind = Literal[
     "missing_head",
     "alias_state_mismatch",
     "version_state_mismatch",
+    "version_content_mismatch",
 ]
 
 
@@ -91,7 +92,8 @@ class ChainBreakPublic(BaseModel):
         "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
         "missing_head: the chain head was deleted; alias_state_mismatch (registry events only): a model's aliases "
         "differ from what its events say (an alias changed, added or removed without its event); "
-        "version_state_mismatch (registry events only): a model's versions differ from those its events created"
+        "version_state_mismatch (registry events only): a model's versions differ from those its events created; "
+        "version_content_mismatch (registry events only): a version's rule list is not the one its event sealed"
     )
     message: str
     row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")

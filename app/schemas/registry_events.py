@@ -39,6 +39,10 @@ class RegistryEventPublic(BaseModel):
     to_version: int | None = Field(description="version the alias points at now, or the version created")
     api_key_id: str | None = Field(description="the API key that made the change (null: a training job did)")
     job_id: str | None = Field(description="the training job that created the version")
+    content_sha256: str | None = Field(
+        description="version_created: SHA-256 of the version's rule list as sealed in the chain (docs/audit.md); "
+        "null for alias events and for versions made before the seal was recorded"
+    )
     seq: int = Field(description="the event's place in the model's event chain (docs/audit.md), from 1")
     row_hash: str = Field(description="the event's hash in that chain: the newest event's is the chain's head")
 
@@ -53,6 +57,7 @@ class RegistryEventPublic(BaseModel):
             to_version=row.to_version,
             api_key_id=row.api_key_id,
             job_id=row.job_id,
+            content_sha256=row.content_sha256,
             seq=row.seq,
             row_hash=row.row_hash,
         )

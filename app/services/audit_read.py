@@ -44,7 +44,8 @@ class _RepeatedKey(ValueError):
     """A JSON object names a key twice."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s object_pairs_hook refusing an object that names a key twice (ValueError)."""
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys):
         raise _RepeatedKey(next(k for k in keys if keys.count(k) > 1))
@@ -65,7 +66,7 @@ def _decoded(row: dict[str, Any], parse_time: Callable[[Any], Any] | None) -> li
     out = []
     if isinstance(row["output"], str):
         try:
-            row["output"] = json.loads(row["output"], object_pairs_hook=_unique_keys)
+            row["output"] = json.loads(row["output"], object_pairs_hook=unique_keys)
         except _RepeatedKey as e:
             out.append(("output", f"output names the key {str(e)[:40]!r} twice"))
         except ValueError:

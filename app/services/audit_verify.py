@@ -9,11 +9,12 @@ check raise no false alarm.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import String, select, type_coerce
+from sqlalchemy import String, Text, cast, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.services import audit_read, registry_chain
@@ -191,6 +192,35 @@ def version_state_break(events: list[dict[str, Any]], versions: set[int]) -> Cha
     return None
 
 
+def _version_contents(session: Session, model_id: str) -> dict[int, str | None]:
+    """version number -> its rule list as stored (text; None when the column is empty)."""
+    q = select(ModelVersion.version, cast(ModelVersion.rule_list, Text)).where(
+        ModelVersion.registered_model_id == model_id
+    )
+    return {int(v): stored for v, stored in session.execute(q).all()}
+
+
+def _stored_sha256(stored: str | None) -> str | None:
+    """The seal a stored rule list gives (None: it is no JSON object, or repeats a key)."""
+    try:
+        document = json.loads(stored or "", object_pairs_hook=audit_read.unique_keys)
+    except ValueError:
+        return None
+    return registry_chain.rule_list_sha256(document) if isinstance(document, dict) else None
+
+
+def content_break(events: list[dict[str, Any]], contents: dict[int, str | None]) -> ChainBreak | None:
+    """A break when a version's stored rule list is not the one its (intact) `version_created` event sealed."""
+    for e in events:
+        sealed, version = e.get("content_sha256"), e["to_version"]
+        if e["action"] != "version_created" or sealed is None or version not in contents:
+            continue
+        if _stored_sha256(contents[version]) != sealed:
+            msg = f"version {version}'s rule list is not the one its event (seq {e['seq']}) sealed"
+            return ChainBreak("version_content_mismatch", msg, None, e["seq"])
+    return None
+
+
 CONSISTENT_READS = 5  # tries at reading a model's events, aliases and versions while no change of it commits
 
 
@@ -209,12 +239,17 @@ def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | Non
             if not checker.feed(row):
                 break
         aliases, versions = _current_aliases(session, model_id), _current_versions(session, model_id)
+        contents = _version_contents(session, model_id)
         head_after = _model_head(session, model_id)
         broken = checker.finish(head_before, head_after)
         if broken is not None:
             return checker.rows_checked, broken
         if head_before == head_after:
-            state = alias_state_break(_replayed_aliases(rows), aliases) or version_state_break(rows, versions)
+            state = (
+                alias_state_break(_replayed_aliases(rows), aliases)
+                or version_state_break(rows, versions)
+                or content_break(rows, contents)
+            )
             return checker.rows_checked, state
         checked = checker.rows_checked
     return checked, None

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.services import registry_events
+from app.services import registry_chain, registry_events
 from app.services.audit import take_sqlite_write_lock
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.paging import Page, page_of_scalars
@@ -289,7 +289,12 @@ def add_version(
     )
     session.add(mv)
     registry_events.record(
-        session, rm, "version_created", registry_events.Actor(api_key_id, job_id), to_version=mv.version
+        session,
+        rm,
+        "version_created",
+        registry_events.Actor(api_key_id, job_id),
+        to_version=mv.version,
+        content_sha256=registry_chain.rule_list_sha256(mv.rule_list),
     )
     session.flush()
     return mv

@@ -8,11 +8,13 @@ Each registered model's events form one chain, as a tenant's decisions do (`audi
 
 The model's row keeps the head (`events_seq`, `events_hash`), moved in the transaction that records the event.
 `app.services.registry_events` links events with these functions; `audit_verify` checks them with the audit's
-`ChainChecker`.
+`ChainChecker`. A `version_created` event carries the SHA-256 of the version's rule list (`content_sha256`, in the
+body when set: events from before it was recorded hash as they did), so changing a stored rule list breaks its seal.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -33,11 +35,21 @@ BODY_COLUMNS = (
 )
 
 
+SEAL_COLUMN = "content_sha256"  # in the body only when set (migration 0009 added it)
+
+
 def canonical_event(row: Mapping[str, Any]) -> str:
     """Canonical JSON (sorted keys, compact, ASCII) of an event's columns besides id, seq and the hashes."""
     body = {name: row[name] for name in BODY_COLUMNS}
     body["at"] = timestamp(row["at"])
+    if row.get(SEAL_COLUMN) is not None:
+        body[SEAL_COLUMN] = row[SEAL_COLUMN]
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def rule_list_sha256(document: Any) -> str:
+    """SHA-256 (hex) of a rule-list document's canonical JSON (sorted keys, compact, ASCII): what a version seals."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def event_hash(row: Mapping[str, Any]) -> str:
@@ -52,4 +64,12 @@ def link_event(row: dict[str, Any], head: Link) -> Link:
     return Link(row["seq"], row["row_hash"])
 
 
-__all__ = ["BODY_COLUMNS", "HASH_PREFIX", "canonical_event", "event_hash", "link_event"]
+__all__ = [
+    "BODY_COLUMNS",
+    "HASH_PREFIX",
+    "SEAL_COLUMN",
+    "canonical_event",
+    "event_hash",
+    "link_event",
+    "rule_list_sha256",
+]

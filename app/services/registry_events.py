@@ -41,6 +41,7 @@ def record(
     alias: str | None = None,
     from_version: int | None = None,
     to_version: int | None = None,
+    content_sha256: str | None = None,
 ) -> RegistryEvent:
     """Add one event to the session (it is written in the same transaction as the change), chained after the
     model's head: the head is read with the model's row locked (PostgreSQL; SQLite's writers hold its write lock)
@@ -65,6 +66,7 @@ def record(
         "to_version": to_version,
         "api_key_id": actor.api_key_id,
         "job_id": actor.job_id,
+        "content_sha256": content_sha256,
     }
     head = registry_chain.link_event(row, Link(seq, head_hash))
     event = RegistryEvent(**row)

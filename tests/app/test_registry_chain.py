@@ -185,3 +185,48 @@ def test_a_change_on_a_model_whose_head_was_moved_back_is_refused_not_a_500(api:
     assert r.status_code == 409 and r.json()["error"]["code"] == "registry_chain_broken", r.text
     assert (api.count("registry_events"), api.count("model_versions")) == before
     assert "production" not in api.client.get("/v1/registered-models/risk", headers=api.h()).json()["aliases"]
+
+
+def test_a_versions_rule_list_is_sealed_in_its_chain(api: Api, doc) -> None:
+    """A probe rewrote a stored rule list (rule 1 read `A15 >= 9999.5`): the service served the altered list and the
+    verification said intact, so "fetch the exact rule list a decision was made with" could not be trusted. Each
+    `version_created` event now carries the SHA-256 of the version's rule list inside its hash."""
+    from sqlalchemy import select, update
+
+    from app.tables import ModelVersion
+
+    _history(api, doc)
+    r = api.client.get("/v1/registered-models/risk/events", params={"limit": 50}, headers=api.h())
+    assert r.status_code == 200, r.text
+    created = {e["to_version"]: e for e in r.json()["items"] if e["action"] == "version_created"}
+    for version in (1, 2):
+        got = api.client.get(f"/v1/models/risk@{version}", headers=api.h())
+        assert got.status_code == 200, got.text
+        assert created[version]["content_sha256"] == registry_chain.rule_list_sha256(got.json()["rule_list"])
+    alias_events = [e for e in r.json()["items"] if e["action"] != "version_created"]
+    assert alias_events and all(e["content_sha256"] is None for e in alias_events)
+    assert _registry(api)["intact"]
+    with api.app.state.service.db.engine.begin() as c:
+        stored = c.execute(select(ModelVersion.rule_list).where(ModelVersion.version == 2)).scalar_one()
+        stored["rules"][0]["conditions"][0]["high"] = 9999.5
+        c.execute(update(ModelVersion).where(ModelVersion.version == 2).values(rule_list=stored))
+    check = _registry(api)
+    brk = check["registry_events"]["first_break"]
+    assert not check["intact"] and brk["kind"] == "version_content_mismatch", check
+    assert brk["model"] == "risk" and brk["seq"] == created[2]["seq"] and "version 2" in brk["message"]
+
+
+def test_an_event_without_a_seal_hashes_as_before() -> None:
+    """Events recorded before migration 0009 have no `content_sha256`: their hash must not change with it."""
+    import hashlib
+    import json
+    from datetime import datetime
+
+    row = dict.fromkeys(registry_chain.BODY_COLUMNS)
+    row.update(action="alias_set", alias="production", at=datetime(2026, 11, 1, 12, 0), seq=3, prev_hash="a" * 64)
+    body = {**{k: row[k] for k in registry_chain.BODY_COLUMNS}, "at": "2026-11-01T12:00:00.000000Z"}
+    before = hashlib.sha256(
+        f"neurules.registry.v1\n3\n{'a' * 64}\n{json.dumps(body, sort_keys=True, separators=(',', ':'))}".encode()
+    ).hexdigest()
+    assert registry_chain.event_hash({**row, "content_sha256": None}) == before == registry_chain.event_hash(row)
+    assert registry_chain.event_hash({**row, "content_sha256": "b" * 64}) != before
