@@ -111,6 +111,8 @@ def test_console_on_todays_api(tab: Tab, console: Console) -> None:
     long_job = start_training(tab, console, dataset_id, epochs=4000, seed=2)
     expect(page.locator(".job-status .badge").first).to_have_text("running")
     page.get_by_role("button", name="Cancel job").click()
+    # not "Cancel" beside "Cancel job": a console probe's analyst pressed it to stop the training
+    expect(page.get_by_role("dialog").get_by_role("button")).to_have_text(["Keep training", "Cancel job"])
     page.get_by_role("dialog").get_by_role("button", name="Cancel job").click()
     expect(page.locator(".job-status .badge").first).to_have_text("cancelled", timeout=60_000)
     assert console.api.get(f"/v1/jobs/{long_job}").json()["state"] == "cancelled"

@@ -72,6 +72,11 @@ export function pct(value, digits = 1) {
   return `${(value * 100).toFixed(digits)}%`;
 }
 
+/** A count with its noun, singular for 1: `count(1, "row")` is "1 row", `count(3, "row")` "3 rows". */
+export function count(n, noun, plural = `${noun}s`) {
+  return `${n} ${n === 1 ? noun : plural}`;
+}
+
 /** A timestamp in the reader's local time. */
 export function when(iso) {
   if (!iso) return "—";

@@ -157,11 +157,11 @@ export function button(label, onclick, { kind = "secondary", type = "button", ..
  * A modal confirmation dialog: native <dialog> (the page behind is inert, Tab stays inside),
  * Escape cancels, focus returns to the element that opened it. Resolves true or false.
  */
-export function confirmDialog({ title, body, confirmLabel = "Confirm", danger = false }) {
+export function confirmDialog({ title, body, confirmLabel = "Confirm", dismissLabel = "Cancel", danger = false }) {
   const opener = document.activeElement;
   return new Promise((resolve) => {
     const titleId = nextId("dlg");
-    const cancel = button("Cancel", () => dlg.close("cancel"), { kind: "secondary" });
+    const cancel = button(dismissLabel, () => dlg.close("cancel"), { kind: "secondary" });
     const ok = button(confirmLabel, () => dlg.close("ok"), { kind: danger ? "danger" : "primary" });
     const dlg = h(
       "dialog",

@@ -3,7 +3,7 @@
 
 import { get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
-import { fmt, h, mount, pct } from "../dom.js";
+import { count, fmt, h, mount, pct } from "../dom.js";
 import { heatTable } from "../charts.js";
 import { ruleCode } from "../ruletext.js";
 import { errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
@@ -245,7 +245,7 @@ export async function comparePage(ctx, name) {
   // a dataset the link names that the list does not hold (deleted, or beyond the newest 200) stays selected by its
   // id, so the form shows what was compared (or what the 404 is about) instead of "(rules only)"
   const askedDs = q.get("dataset") || "";
-  const dsOptions = datasets.items.map((d) => [d.id, `${d.name} (${d.n_rows} rows)`]);
+  const dsOptions = datasets.items.map((d) => [d.id, `${d.name} (${count(d.n_rows, "row")})`]);
   if (askedDs && !datasets.items.some((d) => d.id === askedDs)) dsOptions.unshift([askedDs, askedDs]);
   const dsSel = select([["", "(rules only)"], ...dsOptions], { name: "dataset", value: askedDs });
   const form = h(

@@ -2,7 +2,7 @@
 // form that starts training on it.
 
 import { del, get, getAll, post, qs, seg, upload } from "../api.js";
-import { announce, bytes, fmt, h, mount, when } from "../dom.js";
+import { announce, bytes, count, fmt, h, mount, when } from "../dom.js";
 import { shownText } from "../ruletext.js";
 import { sortableTable } from "../sorting.js";
 import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
@@ -38,7 +38,7 @@ function uploadForm(onDone) {
         });
         bar.value = 1;
         barText.textContent = "uploaded and profiled";
-        mount(message, notice("success", "Uploaded ", h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }), ` (${ds.n_rows} rows, ${ds.n_columns} columns).`));
+        mount(message, notice("success", "Uploaded ", h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }), ` (${count(ds.n_rows, "row")}, ${count(ds.n_columns, "column")}).`));
         announce(`Dataset ${ds.name} uploaded`);
         form.reset();
         onDone(ds);

@@ -112,6 +112,7 @@ export async function jobPage(ctx, id) {
       title: "Cancel this training job?",
       body: h("p", { text: job.state === "queued" ? "The job has not started; it will not run." : "The worker stops at its next epoch; no model version is stored." }),
       confirmLabel: "Cancel job",
+      dismissLabel: job.state === "queued" ? "Keep it queued" : "Keep training", // not "Cancel" beside "Cancel job"
       danger: true,
     });
     if (!ok) return;

@@ -2,7 +2,7 @@
 // held-out accuracy per rule), metrics, provenance and evaluations (list and "run one").
 
 import { get, getAll, post, qs, seg } from "../api.js";
-import { fmt, h, mount, when } from "../dom.js";
+import { count, fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
@@ -198,7 +198,7 @@ async function evaluationsView(ref, datasets) {
 /** The "run an evaluation" form: dataset, target (defaults to the training target), optional slice column. */
 export async function evaluationForm(ref, doc, datasets) {
   if (!datasets.length) return notice("info", "Upload a labelled dataset first (Datasets page).");
-  const ds = select(datasets.map((d) => [d.id, `${d.name} (${d.n_rows} rows, ${when(d.created_at)})`]), { name: "dataset_id" });
+  const ds = select(datasets.map((d) => [d.id, `${d.name} (${count(d.n_rows, "row")}, ${when(d.created_at)})`]), { name: "dataset_id" });
   const target = h("select", { name: "target" });
   const slice = h("select", { name: "slice_by" });
   const fill = () => {
