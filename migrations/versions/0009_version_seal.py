@@ -7,7 +7,7 @@ Create Date: 2026-11-28
 A `version_created` registry event carries the SHA-256 of the version's rule list (`content_sha256`), inside the
 event's hash, so a stored rule list changed afterwards no longer matches its chain (`verify-audit`:
 version_content_mismatch). Events already recorded keep no seal (their hash is unchanged: the body holds the
-column only when it is set); the verifier reports how many versions are unsealed.
+column only when it is set) and are not checked for a seal.
 """
 
 from __future__ import annotations
