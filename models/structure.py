@@ -45,6 +45,11 @@ class UnitGrid:
 
 
 MAX_DECIMALS = 6  # columns written with more decimals than this are treated as continuous
+# the last snap moves a threshold off the column's decimal grid only when that stays short: a threshold written
+# with all the column's decimals (20 among whole numbers -> 19.5, 12.37 among hundredths -> 12.375), not a shorter
+# one (0.7 among millionths stayed 0.7000005, 107.5 among hundredths 107.505, 4000 among tenths 4000.05: a value
+# written like the training ones meets it only by chance), nor one of more than OFF_GRID_MAX_DIGITS digits
+OFF_GRID_MAX_DIGITS = 12  # 120000.5 still moves; 16900000000000.5 (15 digits) does not
 
 
 def _on_decimal_grid(values: np.ndarray, d: int) -> bool:
@@ -131,14 +136,19 @@ def _gap_threshold(grid: UnitGrid, i: int, shift: float) -> float:
     values are decided as at the short threshold, and none (an unseen 20, or 12.37) lies exactly on the
     bound, where the network's predicate is 1/2 and could disagree with the list. Done in the last snap
     only, so training up to it is unchanged; never out of the gap (grid.values[i - 1], grid.values[i]),
-    and never onto the fill value (a missing row, filled with a median such as 20.5, would then lie on it)."""
+    never onto the fill value (a missing row, filled with a median such as 20.5, would then lie on it), and
+    only where it stays short (a threshold with all of the column's d decimals, OFF_GRID_MAX_DIGITS). Where it is
+    not moved, a row lying
+    exactly on the threshold is still decided as the list says (`<=` / `>=` hold there); only the network's
+    predicate, 1/2 on its bound, may differ for it, and the benchmark counts such rows as ties."""
     t = nice_between(float(grid.values[i - 1]), float(grid.values[i]))
     d = grid.decimals
-    if not shift or d is None or not _on_decimal_grid(np.asarray(t), d):
+    if not shift or d is None or value_decimals(np.asarray([t])) != d:
         return t
     moved = round(t + shift * 10.0**-d, d + 1)
     inside = grid.values[i - 1] < moved < grid.values[i] and moved != grid.fill_value
-    return moved if inside else t
+    short = float(f"{moved:.{OFF_GRID_MAX_DIGITS}g}") == moved
+    return moved if inside and short else t
 
 
 def snap_bounds_(net: SoftRuleList, grids: list[UnitGrid], off_grid: bool = False) -> None:

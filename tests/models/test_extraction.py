@@ -188,6 +188,27 @@ def test_columns_written_with_few_decimals_get_bounds_no_such_row_lies_on() -> N
     assert np.array_equal(clf.predict_network(unseen, stage="final"), clf.predict(unseen))
 
 
+def test_columns_of_one_decimal_get_bounds_no_such_row_lies_on() -> None:
+    """As for whole numbers, one decimal further: in a column of one decimal, a bound snapped to an unseen
+    12.3 (between training values 12.2 and 12.4) put every test row of 12.3 on it (a tie): it reads 12.25 or
+    12.35. Two decimals and more keep the short threshold (`bp <= 107.505` was what nobody reads)."""
+    from models.estimator import NeuRulesClassifier
+
+    rng = np.random.default_rng(1)
+    x = np.round(rng.integers(0, 30, 800) * 0.2 + 10.0, 1)  # even tenths only in training
+    other = rng.integers(0, 100, 800)
+    y = ((x <= 12.3) ^ (other < 10)).astype(int)
+    X = pd.DataFrame({"x": x, "other": other})
+    clf = NeuRulesClassifier(n_rules=3, random_state=0, n_restarts=2, target_steps=200).fit(X, y)
+    bounds = [c for r in clf.rule_list_.rules for c in r.conditions if c.op == "between" and c.feature == "x"]
+    values = [v for c in bounds for v in (c.low, c.high) if v is not None]
+    assert values and not any(abs(v * 10 - round(v * 10)) < 1e-6 for v in values), clf.rule_list_.to_text()
+    assert all(len(repr(v).split(".")[-1]) <= 2 for v in values), clf.rule_list_.to_text()  # still short
+    odd = np.round(np.arange(50, 80) * 0.2 - 0.1, 1)  # odd tenths 9.9..15.7: never seen
+    unseen = pd.DataFrame({"x": odd, "other": np.arange(len(odd)) % 100})
+    assert np.array_equal(clf.predict_network(unseen, stage="final"), clf.predict(unseen))
+
+
 def test_value_decimals_finds_the_fewest_decimals_that_write_every_value() -> None:
     from models.structure import MAX_DECIMALS, value_decimals
 
@@ -212,3 +233,21 @@ def test_a_bound_moves_off_the_grid_only_inside_its_gap_and_never_onto_the_fill_
     assert snap_lower(median, 21.0, True)[1] == 21.0 and snap_upper(median, 21.0, True)[1] == 21.5
     narrow = grid([20.0, 20.5, 22.0], fill=20.5)  # missing training rows: 20.5 is a training value
     assert snap_lower(narrow, 21.0, True)[1] == 21.0  # 20.5 would move the filled rows' side
+    one = UnitGrid(0, np.array([12.2, 12.4]), np.array([12.2, 12.4], dtype=np.float32), 0.0, 1.0, 1, None)
+    assert snap_upper(one, 12.3, True)[1] == 12.35  # still short
+    hundredths = UnitGrid(0, np.array([12.36, 12.38]), np.array([12.36, 12.38], dtype=np.float32), 0.0, 1.0, 2, None)
+    assert snap_upper(hundredths, 12.37, True)[1] == 12.375  # 12.37 has the column's two decimals: moved, short
+    # a learner probe read `bp <= 107.505` (a column of two decimals, training values 107 and 108): 107.5 now
+    two = UnitGrid(0, np.array([107.0, 108.0]), np.array([107.0, 108.0], dtype=np.float32), 0.0, 1.0, 2, None)
+    assert snap_upper(two, 107.5, True)[1] == 107.5 and snap_lower(two, 107.5, True)[1] == 107.5
+    tenths = UnitGrid(0, np.array([3432.0, 4254.0]), np.array([3432.0, 4254.0], dtype=np.float32), 0.0, 1.0, 1, None)
+    assert snap_upper(tenths, 4000.0, True)[1] == 4000  # not 4000.05
+    wide = UnitGrid(0, np.array([120000.0, 120002.0]), np.array([120000.0, 120002.0], dtype=np.float32), 0.0, 1.0, 0)
+    assert snap_upper(wide, 120001.0, True)[1] == 120001.5 and snap_lower(wide, 120001.0, True)[1] == 120000.5
+    big = np.array([1.6e13, 1.8e13])  # whole numbers, but .5 on 16900000000000 reads as 15 digits
+    huge = UnitGrid(0, big, big.astype(np.float32), 0.0, 1.0, decimals=0, fill_value=None)
+    assert snap_upper(huge, 1.7e13, True)[1] == 1.7e13
+    # a column of six decimals (heart's -0.333333 ... 1): 0.7 stays 0.7; a console probe read 0.7000005 in rules
+    six = np.array([0.333333, 1.0])
+    fine = UnitGrid(0, six, six.astype(np.float32), 0.0, 1.0, decimals=6, fill_value=None)
+    assert snap_upper(fine, 0.5, True)[1] == 0.7 and snap_lower(fine, 0.5, True)[1] == 0.7
