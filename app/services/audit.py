@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import Any, cast, overload
 
 import psycopg
@@ -58,18 +58,19 @@ def audit_rows(
     features: Sequence[Feature],
     records: list[Any],
     results: list[dict[str, Any]],
+    categorical: Container[str],
 ) -> list[dict[str, Any]]:
-    """The audit rows of one request: one per decision, with the input digest, the output and missing_filled."""
+    """The audit rows of one request: one per decision, with the input digest, the output and missing_filled
+    (`categorical`: the model's categorical fields, for the digest)."""
     now = utcnow()
     filled = records_missing_filled(features, records)
-    numeric = {f.name for f in features if f.type == "numeric"}
     return [
         {
             "created_at": now,
             "tenant_id": tenant_id,
             "api_key_id": key_id,
             "model_version_id": version_id,
-            "input_digest": serving.digest(rec, numeric),
+            "input_digest": serving.digest(rec, categorical),
             "output": {"prediction": res["prediction"], "probabilities": res["probabilities"]},
             "rule_id": res["rule_id"],
             "missing_filled": f,

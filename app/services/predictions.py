@@ -62,7 +62,7 @@ def decide_records(model: ServedModel, records: list[Any], *, explain: ExplainMo
 def audit_rows(caller: Principal, model: ServedModel, records: list[Any], results: list[dict[str, Any]]) -> list[Any]:
     """The audit rows of one request's decisions."""
     return audit.audit_rows(
-        caller.tenant_id, caller.key_id, model.version_id, model.rule_list.features, records, results
+        caller.tenant_id, caller.key_id, model.version_id, model.rule_list.features, records, results, model.categorical
     )
 
 

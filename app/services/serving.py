@@ -210,29 +210,28 @@ EXACT_INT = 2**53  # beyond this an integer is read as the nearest double, as th
 
 
 def _canonical(value: Any, categorical: bool) -> Any:
-    """A record's value as its digest writes it: the value the decision reads, in one form whatever the sender's type.
+    """A record's non-text value as its digest writes it: the value the decision reads, one form whatever its type.
 
     A categorical value sent as a number or boolean is its category key (`1`, `1.0` and `"1"` are decided alike,
     so they digest alike); a whole-number float is an int (`70` in JSON, `70.0` from a CSV cell); an integer beyond
     2**53 is the double it is read as (a CSV cell of the same digits gives that double).
     """
-    t = type(value)
     if categorical:
-        return value if t is str or value is None else category_key(value)
-    if t is float and value.is_integer():
+        return category_key(value)
+    if type(value) is float and value.is_integer():
         return int(value)
-    if t is int and not -EXACT_INT <= value <= EXACT_INT:
+    if type(value) is int and not -EXACT_INT <= value <= EXACT_INT:
         return int(float(value))
     return value
 
 
-def digest(record: Any, numeric: Container[str] | None = None) -> str:
+def digest(record: Any, categorical: Container[str] = ()) -> str:
     """SHA-256 of the record's canonical JSON (sorted keys, compact, ASCII, each value by `_canonical`; docs/audit.md).
 
-    `numeric`: the model's numeric fields, the others being categorical; None when the values are already in
-    their read form (a typed CSV chunk: categorical cells are text, numbers are floats)."""
+    `categorical`: the model's categorical fields (`ServedModel.categorical`); text and null are written as they are
+    (a typed CSV chunk's values are already in their read form)."""
     if isinstance(record, dict):
-        record = {k: _canonical(v, numeric is not None and k not in numeric) for k, v in record.items()}
+        record = {k: v if v is None or type(v) is str else _canonical(v, k in categorical) for k, v in record.items()}
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 

@@ -181,7 +181,7 @@ def test_audit_rows_record_missing_filled(doc) -> None:
     rl = RuleList.from_dict(doc)
     recs = [REC_HIGH, REC_FILLED, REC_CAT_MISSING, {**REC_HIGH, "income": float("nan")}]
     results = [{"prediction": "low", "probabilities": {"low": 1.0, "high": 0.0}, "rule_id": 0}] * 4
-    got = audit.audit_rows("tn_a", "key_1", "mv_1", rl.features, recs, results)
+    got = audit.audit_rows("tn_a", "key_1", "mv_1", rl.features, recs, results, {"smoker"})
     assert [r["missing_filled"] for r in got] == [False, True, False, True]
 
 
