@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from app import db_roles
-from app.db import Database, make_engine, make_migration_engine, schema_revision
+from app.db import Database, make_engine, make_migration_engine, schema_revision, sqlite_path
 from app.services import audit_verify, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
@@ -114,8 +118,16 @@ def create_app_role(owner_url: str, role: str, password: str | None) -> bool:
 
 
 def schema_revision_of(url: str) -> str | None:
-    """The Alembic revision of the database at `url` (None: never migrated); reads only."""
-    engine = make_engine(url)
+    """The Alembic revision of the database at `url` (None: never migrated). Reads only: a SQLite file is opened
+    read-only (the service's engine would switch it to WAL mode), PostgreSQL without the service's settings."""
+    path = sqlite_path(url)
+    if path is not None:
+        with contextlib.closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)) as raw:
+            if raw.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'").fetchone() is None:
+                return None
+            row = raw.execute("SELECT version_num FROM alembic_version").fetchone()
+            return None if row is None else str(row[0])
+    engine = create_engine(url)
     try:
         with engine.connect() as conn:
             return schema_revision(conn)

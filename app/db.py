@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import sqlite_identity
@@ -157,12 +157,17 @@ def make_migration_engine(url: str) -> Engine:
 
 def sqlite_file(engine: Engine) -> str | None:
     """The path of the engine's database when it is a plain SQLite file (None: another database, in memory, a URI)."""
-    url = engine.url
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+    return sqlite_path(engine.url)
+
+
+def sqlite_path(url: str | URL) -> str | None:
+    """The path of a database URL's plain SQLite file (None: another database, in memory, a URI)."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
         return None
-    if url.database.startswith("file:") or url.query:
+    if u.database.startswith("file:") or u.query:
         return None
-    return url.database
+    return u.database
 
 
 def schema_revision(conn: Connection) -> str | None:

@@ -331,7 +331,7 @@ class RegistryEvent(Base):
     to_version: Mapped[int | None] = mapped_column(Integer, default=None)
     api_key_id: Mapped[str | None] = mapped_column(String(40), default=None)
     job_id: Mapped[str | None] = mapped_column(String(40), default=None)
-    # version_created: SHA-256 of the version's rule-list document (`registry_chain.rule_list_sha256`), so the
+    # version_created: SHA-256 of the version's rule list and text (`registry_chain.version_sha256`), so the
     # chain seals what the version decides with; NULL for other events and for versions made before migration 0009
     content_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
     # the model's event chain (`registry_chain`): this event's place, the previous event's hash, its own

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from app import admin
+from app.db import sqlite_path
 from app.db_roles import RoleError
 from app.schemas.audit import AuditVerification
 from app.services import key_scopes
@@ -179,17 +181,21 @@ def worker_alive(settings: Settings) -> int:
 def nothing_to_verify(settings: Settings) -> str | None:
     """Why there is no audit to verify at the configured database (None: there is one): no file, an empty file,
     or a database no release of ours ever migrated. Creates nothing (a mistyped path must not pass as intact)."""
-    from sqlalchemy.engine import make_url
-
     url = settings.resolved_database_url
-    path = make_url(url).database if settings.is_sqlite else None
-    if path and path != ":memory:" and not path.startswith("file:"):
+    path = sqlite_path(url)
+    if path is not None:
         where = os.path.abspath(path)
         if not os.path.isfile(where):
             return f"no database at {where}: nothing to verify (check NEURULES_DATA_DIR / NEURULES_DATABASE_URL)"
         if os.path.getsize(where) == 0:
             return f"the database file {where} is empty: nothing to verify"
-    if admin.schema_revision_of(url) is None:
+    try:
+        revision = admin.schema_revision_of(url)
+    except sqlite3.DatabaseError as e:  # not a SQLite file at all
+        return f"{database_label(settings)} cannot be read as a database ({e}): nothing to verify"
+    except DBAPIError as e:  # unreachable, refused: nothing was checked either
+        return f"{database_problem(e, url)}: nothing to verify"
+    if revision is None:
         return f"{database_label(settings)} holds no NeuRules schema (never migrated): nothing to verify"
     return None
 

@@ -193,20 +193,20 @@ def version_state_break(events: list[dict[str, Any]], versions: set[int]) -> Cha
 
 
 def _version_contents(session: Session, model_id: str) -> dict[int, str | None]:
-    """version number -> its rule list as stored (text; None when the column is empty)."""
-    q = select(ModelVersion.version, cast(ModelVersion.rule_list, Text)).where(
+    """version number -> the seal its stored rule list and text give (None: the rule list does not read)."""
+    q = select(ModelVersion.version, cast(ModelVersion.rule_list, Text), ModelVersion.text).where(
         ModelVersion.registered_model_id == model_id
     )
-    return {int(v): stored for v, stored in session.execute(q).all()}
+    return {int(v): _stored_sha256(stored, text) for v, stored, text in session.execute(q).all()}
 
 
-def _stored_sha256(stored: str | None) -> str | None:
-    """The seal a stored rule list gives (None: it is no JSON object, or repeats a key)."""
+def _stored_sha256(stored: str | None, text: Any) -> str | None:
+    """The seal a stored rule list (JSON text) and text give (None: the list is no JSON object, or repeats a key)."""
     try:
         document = json.loads(stored or "", object_pairs_hook=audit_read.unique_keys)
     except ValueError:
         return None
-    return registry_chain.rule_list_sha256(document) if isinstance(document, dict) else None
+    return registry_chain.version_sha256(document, text) if isinstance(document, dict) else None
 
 
 def content_break(events: list[dict[str, Any]], contents: dict[int, str | None]) -> ChainBreak | None:
@@ -215,8 +215,8 @@ def content_break(events: list[dict[str, Any]], contents: dict[int, str | None])
         sealed, version = e.get("content_sha256"), e["to_version"]
         if e["action"] != "version_created" or sealed is None or version not in contents:
             continue
-        if _stored_sha256(contents[version]) != sealed:
-            msg = f"version {version}'s rule list is not the one its event (seq {e['seq']}) sealed"
+        if contents[version] != sealed:
+            msg = f"version {version}'s rule list or text is not the one its event (seq {e['seq']}) sealed"
             return ChainBreak("version_content_mismatch", msg, None, e["seq"])
     return None
 

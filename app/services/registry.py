@@ -294,7 +294,7 @@ def add_version(
         "version_created",
         registry_events.Actor(api_key_id, job_id),
         to_version=mv.version,
-        content_sha256=registry_chain.rule_list_sha256(mv.rule_list),
+        content_sha256=registry_chain.version_sha256(mv.rule_list, mv.text),
     )
     session.flush()
     return mv

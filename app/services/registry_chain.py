@@ -47,9 +47,11 @@ def canonical_event(row: Mapping[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def rule_list_sha256(document: Any) -> str:
-    """SHA-256 (hex) of a rule-list document's canonical JSON (sorted keys, compact, ASCII): what a version seals."""
-    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def version_sha256(document: Any, text: Any) -> str:
+    """What a version seals: the SHA-256 (hex) of the canonical JSON (sorted keys, compact, ASCII) of
+    `{"rule_list": <its rule-list document>, "text": <its rules as text>}` (what decides, and what people read)."""
+    body = json.dumps({"rule_list": document, "text": text}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def event_hash(row: Mapping[str, Any]) -> str:
@@ -71,5 +73,5 @@ __all__ = [
     "canonical_event",
     "event_hash",
     "link_event",
-    "rule_list_sha256",
+    "version_sha256",
 ]

@@ -26,14 +26,21 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     """Apply."""
     if op.get_bind().dialect.name == "sqlite":
-        # in place: a batch rebuild would drop the table's append-only triggers
-        op.execute("ALTER TABLE registry_events ADD COLUMN content_sha256 VARCHAR(64)")
+        op.execute("ALTER TABLE registry_events ADD COLUMN content_sha256 VARCHAR(64)")  # in place, no rebuild
     else:
         op.add_column("registry_events", sa.Column("content_sha256", sa.String(length=64), nullable=True))
 
 
 def downgrade() -> None:
-    """Revert (the seals recorded meanwhile are dropped, and with them those events' hashes no longer verify)."""
+    """Revert, only while no event carries a seal: dropping seals would leave those events' hashes unverifiable
+    (the chain would read as tampered with), so a database with sealed versions stays at 0009."""
+    sealed = op.get_bind().execute(sa.text("SELECT COUNT(*) FROM registry_events WHERE content_sha256 IS NOT NULL"))
+    n = sealed.scalar_one()
+    if n:
+        raise RuntimeError(
+            f"{n} registry event(s) carry a version seal: going below 0009 would break their hash chain; "
+            "keep this schema (older releases serve on it) instead"
+        )
     if op.get_bind().dialect.name == "sqlite":
         op.execute("ALTER TABLE registry_events DROP COLUMN content_sha256")
     else:

@@ -142,7 +142,7 @@ def _exit_message(argv: list[str]) -> str:
     return e.value.code
 
 
-def test_database_errors_are_one_line(env, closed_port, monkeypatch) -> None:
+def test_database_errors_are_one_line(env, closed_port, monkeypatch, capsys) -> None:
     """An unmigrated or unreachable database is a one-line message naming it (password hidden), not a traceback;
     an error that is not the database's keeps its traceback."""
     assert "is not migrated (no such table: jobs): run `neurules-admin migrate`" in _exit_message(["reap"])
@@ -152,7 +152,9 @@ def test_database_errors_are_one_line(env, closed_port, monkeypatch) -> None:
         msg = _exit_message(argv)
         assert msg.startswith(f"neurules-admin: cannot reach the database at {url.replace('s3cret', '***')}: ")
         assert "refused" in msg and "s3cret" not in msg
-    assert "cannot reach the database" in _exit_message(["verify-audit"])
+    with pytest.raises(SystemExit) as verify:  # nothing checked: 2, not the 1 of a broken chain
+        main(["verify-audit"])
+    assert verify.value.code == 2 and "cannot reach the database" in capsys.readouterr().err
     monkeypatch.setenv("NEURULES_MIGRATION_DATABASE_URL", url.replace("app:s3cret", "owner"))
     assert "cannot reach the database at postgresql+psycopg://owner@" in _exit_message(["migrate"])
 
@@ -194,10 +196,13 @@ def test_verify_audit_never_passes_a_database_that_is_not_there(env, capsys, tmp
     other = tmp_path / "other.sqlite3"
     with sqlite3.connect(other) as c:
         c.execute("CREATE TABLE notes (x)")
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "neurules.sqlite3").write_text("hello world, not a database\n" * 100)
     for setup, expected in (
         ({"NEURULES_DATA_DIR": str(tmp_path / "typo")}, "no database at"),
         ({"NEURULES_DATA_DIR": str(tmp_path / "empty")}, "is empty"),
         ({"NEURULES_DATABASE_URL": f"sqlite:///{other}"}, "holds no NeuRules schema"),
+        ({"NEURULES_DATA_DIR": str(tmp_path / "text")}, "cannot be read as a database"),  # exit 1 before
     ):
         for k, v in setup.items():
             monkeypatch.setenv(k, v)
@@ -207,8 +212,9 @@ def test_verify_audit_never_passes_a_database_that_is_not_there(env, capsys, tmp
         monkeypatch.delenv("NEURULES_DATABASE_URL", raising=False)
     assert not (tmp_path / "typo").exists()
     assert (tmp_path / "empty" / "neurules.sqlite3").stat().st_size == 0
-    with sqlite3.connect(other) as c:
+    with sqlite3.connect(other) as c:  # left as it was: not switched to WAL mode either (the service's engine did)
         assert [r[0] for r in c.execute("SELECT name FROM sqlite_master")] == ["notes"]
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     monkeypatch.setenv("NEURULES_DATA_DIR", str(tmp_path / "var"))
     main(["create-tenant", "acme"])  # a real one: checked, exit 0
     with pytest.raises(SystemExit) as verify:

@@ -394,3 +394,27 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
         (3, None, 2, None),
         (4, "production", 1, None),  # the alias no event named
     ]
+
+
+def test_a_downgrade_below_0009_is_refused_while_a_version_is_sealed(tmp_path) -> None:
+    """Dropping the seal column would leave the sealed events' hashes unverifiable: the chain would read as changed
+    (a reviewer downgraded and upgraded again: content_hash_mismatch at seq 1 for good)."""
+    from alembic import command
+
+    from app.db import Database
+    from app.services import registry, tenants
+    from tests.conftest import rule_list_doc
+
+    url = f"sqlite:///{tmp_path / 'seal.sqlite3'}"
+    migrate(url)
+    _alembic(url, command.downgrade, "0008")  # nothing sealed yet: down and up again freely
+    migrate(url)
+    db = Database(url)
+    with db.session() as s:
+        tenant = tenants.create_tenant(s, "acme")
+        registry.add_version(s, tenant_id=tenant.id, name="risk", document=rule_list_doc(), metrics={}, provenance={})
+        s.commit()
+    db.dispose()
+    with pytest.raises(RuntimeError, match="1 registry event\\(s\\) carry a version seal"):
+        _alembic(url, command.downgrade, "0008")
+    assert _diff(url) == []  # nothing changed

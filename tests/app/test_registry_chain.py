@@ -202,7 +202,8 @@ def test_a_versions_rule_list_is_sealed_in_its_chain(api: Api, doc) -> None:
     for version in (1, 2):
         got = api.client.get(f"/v1/models/risk@{version}", headers=api.h())
         assert got.status_code == 200, got.text
-        assert created[version]["content_sha256"] == registry_chain.rule_list_sha256(got.json()["rule_list"])
+        body = got.json()
+        assert created[version]["content_sha256"] == registry_chain.version_sha256(body["rule_list"], body["text"])
     alias_events = [e for e in r.json()["items"] if e["action"] != "version_created"]
     assert alias_events and all(e["content_sha256"] is None for e in alias_events)
     assert _registry(api)["intact"]
@@ -230,3 +231,12 @@ def test_an_event_without_a_seal_hashes_as_before() -> None:
     ).hexdigest()
     assert registry_chain.event_hash({**row, "content_sha256": None}) == before == registry_chain.event_hash(row)
     assert registry_chain.event_hash({**row, "content_sha256": "b" * 64}) != before
+
+
+def test_a_versions_text_is_sealed_too(api: Api, doc) -> None:
+    """The rules as text are what a reviewer reads: changed in the database, the version reads otherwise than it
+    decides, and the seal says so."""
+    _history(api, doc)
+    _run(api, "UPDATE model_versions SET text = 'if true then risk = low' WHERE version = 1")
+    brk = _registry(api)["registry_events"]["first_break"]
+    assert brk["kind"] == "version_content_mismatch" and "version 1" in brk["message"], brk
