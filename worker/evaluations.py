@@ -22,6 +22,7 @@ from app.services import evaluations
 from app.services.errors import DomainError
 from app.services.evaluations import StoredResult
 from app.services.lost_messages import Resend
+from app.services.training_overlap import NoTrainingFile, TrainingFile
 from app.settings import Settings
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion
@@ -51,6 +52,7 @@ class EvaluationInputs:
     data: bytes
     target: str
     slice_by: str | None
+    training: TrainingFile | NoTrainingFile
 
 
 def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
@@ -64,7 +66,8 @@ def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
         if ds is None or ds.tenant_id != row.tenant_id:
             raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored")
         data = DatabaseBlobStore(s).get(ds.blob_key)
-        return EvaluationInputs(RuleList.from_dict(mv.rule_list), data, row.target, row.slice_by)
+        training = evaluations.training_file(s, mv)
+        return EvaluationInputs(RuleList.from_dict(mv.rule_list), data, row.target, row.slice_by, training)
 
 
 def _beat(db: Database, evaluation_id: str, worker_id: str, progress: float | None = None) -> bool:
@@ -81,7 +84,9 @@ def _score(db: Database, settings: Settings, evaluation_id: str, worker_id: str)
         offline.run(partial(_beat, db, evaluation_id, worker_id, p))
 
     with Beat(partial(_beat, db, evaluation_id, worker_id), settings.heartbeat_interval_s, f"beat-{evaluation_id}"):
-        result = evaluations.score_file(inputs.rule_list, inputs.data, inputs.target, inputs.slice_by, progress)
+        result = evaluations.score_file(
+            inputs.rule_list, inputs.data, inputs.target, inputs.slice_by, inputs.training, progress
+        )
     return StoredResult.of(result)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,6 +120,23 @@ class Slices(BaseModel):
     groups: list[SliceGroup]
 
 
+class TrainingOverlap(BaseModel):
+    """How many scored rows are rows the version was trained on (same feature values as the model reads
+    them, same label) in its training file (`provenance.dataset_id`): found for a file cut from the training
+    file, whose SHA-256 differs. Figures on such rows measure fit, not how the version does on new data."""
+
+    training_dataset_id: str | None = Field(description="the training file's dataset (null: none on record)")
+    rows: int | None = Field(description="scored rows equal to a labelled row of the training file (null: unchecked)")
+    training_rows: int | None = Field(description="labelled rows in the training file (null: unchecked)")
+    unchecked_reason: Literal["no_training_file", "training_dataset_deleted", "training_file_unreadable"] | None = (
+        Field(
+            description="why it was not checked: the version was imported (no training file on record), its "
+            "training dataset was deleted before this evaluation, or that file no longer reads as the model's "
+            "columns (null: checked)"
+        )
+    )
+
+
 class EvaluationSummary(BaseModel):
     """An evaluation without its per-rule, slice and calibration blocks (list entries)."""
 
@@ -149,6 +166,9 @@ class EvaluationSummary(BaseModel):
     classes: list[Label] | None
     metrics: MetricsBlock | None
     confusion_matrix: LabelMatrix | None
+    training_overlap: TrainingOverlap | None = Field(
+        description="rows of the scored file the version was trained on (null: scored before this was checked)"
+    )
 
 
 class EvaluationPublic(EvaluationSummary):
@@ -168,7 +188,7 @@ class EvaluationList(BaseModel):
     offset: int
 
 
-SUMMARY_KEYS = ("excluded", "unseen_categories", "classes", "metrics", "confusion_matrix")
+SUMMARY_KEYS = ("excluded", "unseen_categories", "classes", "metrics", "confusion_matrix", "training_overlap")
 DETAIL_KEYS = ("calibration", "rules", "slices")
 
 

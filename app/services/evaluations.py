@@ -21,6 +21,13 @@ from app.services.evaluation import Progress, evaluate_table, require_column, re
 from app.services.job_states import JobState
 from app.services.jobs import JobQueue, send_or_undo
 from app.services.paging import Page, page_of_scalars
+from app.services.training_overlap import (
+    NO_TRAINING_FILE,
+    TRAINING_DATASET_DELETED,
+    NoTrainingFile,
+    TrainingFile,
+    training_overlap,
+)
 from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion, new_id, utcnow
 from models.rulelist import RuleList
@@ -60,12 +67,31 @@ def check_columns(rule_list: RuleList, header: Sequence[str], target: str, slice
     typed_records(rule_list, table)
 
 
+def training_file(session: Session, mv: ModelVersion) -> TrainingFile | NoTrainingFile:
+    """The version's training file from its provenance, or why there is none to compare with."""
+    provenance = mv.provenance if isinstance(mv.provenance, dict) else {}
+    dataset_id, target = provenance.get("dataset_id"), provenance.get("target")
+    if not isinstance(dataset_id, str) or not isinstance(target, str):
+        return NoTrainingFile(None, NO_TRAINING_FILE)
+    ds = session.get(Dataset, dataset_id)
+    if ds is None or ds.tenant_id != mv.tenant_id:
+        return NoTrainingFile(dataset_id, TRAINING_DATASET_DELETED)
+    return TrainingFile(ds.id, DatabaseBlobStore(session).get(ds.blob_key), target)
+
+
 def score_file(
-    rule_list: RuleList, data: bytes, target: str, slice_by: str | None, progress: Progress | None = None
+    rule_list: RuleList,
+    data: bytes,
+    target: str,
+    slice_by: str | None,
+    training: TrainingFile | NoTrainingFile,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Parse the stored CSV and score the rule list on it (the result body of an evaluation)."""
+    """Parse the stored CSV and score the rule list on it (the result body of an evaluation), with how many of
+    its rows the version was trained on."""
     table = parse_csv(data, keep_text=categorical_names(rule_list))
-    return evaluate_table(rule_list, table, target, slice_by=slice_by, progress=progress)
+    result = evaluate_table(rule_list, table, target, slice_by=slice_by, progress=progress)
+    return {**result, "training_overlap": training_overlap(rule_list, table, target, training)}
 
 
 @dataclass(frozen=True)
@@ -110,7 +136,8 @@ def create_evaluation(
     check_columns(rule_list, [c["name"] for c in ds.columns], target, req.slice_by)
     row = _new_row(tenant_id, mv, ds, target, req.slice_by)
     if ds.n_rows <= sync_max_rows:
-        result = score_file(rule_list, DatabaseBlobStore(session).get(ds.blob_key), target, req.slice_by)
+        data = DatabaseBlobStore(session).get(ds.blob_key)
+        result = score_file(rule_list, data, target, req.slice_by, training_file(session, mv))
         now = utcnow()
         stored = StoredResult.of(result)
         row.state, row.progress, row.started_at, row.finished_at = JobState.SUCCEEDED, 1.0, now, now
@@ -160,5 +187,6 @@ __all__ = [
     "get_evaluation",
     "list_evaluations",
     "score_file",
+    "training_file",
     "version_of",
 ]

@@ -299,6 +299,7 @@ def test_a_semicolon_file_keeps_a_categorical_level_with_a_comma() -> None:
     """An evaluation reads `1,5` in a categorical column as that level (it was read as `1.5`, which no rule
     names), and the numeric column's decimal commas as numbers."""
     from app.services.evaluations import score_file
+    from app.services.training_overlap import NO_TRAINING_FILE, NoTrainingFile
     from tests.conftest import rule_list_doc
 
     doc = rule_list_doc()
@@ -306,5 +307,5 @@ def test_a_semicolon_file_keeps_a_categorical_level_with_a_comma() -> None:
     doc["rules"][0]["conditions"][1]["values"] = ["1,5"]
     rl = RuleList.from_dict(doc)
     data = b"age;income;smoker;risk\n70,5;50,5;1,5;high\n70,5;5,5;2,5;low\n30;50,5;2,5;high\n"
-    out = score_file(rl, data, "risk", None)
+    out = score_file(rl, data, "risk", None, NoTrainingFile(None, NO_TRAINING_FILE))
     assert [r["n"] for r in out["rules"]] == [1, 1, 1]  # rules 1, 2 and the default each decide one row

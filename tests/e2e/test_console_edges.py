@@ -320,6 +320,18 @@ def _three_class_rows() -> tuple[list[str], list[list[str]]]:
     ]
 
 
+def _rows_also_in(header: list[str], training: list[list[str]], rows: list[list[str]]) -> int:
+    """How many rows equal a training row in every column (numbers compared as numbers), counted here apart from
+    the service's own check."""
+    assert header[-1] == "rate"
+
+    def key(r: list[str]) -> tuple[Any, ...]:
+        return (*(float(v) for v in r[:-1]), r[-1])
+
+    seen = {key(r) for r in training}
+    return sum(key(r) in seen for r in rows)
+
+
 def test_three_classes_a_failed_background_evaluation_and_a_file_too_large_to_compare(
     tab: Tab, console: Console
 ) -> None:
@@ -349,7 +361,32 @@ def test_three_classes_a_failed_background_evaluation_and_a_file_too_large_to_co
     expect(page.get_by_text("top-class probability against accuracy").first).to_be_visible()
     expect(page.locator("table:has(caption:text-is('Per class')) tbody tr")).to_have_count(3)
     expect(page.get_by_text("Not held out:")).to_have_count(0)
+    also = _rows_also_in(header, rows[:200], rows[200:])
+    expect(page.locator("dd", has_text=f"{also} of {ev['n_rows']} (")).to_be_visible()
     shot(tab, "29-three-class-evaluation")
+
+    # a file cut from the training rows and new ones (another SHA-256): the page says how many rows it trained on
+    cut = upload_csv(console, "rate-cut", header, rows[150:250])
+    r = console.api.post("/v1/models/rate@1/evaluations", json={"dataset_id": cut["id"]})
+    assert r.status_code == 201, r.text
+    page.goto(_url(console, f"evaluations/{r.json()['id']}"))
+    shared = _rows_also_in(header, rows[:200], rows[150:250])
+    assert shared >= 50 and r.json()["training_overlap"]["rows"] == shared
+    expect(page.get_by_text("Partly not held out:")).to_be_visible()
+    expect(page.get_by_text(f"{shared} of the {r.json()['n_rows']} scored rows")).to_be_visible()
+    shot(tab, "29-partly-held-out")
+    expect(page.get_by_role("link", name="the version's training file")).to_have_attribute(
+        "href", f"#/datasets/{train['id']}"
+    )
+    page.goto(_url(console, "models/rate/1"))  # per-rule accuracy from that evaluation says so too
+    expect(page.get_by_text(f"{shared} of them are also rows of the training file")).to_be_visible()
+    # a file of training rows only is not held out: its per-rule figures are not used as held-out ones
+    only = upload_csv(console, "rate-train-part", header, rows[:40])
+    assert console.api.post("/v1/models/rate@1/evaluations", json={"dataset_id": only["id"]}).status_code == 201
+    page.goto(_url(console, "models/rate"))
+    page.goto(_url(console, "models/rate/1"))
+    expect(page.get_by_text("scored the training file itself or only its rows")).to_be_visible()
+    expect(page.get_by_text(f"{shared} of them are also rows of the training file")).to_be_visible()
 
     # try a record: three class bars with the decision
     page.goto(_url(console, "models/rate/1/try"))

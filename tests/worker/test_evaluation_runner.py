@@ -11,6 +11,7 @@ import pytest
 
 from app.services import evaluation_runs as runs
 from app.services.evaluations import score_file
+from app.services.training_overlap import NO_TRAINING_FILE, NoTrainingFile
 from app.tables import Evaluation, utcnow
 from models.rulelist import RuleList
 from tests.app.governance_helpers import csv_bytes, evaluate, labelled_rows, upload
@@ -49,8 +50,10 @@ def test_worker_scores_a_queued_evaluation_like_the_request_does(bg_api, doc) ->
     assert ev["state"] == "succeeded" and ev["progress"] == 1.0 and ev["finished_at"]
     assert ev["n_rows"] == 120 and sum(r["n"] for r in ev["rules"]) == 120 and ev["slices"]["column"] == "region"
     # the blocks the request path would have stored for the same file
-    direct = score_file(RuleList.from_dict(doc), csv_bytes(labelled_rows(120, seed=5)), "risk", "region")
-    for key in ("n_rows", "excluded", "metrics", "confusion_matrix", "calibration", "rules", "slices"):
+    data, imported = csv_bytes(labelled_rows(120, seed=5)), NoTrainingFile(None, NO_TRAINING_FILE)
+    direct = score_file(RuleList.from_dict(doc), data, "risk", "region", imported)
+    keys = ("n_rows", "excluded", "metrics", "confusion_matrix", "calibration", "rules", "slices", "training_overlap")
+    for key in keys:
         assert json.loads(json.dumps(direct[key])) == ev[key], key
     assert _row(api, ev_id).attempts == 1
     # a redelivered message for a finished evaluation does nothing

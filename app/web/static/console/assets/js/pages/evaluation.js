@@ -89,10 +89,34 @@ function trainingFileNotice(onTraining) {
   return notice("warning", h("strong", { text: "Not held out: " }), "this file is the one the version was trained on (same SHA-256), so these figures include rows it learned from and flatter it. Evaluate on a file it never saw.");
 }
 
+const UNCHECKED = {
+  no_training_file: "not checked: the version was imported, no training file on record",
+  training_dataset_deleted: "not checked: the training dataset was deleted before this evaluation",
+  training_file_unreadable: "not checked: the training file no longer reads as the model's columns",
+};
+
+/** How many scored rows are also rows of the training file (checked by value by the service), as a fact. */
+function overlapFact(o, n) {
+  if (!o) return null; // scored before the service checked this
+  const label = "Rows also in the training file";
+  if (o.rows === null) return [label, h("span", { class: "muted", text: UNCHECKED[o.unchecked_reason] || "not checked" })];
+  return [label, n ? `${fmt(o.rows)} of ${fmt(n)} (${pct(o.rows / n)})` : fmt(o.rows)];
+}
+
+/** A warning when scored rows are rows of the training file although the file differs from it (a file cut from it). */
+function overlapNotice(o, n, onTraining) {
+  if (onTraining === true || !o || !o.rows || !n) return null; // the same file has its own warning
+  const all = o.rows >= n;
+  const file = o.training_dataset_id ? h("a", { href: `#/datasets/${seg(o.training_dataset_id)}`, text: "the version's training file" }) : "the version's training file";
+  const share = all ? `Every scored row (${fmt(n)}) is also a row of ` : `${fmt(o.rows)} of the ${fmt(n)} scored rows (${pct(o.rows / n)}) are also rows of `;
+  const effect = all ? "these figures measure fit, not how it does on new data" : "these figures partly measure fit and flatter it";
+  return notice("warning", h("strong", { text: all ? "Not held out: " : "Partly not held out: " }), share, file, ` (the same inputs and label), so ${effect}. Evaluate on rows it never saw.`);
+}
+
 function body(ev, ds, onTraining) {
   const m = ev.metrics;
   return [
-    section("Summary", trainingFileNotice(onTraining), facts([["State", badge(ev.state)], ["Dataset", ds ? h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }) : h("span", { class: "muted", text: `${ev.dataset_id} (deleted)` })], ["File SHA-256", ev.dataset_sha256 ? h("code", { class: "hash", text: ev.dataset_sha256 }) : "—"], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], ["Finished", when(ev.finished_at)]]), excludedView(ev)),
+    section("Summary", trainingFileNotice(onTraining), overlapNotice(ev.training_overlap, ev.n_rows, onTraining), facts([["State", badge(ev.state)], ["Dataset", ds ? h("a", { href: `#/datasets/${seg(ds.id)}`, text: ds.name }) : h("span", { class: "muted", text: `${ev.dataset_id} (deleted)` })], ["File SHA-256", ev.dataset_sha256 ? h("code", { class: "hash", text: ev.dataset_sha256 }) : "—"], ["Target", h("code", { text: ev.target })], ["Rows in the file", ev.n_rows_in_file], ["Rows scored", ev.n_rows], overlapFact(ev.training_overlap, ev.n_rows), ["Finished", when(ev.finished_at)]].filter(Boolean)), excludedView(ev)),
     section("Metrics", metricFacts(m, ev.classes || []), perClass(m)),
     section("Confusion matrix and calibration", h("div", { class: "chart-row" }, heatTable({ caption: "Confusion matrix (rows: true class, columns: predicted class; % of the row)", labels: ev.confusion_matrix.labels, matrix: ev.confusion_matrix.matrix, rowTitle: "true", colTitle: "predicted" }), ev.calibration ? reliabilityDiagram(ev.calibration) : null)),
     section("Rules on these rows", shareBars({ title: "Share of rows each rule decided: evaluation against training", items: ev.rules.map((r) => ({ label: r.rule_id === 0 ? "default" : `rule ${r.rule_id}`, title: r.rule_text, a: r.share, b: r.training_share })), aLabel: "evaluation", bLabel: "training" }), rulesTable(ev.rules)),

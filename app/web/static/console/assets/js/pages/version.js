@@ -8,8 +8,15 @@ import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 import { liveAlias } from "./models.js";
 
-/** Whether an evaluation scored the file the version was trained on (same SHA-256): null when that cannot be told. */
+/** Whether every scored row is also a row of the training file (the service checks by value; a file cut from it). */
+const allTrainingRows = (ev) => ev.training_overlap?.rows > 0 && ev.training_overlap.rows >= ev.n_rows;
+
+/**
+ * Whether an evaluation scored the file the version was trained on (same SHA-256) or only rows of it: null when that
+ * cannot be told.
+ */
 async function isTrainingFile(ev, mv) {
+  if (allTrainingRows(ev)) return true;
   const trained = mv.provenance?.dataset_sha256;
   if (!trained) return null;
   if (ev.dataset_sha256) return ev.dataset_sha256 === trained; // kept with the evaluation, even once the dataset is deleted
@@ -58,7 +65,7 @@ function perRule({ map, skipped }, note) {
 
 /**
  * The newest succeeded evaluation (of `items`, newest first) on a file other than the training file (or one where that
- * cannot be told), and the newest that scored the training file itself.
+ * cannot be told), and the newest that scored the training file itself or only its rows.
  */
 async function pickEvaluations(items, version) {
   let onTrainingFile = null;
@@ -85,20 +92,21 @@ async function heldoutByRule(ref, version) {
   }
   const { held, unknown, onTrainingFile } = picked;
   const link = (e, text) => h("a", { href: `#/evaluations/${seg(e.id)}`, text });
-  const skippedNewer = onTrainingFile ? h("span", {}, "; ", link(onTrainingFile, "a newer evaluation"), " scored the training file itself, so it is not used") : null;
+  const skippedNewer = onTrainingFile ? h("span", {}, "; ", link(onTrainingFile, "a newer evaluation"), " scored the training file itself or only its rows, so it is not used") : null;
   if (held) {
     const ev = await get(`/v1/evaluations/${seg(held.id)}`);
     const evLink = link(held, onTrainingFile ? "the latest evaluation on a file other than the training file" : "the latest evaluation");
-    return perRule(byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${unknown ? "; whether the file was used in training is unknown" : ""})`, skippedNewer, "."));
+    const shared = ev.training_overlap?.rows > 0 ? `; ${fmt(ev.training_overlap.rows)} of them are also rows of the training file` : "";
+    return perRule(byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${unknown ? "; whether the file was used in training is unknown" : ""}${shared})`, skippedNewer, "."));
   }
   if (split) {
-    const why = onTrainingFile ? h("span", {}, " (", link(onTrainingFile, "the latest evaluation"), " scored the training file itself, so it is not held out)") : null;
+    const why = onTrainingFile ? h("span", {}, " (", link(onTrainingFile, "the latest evaluation"), " scored the training file itself or only its rows, so it is not held out)") : null;
     const rows = isNumber(split.n_rows) ? `${fmt(split.n_rows)} rows` : "rows";
     return perRule(byRule(split.rules, "held-out split of training"), h("p", { class: "muted small" }, `Held-out accuracy per rule from the ${rows} training held out`, why, ". Run an evaluation on a file it never saw for more."));
   }
   if (onTrainingFile) {
     const ev = await get(`/v1/evaluations/${seg(onTrainingFile.id)}`);
-    return perRule(byRule(ev.rules, "training file (not held out)"), notice("warning", "Per-rule accuracy below is from ", link(onTrainingFile, "the latest evaluation"), ", which scored the training file itself: it is not held out and flatters the rules. Evaluate on a file the version never saw."));
+    return perRule(byRule(ev.rules, "training file (not held out)"), notice("warning", "Per-rule accuracy below is from ", link(onTrainingFile, "the latest evaluation"), ", which scored the training file or only rows of it: it is not held out and flatters the rules. Evaluate on a file the version never saw."));
   }
   return { map: new Map(), note: notice("info", "No evaluation of this version yet: run one below to see each rule's accuracy on data it never saw.") };
 }

@@ -1,0 +1,145 @@
+"""Rows of an evaluation file that the version was trained on: found by value (a subset of the training file,
+re-ordered, with columns added or numbers written otherwise), never by a label or feature that differs; and
+through the API, on both backends, for a version trained by the job runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.services.csvdata import parse_csv
+from app.services.training_overlap import (
+    NO_TRAINING_FILE,
+    TRAINING_DATASET_DELETED,
+    TRAINING_FILE_UNREADABLE,
+    NoTrainingFile,
+    TrainingFile,
+    training_overlap,
+)
+from models.rulelist import RuleList
+from tests.app.governance_helpers import csv_bytes, evaluate, labelled_rows, upload
+from tests.conftest import make_api, rule_list_doc
+from tests.worker.test_job_runner import CSV as TOY_CSV
+from tests.worker.test_job_runner import make_job, trainer
+from worker.evaluations import run_evaluation
+from worker.tasks import run_job
+
+TRAIN = labelled_rows(200, seed=11)
+RL = RuleList.from_dict(rule_list_doc())
+
+
+def _overlap(rows: list[list[Any]], header: list[str] | None = None, target: str = "risk") -> dict[str, Any]:
+    table = parse_csv(csv_bytes(rows, header) if header else csv_bytes(rows))
+    return training_overlap(RL, table, target, TrainingFile("ds_train", csv_bytes(TRAIN), "risk"))
+
+
+def test_a_subset_of_the_training_file_is_found_row_by_row() -> None:
+    out = _overlap(TRAIN[:50])
+    assert out == {"training_dataset_id": "ds_train", "rows": 50, "training_rows": 200, "unchecked_reason": None}
+
+
+def test_new_rows_and_rows_that_differ_in_a_feature_or_the_label_are_not_counted() -> None:
+    fresh = [[19, 150 + i, "no", "north", "low"] for i in range(30)]  # ages and incomes training never had
+    flipped = [[*r[:4], "low" if r[4] == "high" else "high"] for r in TRAIN[:10]]
+    nudged = [[r[0], r[1] + 0.5, *r[2:]] for r in TRAIN[10:20]]
+    assert _overlap(fresh + flipped + nudged)["rows"] == 0
+    assert _overlap(fresh + TRAIN[:7])["rows"] == 7
+
+
+def test_rows_match_as_the_model_reads_them_whatever_the_layout() -> None:
+    """Columns re-ordered, a column the model does not read changed, another added, numbers written as 61.0,
+    a label column of another name: the same decision inputs and label are the same row."""
+    header = ["note", "label", "smoker", "income", "age", "region"]
+    rows = [[f"n{i}", r[4], r[2], f"{float(r[1]):.1f}", f"{float(r[0]):.1f}", "west"] for i, r in enumerate(TRAIN[:25])]
+    assert _overlap(rows, header, target="label")["rows"] == 25
+
+
+def test_missing_values_match_missing_values_and_unlabelled_rows_never_count() -> None:
+    train = [[None, 40, None, "north", "low"], [30, 40, "yes", "north", None]]
+    data = TrainingFile("ds_train", csv_bytes(train), "risk")
+    table = parse_csv(csv_bytes([[None, 40, None, "south", "low"], [30, 40, "yes", "north", None]]))
+    out = training_overlap(RL, table, "risk", data)
+    assert (out["rows"], out["training_rows"]) == (1, 1)
+
+
+def test_without_a_training_file_the_block_says_why() -> None:
+    table = parse_csv(csv_bytes(TRAIN[:5]))
+    assert training_overlap(RL, table, "risk", NoTrainingFile(None, NO_TRAINING_FILE)) == {
+        "training_dataset_id": None,
+        "rows": None,
+        "training_rows": None,
+        "unchecked_reason": NO_TRAINING_FILE,
+    }
+    no_label = TrainingFile("ds_train", csv_bytes(TRAIN), "outcome")  # provenance names a column it lacks
+    assert training_overlap(RL, table, "risk", no_label)["unchecked_reason"] == TRAINING_FILE_UNREADABLE
+    bad = TrainingFile("ds_train", b"age,income,smoker,risk\nold,1,yes,low\n", "risk")
+    assert training_overlap(RL, table, "risk", bad)["unchecked_reason"] == TRAINING_FILE_UNREADABLE
+
+
+# --- through the API: a version trained by the job runner on TOY_CSV (x, color, target; 60 rows) -------------
+
+TOY_ROWS = [line.split(",") for line in TOY_CSV.decode().splitlines()[1:]]
+
+
+def _toy(rows: list[list[str]], header: str = "x,color,target") -> bytes:
+    return (header + "\n" + "".join(",".join(r) + "\n" for r in rows)).encode()
+
+
+def _trained(api: Any) -> str:
+    jid = make_job(api)
+    st = api.app.state.service
+    assert run_job(st.db, st.settings, jid, trainer=trainer()) == "succeeded"
+    return str(api.client.get(f"/v1/jobs/{jid}", headers=api.h()).json()["model_version_id"])
+
+
+def test_an_evaluation_on_rows_cut_from_the_training_file_says_how_many(api) -> None:
+    version = _trained(api)
+    part = upload(api, _toy(TOY_ROWS[:20] + [[str(100 + i), "red", "1"] for i in range(5)]), name="part.csv")
+    ev = evaluate(api, version, dataset_id=part["id"]).json()
+    trained_on = api.client.get(f"/v1/models/{version}", headers=api.h()).json()["provenance"]["dataset_id"]
+    assert ev["training_overlap"] == {
+        "training_dataset_id": trained_on,
+        "rows": 20,
+        "training_rows": 60,
+        "unchecked_reason": None,
+    }
+    assert ev["n_rows"] == 25
+    listed = api.client.get(f"/v1/models/{version}/evaluations", headers=api.h()).json()["items"]
+    assert listed[0]["training_overlap"]["rows"] == 20
+    # once the training file is deleted, a new evaluation says it could not check; the stored one keeps its count
+    assert api.client.delete(f"/v1/datasets/{trained_on}", headers=api.h()).status_code == 204
+    again = evaluate(api, version, dataset_id=part["id"]).json()["training_overlap"]
+    assert again == {
+        "training_dataset_id": trained_on,
+        "rows": None,
+        "training_rows": None,
+        "unchecked_reason": TRAINING_DATASET_DELETED,
+    }
+    kept = api.client.get(f"/v1/evaluations/{ev['id']}", headers=api.h()).json()["training_overlap"]
+    assert kept["rows"] == 20
+
+
+def test_an_imported_version_has_no_training_file_to_check(api, doc) -> None:
+    v = api.import_model(doc)
+    ds = upload(api, csv_bytes(labelled_rows(20)))
+    ev = evaluate(api, v["id"], dataset_id=ds["id"]).json()
+    assert ev["training_overlap"]["unchecked_reason"] == NO_TRAINING_FILE and ev["training_overlap"]["rows"] is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def test_a_background_evaluation_checks_the_training_file_too(backend, request, tmp_path) -> None:
+    pg_url = request.getfixturevalue("pg_database") if backend == "postgresql" else None
+    gen = make_api(tmp_path, backend, pg_url, evaluation_sync_max_rows=0)
+    api = next(gen)
+    try:
+        version = _trained(api)
+        part = upload(api, _toy(TOY_ROWS[30:42]), name="part.csv")
+        r = evaluate(api, version, dataset_id=part["id"])
+        assert r.status_code == 202, r.text
+        st = api.app.state.service
+        assert run_evaluation(st.db, st.settings, r.json()["id"], worker="w") == "succeeded"
+        ev = api.client.get(f"/v1/evaluations/{r.json()['id']}", headers=api.h()).json()
+        assert (ev["training_overlap"]["rows"], ev["training_overlap"]["training_rows"]) == (12, 60)
+    finally:
+        gen.close()
