@@ -1,8 +1,10 @@
 """Rows of an evaluation file that its version was trained on (pure): a row whose feature values, as the model
 reads them, and label equal a labelled row of the version's training file (`provenance.dataset_id`).
 
-Such rows make an evaluation flatter the version. Comparing SHA-256s finds only the training file itself; a
-file cut from it (a subset, the same rows re-ordered or with columns added) has another digest and shares rows.
+Such rows make an evaluation flatter the version. Comparing SHA-256s finds only the training file itself; a file
+cut from it (a subset, the same rows re-ordered or with columns added) has another digest and shares rows. Rows are
+compared by a 64-bit hash of those values (Python's `hash`, within one process): two different rows collide with
+odds near 2**-64 a pair.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from app.services.csvdata import CSVError, Table, categorical_names, parse_csv
 from app.services.evaluation import label_key, served
 from app.services.serving import RecordError, table_columns
 from models.rulelist import RuleList
-
-RowKey = tuple[Hashable, ...]
 
 NO_TRAINING_FILE = "no_training_file"  # imported, or trained before provenance named its dataset
 TRAINING_DATASET_DELETED = "training_dataset_deleted"
@@ -46,12 +48,14 @@ def _value(v: Any) -> Hashable:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def row_keys(rule_list: RuleList, table: Table, target: str) -> list[RowKey | None]:
-    """Per row: the model's feature values and the label's key; None for a row without a label."""
+def labelled_row_hashes(rule_list: RuleList, table: Table, target: str) -> np.ndarray:
+    """Per labelled row, a 64-bit hash of the model's feature values and the label's key (rows without a label
+    are left out): 8 bytes a row, where the rows themselves as a set would take hundreds."""
     columns = table_columns(served(rule_list), table, ignore_extra=True)
     labels = [label_key(cell) for cell in table.columns[target]]
     rows = zip(*columns.values(), strict=True) if columns else iter([()] * table.n_rows)
-    return [None if lab is None else (*map(_value, row), lab) for row, lab in zip(rows, labels, strict=True)]
+    keys = (hash((*map(_value, row), lab)) for row, lab in zip(rows, labels, strict=True) if lab is not None)
+    return np.fromiter(keys, dtype=np.int64)
 
 
 def unchecked(dataset_id: str | None, reason: str) -> dict[str, Any]:
@@ -69,15 +73,15 @@ def training_overlap(
         train_table = parse_csv(training.data, keep_text=categorical_names(rule_list))
         if training.target not in train_table.columns:
             return unchecked(training.dataset_id, TRAINING_FILE_UNREADABLE)
-        train_keys = [k for k in row_keys(rule_list, train_table, training.target) if k is not None]
+        trained = labelled_row_hashes(rule_list, train_table, training.target)
     except (CSVError, RecordError):
         return unchecked(training.dataset_id, TRAINING_FILE_UNREADABLE)
-    seen = set(train_keys)
-    rows = sum(1 for k in row_keys(rule_list, table, target) if k is not None and k in seen)
+    del train_table  # a large training file: its cells go before the scored file's hashes are made
+    rows = int(np.isin(labelled_row_hashes(rule_list, table, target), trained).sum())
     return {
         "training_dataset_id": training.dataset_id,
         "rows": rows,
-        "training_rows": len(train_keys),
+        "training_rows": int(trained.size),
         "unchecked_reason": None,
     }
 
@@ -88,7 +92,7 @@ __all__ = [
     "TRAINING_FILE_UNREADABLE",
     "NoTrainingFile",
     "TrainingFile",
-    "row_keys",
+    "labelled_row_hashes",
     "training_overlap",
     "unchecked",
 ]
