@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from app.schemas.evaluations import Label, LabelMatrix, MetricsBlock
+from app.schemas.evaluations import Label, LabelMatrix, MetricsBlock, TrainingOverlap
 from app.schemas.predictions import ModelRef
 
 
@@ -94,6 +94,13 @@ class ComparisonExcluded(BaseModel):
     unseen_class: int
 
 
+class TrainingOverlaps(BaseModel):
+    """Per version, how many labelled rows of the file are rows of that version's training file."""
+
+    base: TrainingOverlap
+    other: TrainingOverlap
+
+
 class ComparisonDataset(BaseModel):
     """Both versions on the rows of one dataset."""
 
@@ -112,6 +119,9 @@ class ComparisonDataset(BaseModel):
     disagreement: float = Field(description="share of rows on which the two versions predict differently")
     n_disagree: int
     crosstab: LabelMatrix = Field(description="rows = base prediction, columns = other prediction")
+    training_overlap: TrainingOverlaps | None = Field(
+        None, description="per version, rows of this file that are rows of its training file (null: no target)"
+    )
 
 
 class ComparisonPublic(BaseModel):

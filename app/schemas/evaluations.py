@@ -128,12 +128,13 @@ class TrainingOverlap(BaseModel):
     training_dataset_id: str | None = Field(description="the training file's dataset (null: none on record)")
     rows: int | None = Field(description="scored rows equal to a labelled row of the training file (null: unchecked)")
     training_rows: int | None = Field(description="labelled rows in the training file (null: unchecked)")
-    unchecked_reason: Literal["no_training_file", "training_dataset_deleted", "training_file_unreadable"] | None = (
-        Field(
-            description="why it was not checked: the version was imported (no training file on record), its "
-            "training dataset was deleted before this evaluation, or that file no longer reads as the model's "
-            "columns (null: checked)"
-        )
+    unchecked_reason: (
+        Literal["no_training_file", "training_dataset_deleted", "training_file_unreadable", "training_file_too_large"]
+        | None
+    ) = Field(
+        description="why it was not checked: the version was imported (no training file on record), its training "
+        "dataset was deleted before this, that file no longer reads as the model's columns, or (a comparison, "
+        "answered in the request) it has more rows than a request reads: evaluate the version instead (null: checked)"
     )
 
 

@@ -11,7 +11,8 @@ from app.services import datasets, registry
 from app.services.comparison import compare_on_table, diff_rule_lists
 from app.services.csvdata import categorical_names, parse_csv
 from app.services.errors import Invalid
-from app.services.evaluations import VersionRef, version_ref
+from app.services.evaluations import VersionRef, training_file, version_ref
+from app.services.training_overlap import training_overlap
 from app.storage import DatabaseBlobStore
 from models.rulelist import RuleList
 
@@ -75,7 +76,14 @@ def compare_versions(
         table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key), keep_text=lambda n: text(n) and keep(n))
         if target is None and base.target in table.columns:
             target = base.target
-        out["dataset"] = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}
+        block = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}
+        if target is not None:  # the rows each version was trained on, found by value (a file cut from one)
+            sides = (("base", base, mv_base), ("other", other_rl, mv_other))
+            block["training_overlap"] = {
+                side: training_overlap(rl, table, target, training_file(session, mv, max_rows=sync_max_rows))
+                for side, rl, mv in sides
+            }
+        out["dataset"] = block
     return out
 
 

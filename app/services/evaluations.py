@@ -1,7 +1,8 @@
 """Evaluations: score a model version on one of the tenant's labelled datasets, store the result.
 
-Small datasets are scored in the request; larger ones are queued for the training workers
-(`evaluation_runs` drives them). Input the scoring would refuse is refused before anything is
+Small datasets are scored in the request; larger ones, or those of a version whose training file is large
+(its rows are read to find those the file shares), are queued for the training workers (`evaluation_runs`
+drives them). Input the scoring would refuse is refused before anything is
 stored, from the dataset's profile (columns) and, in the request, from the scoring itself.
 """
 
@@ -24,6 +25,7 @@ from app.services.paging import Page, page_of_scalars
 from app.services.training_overlap import (
     NO_TRAINING_FILE,
     TRAINING_DATASET_DELETED,
+    TRAINING_FILE_TOO_LARGE,
     NoTrainingFile,
     TrainingFile,
     training_overlap,
@@ -67,8 +69,8 @@ def check_columns(rule_list: RuleList, header: Sequence[str], target: str, slice
     typed_records(rule_list, table)
 
 
-def training_file(session: Session, mv: ModelVersion) -> TrainingFile | NoTrainingFile:
-    """The version's training file from its provenance, or why there is none to compare with."""
+def _training_dataset(session: Session, mv: ModelVersion) -> tuple[Dataset, str] | NoTrainingFile:
+    """The version's training dataset and label column from its provenance, or why there is none."""
     provenance = mv.provenance if isinstance(mv.provenance, dict) else {}
     dataset_id, target = provenance.get("dataset_id"), provenance.get("target")
     if not isinstance(dataset_id, str) or not isinstance(target, str):
@@ -76,6 +78,24 @@ def training_file(session: Session, mv: ModelVersion) -> TrainingFile | NoTraini
     ds = session.get(Dataset, dataset_id)
     if ds is None or ds.tenant_id != mv.tenant_id:
         return NoTrainingFile(dataset_id, TRAINING_DATASET_DELETED)
+    return ds, target
+
+
+def training_rows(session: Session, mv: ModelVersion) -> int:
+    """Rows of the version's training file (0 when there is none to read)."""
+    found = _training_dataset(session, mv)
+    return 0 if isinstance(found, NoTrainingFile) else found[0].n_rows
+
+
+def training_file(session: Session, mv: ModelVersion, *, max_rows: int | None = None) -> TrainingFile | NoTrainingFile:
+    """The version's training file from its provenance, or why there is none to compare with (also: more than
+    `max_rows` rows, for work done in a request)."""
+    found = _training_dataset(session, mv)
+    if isinstance(found, NoTrainingFile):
+        return found
+    ds, target = found
+    if max_rows is not None and ds.n_rows > max_rows:
+        return NoTrainingFile(ds.id, TRAINING_FILE_TOO_LARGE)
     return TrainingFile(ds.id, DatabaseBlobStore(session).get(ds.blob_key), target)
 
 
@@ -127,7 +147,8 @@ def _new_row(tenant_id: str, mv: ModelVersion, ds: Dataset, target: str, slice_b
 def create_evaluation(
     session: Session, queue: JobQueue, tenant_id: str, ref: str, req: EvaluationRequest, *, sync_max_rows: int
 ) -> Evaluation:
-    """Score now (datasets up to `sync_max_rows` rows: a succeeded row) or queue it (a queued row); committed.
+    """Score now (a dataset and a training file of up to `sync_max_rows` rows: a succeeded row) or queue it (a
+    queued row); committed.
     Bad input raises before anything is stored; a broker that refuses the message leaves nothing either."""
     mv = registry.resolve(session, tenant_id, ref)
     ds = datasets.get_dataset(session, tenant_id, req.dataset_id)
@@ -135,7 +156,7 @@ def create_evaluation(
     target = req.target if req.target is not None else rule_list.target
     check_columns(rule_list, [c["name"] for c in ds.columns], target, req.slice_by)
     row = _new_row(tenant_id, mv, ds, target, req.slice_by)
-    if ds.n_rows <= sync_max_rows:
+    if max(ds.n_rows, training_rows(session, mv)) <= sync_max_rows:  # the training file is read to check rows
         data = DatabaseBlobStore(session).get(ds.blob_key)
         result = score_file(rule_list, data, target, req.slice_by, training_file(session, mv))
         now = utcnow()
@@ -188,5 +209,6 @@ __all__ = [
     "list_evaluations",
     "score_file",
     "training_file",
+    "training_rows",
     "version_of",
 ]

@@ -23,6 +23,7 @@ from models.rulelist import RuleList
 
 NO_TRAINING_FILE = "no_training_file"  # imported, or trained before provenance named its dataset
 TRAINING_DATASET_DELETED = "training_dataset_deleted"
+TRAINING_FILE_TOO_LARGE = "training_file_too_large"  # more rows than a request reads (a comparison)
 TRAINING_FILE_UNREADABLE = "training_file_unreadable"  # the file no longer reads as the model reads its columns
 
 
@@ -89,6 +90,7 @@ def training_overlap(
 __all__ = [
     "NO_TRAINING_FILE",
     "TRAINING_DATASET_DELETED",
+    "TRAINING_FILE_TOO_LARGE",
     "TRAINING_FILE_UNREADABLE",
     "NoTrainingFile",
     "TrainingFile",

@@ -143,3 +143,36 @@ def test_a_background_evaluation_checks_the_training_file_too(backend, request, 
         assert (ev["training_overlap"]["rows"], ev["training_overlap"]["training_rows"]) == (12, 60)
     finally:
         gen.close()
+
+
+def test_a_comparison_names_each_versions_rows_and_reads_no_training_file_over_the_request_limit(
+    tmp_path, request
+) -> None:
+    """Two versions trained on the toy file, compared on rows cut from it: each side counts them; with a request
+    limit under the training file's rows, the comparison answers without reading it and says so."""
+    for limit, expected in ((1000, {"rows": 20, "unchecked_reason": None}), (30, {"rows": None})):
+        gen = make_api(tmp_path / str(limit), "sqlite", evaluation_sync_max_rows=limit)
+        api = next(gen)
+        try:
+            first, second = _trained(api), _trained(api)
+            part = upload(api, _toy(TOY_ROWS[:20]), name="part.csv")
+            r = api.client.get(
+                f"/v1/models/{first}/compare", params={"other": second, "dataset_id": part["id"]}, headers=api.h()
+            )
+            assert r.status_code == 200, r.text
+            sides = r.json()["dataset"]["training_overlap"]
+            for side in ("base", "other"):
+                assert {k: sides[side][k] for k in expected} == expected, (limit, sides)
+            if limit == 30:
+                assert sides["base"]["unchecked_reason"] == "training_file_too_large"
+                # an evaluation of that version on the 20-row file goes to the background: the 60-row training
+                # file is more than a request reads
+                ev = evaluate(api, first, dataset_id=part["id"])
+                assert ev.status_code == 202 and ev.json()["state"] == "queued", ev.text
+            unlabelled = upload(api, _toy([r[:2] for r in TOY_ROWS[:5]], header="x,color"), name="unlabelled.csv")
+            r = api.client.get(
+                f"/v1/models/{first}/compare", params={"other": second, "dataset_id": unlabelled["id"]}, headers=api.h()
+            )
+            assert r.status_code == 200 and r.json()["dataset"]["training_overlap"] is None, r.text  # no label
+        finally:
+            gen.close()

@@ -270,6 +270,14 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     assert sum(cells(page.locator("table.heat"))) == cmp["dataset"]["n_rows"]
     shot(tab, "14-compare")
 
+    # compared on rows cut from the training file (another file, another SHA-256): both versions' share is named
+    lines = (DATASETS / "heart.csv").read_bytes().splitlines(keepends=True)
+    part = console.api.post("/v1/datasets", files={"file": ("part.csv", b"".join(lines[:81]), "text/csv")}).json()
+    page.goto(f"{console.url}/console/#/models/heart-gov/compare?base=1&other=2&dataset={part['id']}")
+    expect(page.get_by_text("Partly not held out:")).to_be_visible()
+    for v in (1, 2):  # every row of the cut is a training row of both versions
+        expect(page.get_by_text(f"80 of its 80 rows (100.0%) are rows version {v} was trained on")).to_be_visible()
+
     # alias move is audited: the registry events list it
     page.goto(f"{console.url}/console/#/models/heart-gov")
     page.get_by_label("Point it at").select_option("2")

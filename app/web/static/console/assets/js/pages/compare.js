@@ -124,6 +124,21 @@ async function trainingFileWarning(c, dataset) {
   return notice("warning", h("strong", { text: `${dataset.name} is the file ${who} trained on: ` }), `these metrics are mostly on rows training fitted, so ${flatters}. Compare on a file neither version saw before promoting.`);
 }
 
+/**
+ * A warning when rows of the file are rows a version was trained on although the file is another one (cut from its
+ * training file): the service finds them by value, per version.
+ */
+function overlapWarning(c) {
+  const o = c.dataset?.training_overlap;
+  const n = c.dataset?.n_rows;
+  if (!o || !n) return null;
+  const sides = [[c.base, o.base], [c.other, o.other]].filter(([, b]) => b?.rows > 0).slice(0, c.base.id === c.other.id ? 1 : 2);
+  if (!sides.length) return null;
+  const parts = sides.map(([v, b]) => `${fmt(b.rows)} of its ${fmt(n)} rows (${pct(b.rows / n)}) are rows version ${v.version} was trained on`);
+  const who = sides.length === 2 ? "both versions" : `version ${sides[0][0].version}`;
+  return notice("warning", h("strong", { text: "Partly not held out: " }), `${parts.join("; ")} (the same inputs and label), so these metrics flatter ${who}. Compare on rows neither version saw before promoting.`);
+}
+
 function tooLargeHelp(name, base, other) {
   const link = (v) => h("a", { href: `#/models/${seg(name)}/${seg(v)}`, text: `version ${v}` });
   const versions = base === other ? [link(base)] : [link(base), " and ", link(other)];
@@ -275,7 +290,7 @@ export async function comparePage(ctx, name) {
   } else if (base && other) {
     try {
       const c = await get(`/v1/models/${seg(`${name}@${base}`)}/compare${qs({ other: `${name}@${other}`, dataset_id: q.get("dataset") })}`);
-      const onTraining = c.dataset ? await trainingFileWarning(c, datasets.items.find((d) => d.id === c.dataset.dataset_id)) : null;
+      const onTraining = c.dataset ? (await trainingFileWarning(c, datasets.items.find((d) => d.id === c.dataset.dataset_id))) || overlapWarning(c) : null;
       result = [
         section(`Rules: version ${c.base.version} → version ${c.other.version}`, rulesDiff(c.rules, c.base, c.other), h("h3", { text: "Default rule" }), facts([[`version ${c.base.version}`, `predicts ${fmt(c.default.base.prediction)}, support ${c.default.base.support}`], [`version ${c.other.version}`, `predicts ${fmt(c.default.other.prediction)}, support ${c.default.other.support}`]])),
         c.dataset ? section("On the dataset", onTraining, datasetView(c.dataset, c.base, c.other)) : null,
