@@ -1237,7 +1237,8 @@ def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: T
 
     rows = [[i % 9, (i * 7) % 5, "yes" if (i % 9) + (i * 7) % 5 > 6 else "no"] for i in range(80)]
     train = upload_csv(console, "fit-file", ["u", "v", "label"], rows)
-    fresh = upload_csv(console, "unseen-file", ["u", "v", "label"], [[v, u, y] for u, v, y in rows[:40]])
+    # (u and v swapped, as this file had them, gave rows of the training file back: its label is symmetric in them)
+    fresh = upload_csv(console, "unseen-file", ["u", "v", "label"], [[u + 0.5, v, y] for u, v, y in rows[:40]])
     for seed in (0, 1):
         train_via_api(console, train["id"], "fitted", seed=seed, epochs=3, target="label", n_rules=2)
     sign_in(tab, console)
@@ -1556,7 +1557,8 @@ def test_per_rule_accuracy_comes_from_the_newest_evaluation_on_another_file(tab:
     with open(DATASETS / "heart.csv", newline="") as fh:
         rows = list(csv.reader(fh))
     fit = upload_csv(console, "pick-fit", rows[0], rows[1:])
-    other = upload_csv(console, "pick-other", rows[0], rows[1:151])
+    # another file: rows cut from the training file would be training rows (training_overlap), not held out
+    other = upload_csv(console, "pick-other", rows[0], [[str(float(r[0]) + 0.5), *r[1:]] for r in rows[1:151]])
     train_via_api(console, fit["id"], "pick", seed=0, epochs=10, n_rules=3)
     evals = [
         console.api.post("/v1/models/pick@1/evaluations", json={"dataset_id": d["id"], "target": "target"})

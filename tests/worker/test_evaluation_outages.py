@@ -44,7 +44,7 @@ def test_a_database_blip_while_scoring_neither_fails_it_nor_stops_its_heartbeat(
     db, settings = _worker_db(api)
     back: list[Any] = []
 
-    def blipping_score(rule_list: Any, data: bytes, target: str, slice_by: Any, progress: Any) -> Any:
+    def blipping_score(rule_list: Any, data: bytes, target: str, slice_by: Any, training: Any, progress: Any) -> Any:
         progress(0.1)
         good = swap(db, refusing())  # the database goes away while the file is scored
         time.sleep(0.3)  # heartbeats fail meanwhile
@@ -52,7 +52,7 @@ def test_a_database_blip_while_scoring_neither_fails_it_nor_stops_its_heartbeat(
         swap(db, good)
         back.append(utcnow())
         time.sleep(0.4)  # the heartbeat thread writes again
-        return real_score(rule_list, data, target, slice_by, progress)
+        return real_score(rule_list, data, target, slice_by, training, progress)
 
     real_score = evaluation_service.score_file
     monkeypatch.setattr("worker.evaluations.evaluations.score_file", blipping_score)
