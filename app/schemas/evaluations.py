@@ -121,13 +121,18 @@ class Slices(BaseModel):
 
 
 class TrainingOverlap(BaseModel):
-    """How many scored rows are rows the version was trained on (same feature values as the model reads
-    them, same label) in its training file (`provenance.dataset_id`): found for a file cut from the training
-    file, whose SHA-256 differs. Figures on such rows measure fit, not how the version does on new data."""
+    """How many scored rows equal a row of the version's training file (`provenance.dataset_id`, the file its job
+    trained and held out from): the same feature values as the model reads them and the same class. Many more than
+    `training_repeated_rows / training_rows` (the chance level) say the file was cut from the training file, whose
+    SHA-256 differs: figures on those rows measure fit, not how the version does on new data."""
 
     training_dataset_id: str | None = Field(description="the training file's dataset (null: none on record)")
-    rows: int | None = Field(description="scored rows equal to a labelled row of the training file (null: unchecked)")
-    training_rows: int | None = Field(description="labelled rows in the training file (null: unchecked)")
+    rows: int | None = Field(description="scored rows equal to a row of the training file (null: unchecked)")
+    training_rows: int | None = Field(description="rows of the training file with a class as label (null: unchecked)")
+    training_repeated_rows: int | None = Field(
+        description="rows of the training file equal to another of its rows: over training_rows, about the share "
+        "of new rows from the same source equal to a training row by chance (null: unchecked)"
+    )
     unchecked_reason: (
         Literal["no_training_file", "training_dataset_deleted", "training_file_unreadable", "training_file_too_large"]
         | None

@@ -1,10 +1,11 @@
-"""Rows of an evaluation file that its version was trained on (pure): a row whose feature values, as the model
-reads them, and label equal a labelled row of the version's training file (`provenance.dataset_id`).
+"""Rows of an evaluation file equal to rows of its version's training file (pure): the same feature values, as
+the model reads them, and the same class as a labelled row of the training file (`provenance.dataset_id`).
 
-Such rows make an evaluation flatter the version. Comparing SHA-256s finds only the training file itself; a file
-cut from it (a subset, the same rows re-ordered or with columns added) has another digest and shares rows. Rows are
-compared by a 64-bit hash of those values (Python's `hash`, within one process): two different rows collide with
-odds near 2**-64 a pair.
+Comparing SHA-256s finds only the training file itself; a file cut from it (a subset, the same rows re-ordered or
+with columns added) has another digest and shares rows, and its figures flatter the version. Rows from the same
+source can also be equal by chance where the features take few values: the training file's own repeated rows give
+that chance level (a new row equals a training row about as often as a training row equals another one).
+Rows are compared by a 64-bit BLAKE2b digest of their values (not Python's `hash`: hash(-1.0) == hash(-2.0)).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Any
 
 import numpy as np
 
-from app.services.csvdata import CSVError, Table, categorical_names, parse_csv
-from app.services.evaluation import label_key, served
+from app.services.csvdata import Table, categorical_names, parse_csv
+from app.services.errors import Invalid
+from app.services.evaluation import code_labels, served
 from app.services.serving import RecordError, table_columns
 from models.rulelist import RuleList
 
@@ -45,44 +48,66 @@ class NoTrainingFile:
 
 
 def _value(v: Any) -> Hashable:
-    """A typed cell as a key part: NaN, which equals nothing, reads as missing."""
-    return None if isinstance(v, float) and math.isnan(v) else v
+    """A typed cell as a key part: NaN (equal to nothing) reads as missing, -0.0 as 0.0 (decided alike)."""
+    if isinstance(v, float) and (math.isnan(v) or v == 0.0):
+        return None if math.isnan(v) else 0.0
+    key: Hashable = v
+    return key
 
 
-def labelled_row_hashes(rule_list: RuleList, table: Table, target: str) -> np.ndarray:
-    """Per labelled row, a 64-bit hash of the model's feature values and the label's key (rows without a label
-    are left out): 8 bytes a row, where the rows themselves as a set would take hundreds."""
+def _digest(key: tuple[Hashable, ...]) -> int:
+    """A 64-bit digest of a row key (a float's repr round-trips: different values, different text)."""
+    return int.from_bytes(blake2b(repr(key).encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def scored_row_digests(rule_list: RuleList, table: Table, target: str) -> np.ndarray:
+    """Per row whose label is one of the model's classes (the rows an evaluation scores), a digest of the model's
+    feature values and the class: 8 bytes a row, where the rows themselves as a set would take hundreds."""
     columns = table_columns(served(rule_list), table, ignore_extra=True)
-    labels = [label_key(cell) for cell in table.columns[target]]
+    codes = code_labels(rule_list.classes, table.columns[target]).codes.tolist()
     rows = zip(*columns.values(), strict=True) if columns else iter([()] * table.n_rows)
-    keys = (hash((*map(_value, row), lab)) for row, lab in zip(rows, labels, strict=True) if lab is not None)
-    return np.fromiter(keys, dtype=np.int64)
+    keys = ((*map(_value, row), code) for row, code in zip(rows, codes, strict=True) if code >= 0)
+    return np.fromiter(map(_digest, keys), dtype=np.int64)
+
+
+def repeated_rows(digests: np.ndarray) -> int:
+    """How many rows equal another row of the same file."""
+    _, counts = np.unique(digests, return_counts=True)
+    return int(counts[counts > 1].sum())
 
 
 def unchecked(dataset_id: str | None, reason: str) -> dict[str, Any]:
     """The block when there is no training file to compare with, saying why."""
-    return {"training_dataset_id": dataset_id, "rows": None, "training_rows": None, "unchecked_reason": reason}
+    return {
+        "training_dataset_id": dataset_id,
+        "rows": None,
+        "training_rows": None,
+        "training_repeated_rows": None,
+        "unchecked_reason": reason,
+    }
 
 
 def training_overlap(
     rule_list: RuleList, table: Table, target: str, training: TrainingFile | NoTrainingFile
 ) -> dict[str, Any]:
-    """The `training_overlap` block: how many of the table's labelled rows are rows of the training file."""
+    """The `training_overlap` block: how many of the table's scored rows equal a row of the training file, and the
+    training file's own repeated rows (the chance level)."""
     if isinstance(training, NoTrainingFile):
         return unchecked(training.dataset_id, training.reason)
     try:
         train_table = parse_csv(training.data, keep_text=categorical_names(rule_list))
         if training.target not in train_table.columns:
             return unchecked(training.dataset_id, TRAINING_FILE_UNREADABLE)
-        trained = labelled_row_hashes(rule_list, train_table, training.target)
-    except (CSVError, RecordError):
+        trained = scored_row_digests(rule_list, train_table, training.target)
+    except (Invalid, RecordError, ValueError):  # CSV, decimal-comma and typing errors of a file read afresh
         return unchecked(training.dataset_id, TRAINING_FILE_UNREADABLE)
-    del train_table  # a large training file: its cells go before the scored file's hashes are made
-    rows = int(np.isin(labelled_row_hashes(rule_list, table, target), trained).sum())
+    del train_table  # a large training file: its cells go before the scored file's digests are made
+    rows = int(np.isin(scored_row_digests(rule_list, table, target), trained).sum())
     return {
         "training_dataset_id": training.dataset_id,
         "rows": rows,
         "training_rows": int(trained.size),
+        "training_repeated_rows": repeated_rows(trained),
         "unchecked_reason": None,
     }
 
@@ -94,7 +119,8 @@ __all__ = [
     "TRAINING_FILE_UNREADABLE",
     "NoTrainingFile",
     "TrainingFile",
-    "labelled_row_hashes",
+    "repeated_rows",
+    "scored_row_digests",
     "training_overlap",
     "unchecked",
 ]

@@ -4,6 +4,8 @@ through the API, on both backends, for a version trained by the job runner."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -34,9 +36,21 @@ def _overlap(rows: list[list[Any]], header: list[str] | None = None, target: str
     return training_overlap(RL, table, target, TrainingFile("ds_train", csv_bytes(TRAIN), "risk"))
 
 
+def _repeated(rows: list[list[Any]]) -> int:
+    """Rows equal to another row on the model's features and the label, counted here apart from the service."""
+    counts = Counter((float(r[0]), float(r[1]), r[2], r[4]) for r in rows)
+    return sum(c for c in counts.values() if c > 1)
+
+
 def test_a_subset_of_the_training_file_is_found_row_by_row() -> None:
     out = _overlap(TRAIN[:50])
-    assert out == {"training_dataset_id": "ds_train", "rows": 50, "training_rows": 200, "unchecked_reason": None}
+    assert out == {
+        "training_dataset_id": "ds_train",
+        "rows": 50,
+        "training_rows": 200,
+        "training_repeated_rows": _repeated(TRAIN),
+        "unchecked_reason": None,
+    }
 
 
 def test_new_rows_and_rows_that_differ_in_a_feature_or_the_label_are_not_counted() -> None:
@@ -45,6 +59,26 @@ def test_new_rows_and_rows_that_differ_in_a_feature_or_the_label_are_not_counted
     nudged = [[r[0], r[1] + 0.5, *r[2:]] for r in TRAIN[10:20]]
     assert _overlap(fresh + flipped + nudged)["rows"] == 0
     assert _overlap(fresh + TRAIN[:7])["rows"] == 7
+
+
+def test_values_python_hashes_alike_are_told_apart_and_zero_is_zero() -> None:
+    """hash(-1.0) == hash(-2.0) in Python: a sentinel -1 and -2 are different rows; -0.0 and 0.0 decide alike."""
+    train = TrainingFile("ds_train", csv_bytes([[-1, 0, "yes", "n", "low"], [5, -1, "no", "n", "high"]]), "risk")
+    table = parse_csv(
+        csv_bytes([[-2, 0, "yes", "n", "low"], [5, -2, "no", "n", "high"], [-1, "-0.0", "yes", "n", "low"]])
+    )
+    assert training_overlap(RL, table, "risk", train)["rows"] == 1
+
+
+def test_the_chance_level_predicts_how_many_new_rows_equal_training_rows() -> None:
+    """Two files drawn apart from one source, with few distinct values: many rows are equal by chance, about as
+    many as the training file's own repeated rows say."""
+    train_rows, new_rows = labelled_rows(3000, seed=1), labelled_rows(1000, seed=2)
+    table = parse_csv(csv_bytes(new_rows))
+    out = training_overlap(RL, table, "risk", TrainingFile("ds_train", csv_bytes(train_rows), "risk"))
+    p = out["training_repeated_rows"] / out["training_rows"]
+    assert out["training_repeated_rows"] == _repeated(train_rows) and 0.05 < p < 0.95
+    assert abs(out["rows"] - 1000 * p) <= 4 * math.sqrt(1000 * p * (1 - p)), (out, p)
 
 
 def test_rows_match_as_the_model_reads_them_whatever_the_layout() -> None:
@@ -61,6 +95,8 @@ def test_missing_values_match_missing_values_and_unlabelled_rows_never_count() -
     table = parse_csv(csv_bytes([[None, 40, None, "south", "low"], [30, 40, "yes", "north", None]]))
     out = training_overlap(RL, table, "risk", data)
     assert (out["rows"], out["training_rows"]) == (1, 1)
+    unscored = parse_csv(csv_bytes([[None, 40, None, "south", "medium"]]))  # not a class: not scored, not counted
+    assert training_overlap(RL, unscored, "risk", data)["rows"] == 0
 
 
 def test_without_a_training_file_the_block_says_why() -> None:
@@ -69,12 +105,15 @@ def test_without_a_training_file_the_block_says_why() -> None:
         "training_dataset_id": None,
         "rows": None,
         "training_rows": None,
+        "training_repeated_rows": None,
         "unchecked_reason": NO_TRAINING_FILE,
     }
     no_label = TrainingFile("ds_train", csv_bytes(TRAIN), "outcome")  # provenance names a column it lacks
     assert training_overlap(RL, table, "risk", no_label)["unchecked_reason"] == TRAINING_FILE_UNREADABLE
     bad = TrainingFile("ds_train", b"age,income,smoker,risk\nold,1,yes,low\n", "risk")
     assert training_overlap(RL, table, "risk", bad)["unchecked_reason"] == TRAINING_FILE_UNREADABLE
+    commas = TrainingFile("ds_train", b"age;income;smoker;risk\n1,5;1.234,5;yes;low\n1.5;2;no;high\n", "risk")
+    assert training_overlap(RL, table, "risk", commas)["unchecked_reason"] == TRAINING_FILE_UNREADABLE
 
 
 # --- through the API: a version trained by the job runner on TOY_CSV (x, color, target; 60 rows) -------------
@@ -102,6 +141,7 @@ def test_an_evaluation_on_rows_cut_from_the_training_file_says_how_many(api) -> 
         "training_dataset_id": trained_on,
         "rows": 20,
         "training_rows": 60,
+        "training_repeated_rows": 0,
         "unchecked_reason": None,
     }
     assert ev["n_rows"] == 25
@@ -114,6 +154,7 @@ def test_an_evaluation_on_rows_cut_from_the_training_file_says_how_many(api) -> 
         "training_dataset_id": trained_on,
         "rows": None,
         "training_rows": None,
+        "training_repeated_rows": None,
         "unchecked_reason": TRAINING_DATASET_DELETED,
     }
     kept = api.client.get(f"/v1/evaluations/{ev['id']}", headers=api.h()).json()["training_overlap"]

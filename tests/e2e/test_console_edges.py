@@ -379,14 +379,18 @@ def test_three_classes_a_failed_background_evaluation_and_a_file_too_large_to_co
         "href", f"#/datasets/{train['id']}"
     )
     page.goto(_url(console, "models/rate/1"))  # per-rule accuracy from that evaluation says so too
-    expect(page.get_by_text(f"{shared} of them are also rows of the training file")).to_be_visible()
+    expect(
+        page.get_by_text(f"{shared} of them equal rows of the training file, more than chance explains")
+    ).to_be_visible()
     # a file of training rows only is not held out: its per-rule figures are not used as held-out ones
     only = upload_csv(console, "rate-train-part", header, rows[:40])
     assert console.api.post("/v1/models/rate@1/evaluations", json={"dataset_id": only["id"]}).status_code == 201
     page.goto(_url(console, "models/rate"))
     page.goto(_url(console, "models/rate/1"))
     expect(page.get_by_text("scored the training file itself or only its rows")).to_be_visible()
-    expect(page.get_by_text(f"{shared} of them are also rows of the training file")).to_be_visible()
+    expect(
+        page.get_by_text(f"{shared} of them equal rows of the training file, more than chance explains")
+    ).to_be_visible()
 
     # try a record: three class bars with the decision
     page.goto(_url(console, "models/rate/1/try"))
@@ -1253,6 +1257,27 @@ def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: T
     page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={fresh['id']}"))
     expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
     expect(on_file.locator(".notice-warning")).to_have_count(0)
+    # new rows from the same source: every one equals a training row (few distinct values), as chance predicts
+    # from the training file's own repeats (70 of its 80 rows): counted, and no warning
+    later = [[i % 9, (i * 7) % 5, "yes" if (i % 9) + (i * 7) % 5 > 6 else "no"] for i in range(80, 120)]
+    same_source = upload_csv(console, "same-source", ["u", "v", "label"], later)
+    c = console.api.get(
+        "/v1/models/fitted@1/compare", params={"other": "fitted@2", "dataset_id": same_source["id"]}
+    ).json()
+    assert c["dataset"]["training_overlap"]["base"] | {"training_dataset_id": None} == {
+        "training_dataset_id": None,
+        "rows": 40,
+        "training_rows": 80,
+        "training_repeated_rows": 70,
+        "unchecked_reason": None,
+    }
+    page.goto(_url(console, f"models/fitted/compare?base=1&other=2&dataset={same_source['id']}"))
+    expect(on_file.get_by_role("table", name="Metrics side by side")).to_be_visible()
+    expect(on_file.locator(".notice-warning")).to_have_count(0)
+    r = console.api.post("/v1/models/fitted@1/evaluations", json={"dataset_id": same_source["id"]})
+    page.goto(_url(console, f"evaluations/{r.json()['id']}"))
+    expect(page.locator("dd", has_text="40 of 40 (100.0%); new rows from the same source: about 87.5%")).to_be_visible()
+    expect(page.get_by_text("held out:")).to_have_count(0)
 
 
 def test_the_whole_alias_history_can_be_read(tab: Tab, console: Console) -> None:

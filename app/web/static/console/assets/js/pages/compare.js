@@ -5,6 +5,7 @@ import { get, getAll, qs, seg } from "../api.js";
 import { aliasVersions, moveAlias } from "../alias.js";
 import { count, fmt, h, mount, pct } from "../dom.js";
 import { heatTable } from "../charts.js";
+import { beyondChance, chanceShare } from "../overlap.js";
 import { ruleCode } from "../ruletext.js";
 import { errorBox, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
 
@@ -125,18 +126,18 @@ async function trainingFileWarning(c, dataset) {
 }
 
 /**
- * A warning when rows of the file are rows a version was trained on although the file is another one (cut from its
- * training file): the service finds them by value, per version.
+ * A warning when more rows of the file equal rows a version was trained on than chance explains although the file
+ * is another one (cut from its training file): the service finds them by value, per version.
  */
 function overlapWarning(c) {
   const o = c.dataset?.training_overlap;
   const n = c.dataset?.n_rows;
-  if (!o || !n) return null;
-  const sides = [[c.base, o.base], [c.other, o.other]].filter(([, b]) => b?.rows > 0).slice(0, c.base.id === c.other.id ? 1 : 2);
+  if (!o) return null;
+  const sides = [[c.base, o.base], [c.other, o.other]].filter(([, b]) => beyondChance(b, n)).slice(0, c.base.id === c.other.id ? 1 : 2);
   if (!sides.length) return null;
-  const parts = sides.map(([v, b]) => `${fmt(b.rows)} of its ${fmt(n)} rows (${pct(b.rows / n)}) are rows version ${v.version} was trained on`);
+  const parts = sides.map(([v, b]) => `${fmt(b.rows)} of its ${fmt(n)} rows (${pct(b.rows / n)}) equal rows version ${v.version} was trained on (about ${pct(chanceShare(b))} by chance)`);
   const who = sides.length === 2 ? "both versions" : `version ${sides[0][0].version}`;
-  return notice("warning", h("strong", { text: "Partly not held out: " }), `${parts.join("; ")} (the same inputs and label), so these metrics flatter ${who}. Compare on rows neither version saw before promoting.`);
+  return notice("warning", h("strong", { text: "Partly not held out: " }), `${parts.join("; ")}, the same inputs and label: the file looks cut from a training file, so these metrics flatter ${who}. Compare on rows neither version saw before promoting.`);
 }
 
 function tooLargeHelp(name, base, other) {

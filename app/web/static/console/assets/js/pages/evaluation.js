@@ -5,6 +5,7 @@ import { backoff, get, seg } from "../api.js";
 import { fmt, h, mount, pct, when } from "../dom.js";
 import { heatTable, reliabilityDiagram, shareBars } from "../charts.js";
 import { ruleCode, userText } from "../ruletext.js";
+import { beyondChance, chanceShare } from "../overlap.js";
 import { sortableTable } from "../sorting.js";
 import { badge, errorBox, facts, meter, notice, pageHeader, section, table } from "../ui.js";
 
@@ -95,22 +96,23 @@ const UNCHECKED = {
   training_file_unreadable: "not checked: the training file no longer reads as the model's columns",
 };
 
-/** How many scored rows are also rows of the training file (checked by value by the service), as a fact. */
+/** How many scored rows equal a row of the training file (checked by value by the service), with the chance level. */
 function overlapFact(o, n) {
   if (!o) return null; // scored before the service checked this
-  const label = "Rows also in the training file";
+  const label = "Rows equal to a training row";
   if (o.rows === null) return [label, h("span", { class: "muted", text: UNCHECKED[o.unchecked_reason] || "not checked" })];
-  return [label, n ? `${fmt(o.rows)} of ${fmt(n)} (${pct(o.rows / n)})` : fmt(o.rows)];
+  const share = n ? `${fmt(o.rows)} of ${fmt(n)} (${pct(o.rows / n)})` : fmt(o.rows);
+  return [label, `${share}; new rows from the same source: about ${pct(chanceShare(o))}`];
 }
 
-/** A warning when scored rows are rows of the training file although the file differs from it (a file cut from it). */
+/** A warning when more scored rows equal training rows than chance explains although the file is another one. */
 function overlapNotice(o, n, onTraining) {
-  if (onTraining === true || !o || !o.rows || !n) return null; // the same file has its own warning
+  if (onTraining === true || !beyondChance(o, n)) return null; // the same file has its own warning
   const all = o.rows >= n;
   const file = o.training_dataset_id ? h("a", { href: `#/datasets/${seg(o.training_dataset_id)}`, text: "the version's training file" }) : "the version's training file";
-  const share = all ? `Every scored row (${fmt(n)}) is also a row of ` : `${fmt(o.rows)} of the ${fmt(n)} scored rows (${pct(o.rows / n)}) are also rows of `;
+  const share = all ? `Every scored row (${fmt(n)}) equals a row of ` : `${fmt(o.rows)} of the ${fmt(n)} scored rows (${pct(o.rows / n)}) equal rows of `;
   const effect = all ? "these figures measure fit, not how it does on new data" : "these figures partly measure fit and flatter it";
-  return notice("warning", h("strong", { text: all ? "Not held out: " : "Partly not held out: " }), share, file, ` (the same inputs and label), so ${effect}. Evaluate on rows it never saw.`);
+  return notice("warning", h("strong", { text: all ? "Not held out: " : "Partly not held out: " }), share, file, ` (the same inputs and label), far more than new rows would by chance (about ${pct(chanceShare(o))}): the file looks cut from it, so ${effect}. Evaluate on rows it never saw.`);
 }
 
 function body(ev, ds, onTraining) {

@@ -6,10 +6,11 @@ import { count, fmt, h, mount, when } from "../dom.js";
 import { ruleListView } from "../rules.js";
 import { clearFieldErrors, showFieldErrors } from "../fielderrors.js";
 import { badge, busy, errorBox, failureContext, facts, field, notice, pageHeader, section, select, table } from "../ui.js";
+import { beyondChance } from "../overlap.js";
 import { liveAlias } from "./models.js";
 
-/** Whether every scored row is also a row of the training file (the service checks by value; a file cut from it). */
-const allTrainingRows = (ev) => ev.training_overlap?.rows > 0 && ev.training_overlap.rows >= ev.n_rows;
+/** Whether every scored row equals a training row, beyond chance (the service checks by value): a file cut from it. */
+const allTrainingRows = (ev) => ev.training_overlap?.rows >= ev.n_rows && beyondChance(ev.training_overlap, ev.n_rows);
 
 /**
  * Whether an evaluation scored the file the version was trained on (same SHA-256) or only rows of it: null when that
@@ -96,7 +97,7 @@ async function heldoutByRule(ref, version) {
   if (held) {
     const ev = await get(`/v1/evaluations/${seg(held.id)}`);
     const evLink = link(held, onTrainingFile ? "the latest evaluation on a file other than the training file" : "the latest evaluation");
-    const shared = ev.training_overlap?.rows > 0 ? `; ${fmt(ev.training_overlap.rows)} of them are also rows of the training file` : "";
+    const shared = beyondChance(ev.training_overlap, ev.n_rows) ? `; ${fmt(ev.training_overlap.rows)} of them equal rows of the training file, more than chance explains` : "";
     return perRule(byRule(ev.rules, `evaluation of ${when(ev.created_at)}`), h("p", { class: "muted small" }, "Held-out accuracy per rule from ", evLink, ` (${fmt(ev.n_rows)} rows${unknown ? "; whether the file was used in training is unknown" : ""}${shared})`, skippedNewer, "."));
   }
   if (split) {
