@@ -215,7 +215,6 @@ def lock_heads(conn: Connection, tenants: list[str]) -> dict[str, Link]:
 
 SQLITE_LOCK_POLL_S = 0.0002  # first pause between tries for SQLite's write lock while another process holds it
 SQLITE_LOCK_MAX_POLL_S = 0.001  # the pauses grow to this
-SQLITE_LOCK_WAIT_S = 30.0  # then "database is locked" (503), as the engine's busy timeout
 
 
 def take_sqlite_write_lock(conn: Connection) -> bool:
@@ -230,8 +229,8 @@ def take_sqlite_write_lock(conn: Connection) -> bool:
     raw = conn.connection.dbapi_connection
     if raw is None or getattr(raw, "in_transaction", True):
         return False
-    deadline = time.monotonic() + SQLITE_LOCK_WAIT_S
     before = _busy_timeout(conn)
+    deadline = time.monotonic() + before / 1000  # then "database is locked" (503): the engine's own busy timeout
     raw.execute("PRAGMA busy_timeout=0")
     pause = SQLITE_LOCK_POLL_S
     try:

@@ -60,9 +60,15 @@ def test_the_lock_is_taken_right_after_another_writer_lets_go(engine: Engine) ->
         assert c.exec_driver_sql("SELECT count(*) FROM t").scalar_one() == 1
 
 
-def test_a_lock_held_past_the_wait_is_an_error(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(audit, "SQLITE_LOCK_WAIT_S", 0.05)
+def test_a_lock_held_past_the_connections_busy_timeout_is_an_error(engine: Engine) -> None:
+    """The wait is the connection's own busy timeout (it was a fixed 30 s whatever the engine said)."""
     holder, _ = _hold(engine, 0.5)
-    with engine.connect() as c, pytest.raises(sqlite3.OperationalError, match="locked"):
-        audit.take_sqlite_write_lock(c)
+    with engine.connect() as c:
+        c.exec_driver_sql("PRAGMA busy_timeout=50")
+        c.commit()
+        t0 = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            audit.take_sqlite_write_lock(c)
+        assert 0.05 <= time.monotonic() - t0 < 0.3
+        assert c.exec_driver_sql("PRAGMA busy_timeout").scalar_one() == 50  # put back as it was
     holder.join()
