@@ -217,3 +217,21 @@ def test_a_comparison_names_each_versions_rows_and_reads_no_training_file_over_t
             assert r.status_code == 200 and r.json()["dataset"]["training_overlap"] is None, r.text  # no label
         finally:
             gen.close()
+
+
+def test_progress_reaches_one_only_after_the_training_file_is_read(monkeypatch) -> None:
+    """A background evaluation showed 100 % while its training file was still being read."""
+    from app.services import evaluations
+
+    seen: list[float] = []
+    real = evaluations.training_overlap
+
+    def recording(*args: Any) -> dict[str, Any]:
+        seen.append(-1.0)  # where in the progress reports the training file is read
+        return real(*args)
+
+    monkeypatch.setattr(evaluations, "training_overlap", recording)
+    data = TrainingFile("ds_train", csv_bytes(TRAIN), "risk")
+    evaluations.score_file(RL, csv_bytes(TRAIN[:30]), "risk", None, data, seen.append)
+    at = seen.index(-1.0)
+    assert seen[at + 1 :] == [1.0] and 0 < max(seen[:at]) < 1, seen
