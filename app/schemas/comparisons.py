@@ -95,7 +95,7 @@ class ComparisonExcluded(BaseModel):
 
 
 class TrainingOverlaps(BaseModel):
-    """Per version, how many labelled rows of the file are rows of that version's training file."""
+    """Per version, how many rows of the file with a label of its classes equal rows of its training file."""
 
     base: TrainingOverlap
     other: TrainingOverlap
@@ -120,7 +120,7 @@ class ComparisonDataset(BaseModel):
     n_disagree: int
     crosstab: LabelMatrix = Field(description="rows = base prediction, columns = other prediction")
     training_overlap: TrainingOverlaps | None = Field(
-        None, description="per version, rows of this file that are rows of its training file (null: no target)"
+        None, description="per version, rows of this file equal to rows of its training file (null: no target)"
     )
 
 

@@ -122,16 +122,22 @@ class Slices(BaseModel):
 
 class TrainingOverlap(BaseModel):
     """How many scored rows equal a row of the version's training file (`provenance.dataset_id`, the file its job
-    trained and held out from): the same feature values as the model reads them and the same class. Many more than
-    `training_repeated_rows / training_rows` (the chance level) say the file was cut from the training file, whose
-    SHA-256 differs: figures on those rows measure fit, not how the version does on new data."""
+    trained and held out from): the same feature values as the model reads them and the same class. Far more of
+    them than the share `training_repeated_rows / training_rows` of `scored_rows` (the chance level) say the file
+    was cut from the training file, whose SHA-256 differs: figures on those rows measure fit, not how the version
+    does on new data."""
 
     training_dataset_id: str | None = Field(description="the training file's dataset (null: none on record)")
     rows: int | None = Field(description="scored rows equal to a row of the training file (null: unchecked)")
+    scored_rows: int | None = Field(
+        None, description="rows checked: those whose label is a class of the version (null: unchecked or older)"
+    )
     training_rows: int | None = Field(description="rows of the training file with a class as label (null: unchecked)")
     training_repeated_rows: int | None = Field(
+        None,
         description="rows of the training file equal to another of its rows: over training_rows, about the share "
-        "of new rows from the same source equal to a training row by chance (null: unchecked)"
+        "of new rows from the same source equal to a training row by chance (null: unchecked, or recorded before "
+        "it was kept)",
     )
     unchecked_reason: (
         Literal["no_training_file", "training_dataset_deleted", "training_file_unreadable", "training_file_too_large"]
@@ -173,7 +179,7 @@ class EvaluationSummary(BaseModel):
     metrics: MetricsBlock | None
     confusion_matrix: LabelMatrix | None
     training_overlap: TrainingOverlap | None = Field(
-        description="rows of the scored file the version was trained on (null: scored before this was checked)"
+        description="scored rows equal to rows of the version's training file (null: scored before this was checked)"
     )
 
 

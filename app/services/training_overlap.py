@@ -81,6 +81,7 @@ def unchecked(dataset_id: str | None, reason: str) -> dict[str, Any]:
     return {
         "training_dataset_id": dataset_id,
         "rows": None,
+        "scored_rows": None,
         "training_rows": None,
         "training_repeated_rows": None,
         "unchecked_reason": reason,
@@ -102,10 +103,11 @@ def training_overlap(
     except (Invalid, RecordError, ValueError):  # CSV, decimal-comma and typing errors of a file read afresh
         return unchecked(training.dataset_id, TRAINING_FILE_UNREADABLE)
     del train_table  # a large training file: its cells go before the scored file's digests are made
-    rows = int(np.isin(scored_row_digests(rule_list, table, target), trained).sum())
+    scored = scored_row_digests(rule_list, table, target)
     return {
         "training_dataset_id": training.dataset_id,
-        "rows": rows,
+        "rows": int(np.isin(scored, trained).sum()),
+        "scored_rows": int(scored.size),
         "training_rows": int(trained.size),
         "training_repeated_rows": repeated_rows(trained),
         "unchecked_reason": None,

@@ -47,6 +47,7 @@ def test_a_subset_of_the_training_file_is_found_row_by_row() -> None:
     assert out == {
         "training_dataset_id": "ds_train",
         "rows": 50,
+        "scored_rows": 50,
         "training_rows": 200,
         "training_repeated_rows": _repeated(TRAIN),
         "unchecked_reason": None,
@@ -97,6 +98,7 @@ def test_missing_values_match_missing_values_and_unlabelled_rows_never_count() -
     assert (out["rows"], out["training_rows"]) == (1, 1)
     unscored = parse_csv(csv_bytes([[None, 40, None, "south", "medium"]]))  # not a class: not scored, not counted
     assert training_overlap(RL, unscored, "risk", data)["rows"] == 0
+    assert training_overlap(RL, unscored, "risk", data)["scored_rows"] == 0
 
 
 def test_without_a_training_file_the_block_says_why() -> None:
@@ -104,6 +106,7 @@ def test_without_a_training_file_the_block_says_why() -> None:
     assert training_overlap(RL, table, "risk", NoTrainingFile(None, NO_TRAINING_FILE)) == {
         "training_dataset_id": None,
         "rows": None,
+        "scored_rows": None,
         "training_rows": None,
         "training_repeated_rows": None,
         "unchecked_reason": NO_TRAINING_FILE,
@@ -140,6 +143,7 @@ def test_an_evaluation_on_rows_cut_from_the_training_file_says_how_many(api) -> 
     assert ev["training_overlap"] == {
         "training_dataset_id": trained_on,
         "rows": 20,
+        "scored_rows": 25,
         "training_rows": 60,
         "training_repeated_rows": 0,
         "unchecked_reason": None,
@@ -153,6 +157,7 @@ def test_an_evaluation_on_rows_cut_from_the_training_file_says_how_many(api) -> 
     assert again == {
         "training_dataset_id": trained_on,
         "rows": None,
+        "scored_rows": None,
         "training_rows": None,
         "training_repeated_rows": None,
         "unchecked_reason": TRAINING_DATASET_DELETED,
@@ -235,3 +240,22 @@ def test_progress_reaches_one_only_after_the_training_file_is_read(monkeypatch) 
     evaluations.score_file(RL, csv_bytes(TRAIN[:30]), "risk", None, data, seen.append)
     at = seen.index(-1.0)
     assert seen[at + 1 :] == [1.0] and 0 < max(seen[:at]) < 1, seen
+
+
+def test_an_evaluation_stored_before_the_chance_level_was_kept_still_reads(api, doc) -> None:
+    """Its block lacks training_repeated_rows and scored_rows: read as null, not a 500."""
+    from app.tables import Evaluation
+
+    v = api.import_model(doc)
+    ds = upload(api, csv_bytes(labelled_rows(20)))
+    ev = evaluate(api, v["id"], dataset_id=ds["id"]).json()
+    old = {"training_dataset_id": "ds_x", "rows": 3, "training_rows": 9, "unchecked_reason": None}
+    with api.app.state.service.db.sessionmaker() as s:
+        row = s.get(Evaluation, ev["id"])
+        row.result = {**row.result, "training_overlap": old}
+        s.commit()
+    for url in (f"/v1/evaluations/{ev['id']}", f"/v1/models/{v['id']}/evaluations"):
+        r = api.client.get(url, headers=api.h())
+        assert r.status_code == 200, r.text
+    got = api.client.get(f"/v1/evaluations/{ev['id']}", headers=api.h()).json()["training_overlap"]
+    assert got == {**old, "scored_rows": None, "training_repeated_rows": None}

@@ -276,7 +276,8 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     page.goto(f"{console.url}/console/#/models/heart-gov/compare?base=1&other=2&dataset={part['id']}")
     expect(page.get_by_text("Partly not held out:")).to_be_visible()
     for v in (1, 2):  # every row of the cut is a training row of both versions
-        expect(page.get_by_text(f"80 of its 80 rows (100.0%) equal rows version {v} was trained on")).to_be_visible()
+        text = f"80 of its 80 labelled rows (100.0%) equal rows version {v} was trained on"
+        expect(page.get_by_text(text)).to_be_visible()
 
     # alias move is audited: the registry events list it
     page.goto(f"{console.url}/console/#/models/heart-gov")

@@ -1267,6 +1267,7 @@ def test_comparing_on_the_training_file_says_the_metrics_are_not_held_out(tab: T
     assert c["dataset"]["training_overlap"]["base"] | {"training_dataset_id": None} == {
         "training_dataset_id": None,
         "rows": 40,
+        "scored_rows": 40,
         "training_rows": 80,
         "training_repeated_rows": 70,
         "unchecked_reason": None,

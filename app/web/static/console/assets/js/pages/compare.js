@@ -133,9 +133,10 @@ function overlapWarning(c) {
   const o = c.dataset?.training_overlap;
   const n = c.dataset?.n_rows;
   if (!o) return null;
-  const sides = [[c.base, o.base], [c.other, o.other]].filter(([, b]) => beyondChance(b, n)).slice(0, c.base.id === c.other.id ? 1 : 2);
+  const scored = (b) => b?.scored_rows ?? n; // the rows checked for that version (a label of its classes)
+  const sides = [[c.base, o.base], [c.other, o.other]].filter(([, b]) => beyondChance(b, scored(b))).slice(0, c.base.id === c.other.id ? 1 : 2);
   if (!sides.length) return null;
-  const parts = sides.map(([v, b]) => `${fmt(b.rows)} of its ${fmt(n)} rows (${pct(b.rows / n)}) equal rows version ${v.version} was trained on (about ${pct(chanceShare(b))} by chance)`);
+  const parts = sides.map(([v, b]) => `${fmt(b.rows)} of its ${fmt(scored(b))} labelled rows (${pct(b.rows / scored(b))}) equal rows version ${v.version} was trained on (about ${pct(chanceShare(b))} by chance)`);
   const who = sides.length === 2 ? "both versions" : `version ${sides[0][0].version}`;
   return notice("warning", h("strong", { text: "Partly not held out: " }), `${parts.join("; ")}, the same inputs and label: the file looks cut from a training file, so these metrics flatter ${who}. Compare on rows neither version saw before promoting.`);
 }
