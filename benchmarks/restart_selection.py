@@ -13,12 +13,16 @@ and prints the mean test F1 per shuffle and over the shuffles:
 - `pessimistic`: the fewest C4.5 pessimistic errors (upper 75 % binomial bound per route, summed);
 - `one_se`: CART's one-standard-error rule: among the restarts within sqrt(b (1 - b) / n) of the
   best training F1 b, the one with the fewest conditions;
+- `consensus`: the restart whose training-row classes agree most with the restarts' majority vote
+  (the member nearest the ensemble, a variance-reduction choice); `consensus_se`: the same among the
+  restarts within one standard error of the best training F1 (both need records with `train_classes`);
 - `oracle`: the best test F1 (a bound on what any choice rule could reach; not a method).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -74,6 +78,7 @@ def restart_records(path: Path, shuffle: int, fold: int) -> list[Record]:
                     for j in np.unique(routes)
                 ],
                 "conditions": int(((torch.relu(net.weight[m]) * net.pred_mask[m]) > 0).sum()),
+                "train_classes": pred.tolist(),
             }
         )
     return records
@@ -95,10 +100,34 @@ def one_se(records: list[Record]) -> Record:
     return min(near, key=lambda r: (r["conditions"], -r["train_f1"], r["m"]))
 
 
+def vote_agreement(records: list[Record]) -> list[float]:
+    """Each restart's share of training rows on which its class is the restarts' majority vote."""
+    classes = np.array([r["train_classes"] for r in records])
+    votes = np.array([np.bincount(col).argmax() for col in classes.T])
+    return [float((row == votes).mean()) for row in classes]
+
+
+def consensus(records: list[Record]) -> Record:
+    """The restart agreeing most with the restarts' majority vote on the training rows (ties: training F1)."""
+    agree = vote_agreement(records)
+    return max(records, key=lambda r: (agree[records.index(r)], r["train_f1"], -r["m"]))
+
+
+def consensus_se(records: list[Record]) -> Record:
+    """Among the restarts within one standard error of the best training F1, the most consensual."""
+    agree = vote_agreement(records)
+    best = max(r["train_f1"] for r in records)
+    se = math.sqrt(max(best * (1 - best), 1e-12) / records[0]["n"])
+    near = [r for r in records if r["train_f1"] >= best - se]
+    return max(near, key=lambda r: (agree[records.index(r)], r["train_f1"], -r["m"]))
+
+
 RULES: dict[str, Callable[[list[Record]], Record]] = {
     "train": lambda rs: max(rs, key=lambda r: (r["train_f1"], -r["m"])),
     "pessimistic": lambda rs: min(rs, key=lambda r: (pessimistic_errors(r), -r["train_f1"], r["m"])),
     "one_se": one_se,
+    "consensus": consensus,
+    "consensus_se": consensus_se,
     "oracle": lambda rs: max(rs, key=lambda r: r["test_f1"]),
 }
 
@@ -109,19 +138,20 @@ def report(records: list[Record]) -> list[str]:
     for r in records:
         folds[(r["dataset"], r["shuffle"], r["fold"])].append(r)
     names, shuffles = sorted({k[0] for k in folds}), sorted({k[1] for k in folds})
-    score = {(rule, key): pick(rs)["test_f1"] for rule, pick in RULES.items() for key, rs in folds.items()}
+    rules = {k: v for k, v in RULES.items() if "consensus" not in k or all("train_classes" in r for r in records)}
+    score = {(rule, key): pick(rs)["test_f1"] for rule, pick in rules.items() for key, rs in folds.items()}
     assert all(RULES["train"](rs)["chosen"] for rs in folds.values()), "fit kept another restart"
 
     def mean(rule: str, name: str, s: int) -> float:
         return float(np.mean([v for (r, (d, sh, _)), v in score.items() if r == rule and d == name and sh == s]))
 
-    lines = ["| dataset | " + " | ".join(RULES) + " |", "|---" * (len(RULES) + 1) + "|"]
+    lines = ["| dataset | " + " | ".join(rules) + " |", "|---" * (len(rules) + 1) + "|"]
     for name in names:
-        cells = [[mean(rule, name, s) for s in shuffles] for rule in RULES]
+        cells = [[mean(rule, name, s) for s in shuffles] for rule in rules]
         lines.append(
             f"| {name} | " + " | ".join(" / ".join(f"{x:.3f}" for x in c) + f": {np.mean(c):.4f}" for c in cells) + " |"
         )
-    for rule in RULES:
+    for rule in rules:
         per = [float(np.mean([mean(rule, n, s) for n in names])) for s in shuffles]
         lines.append(
             f"mean of the datasets, {rule}: " + ", ".join(f"{x:.4f}" for x in per) + f"; all {np.mean(per):.4f}"
@@ -157,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _read(path: Path | None) -> list[Record]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path and path.exists() else []
+    if not path or not path.exists():
+        return []
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    return [json.loads(line) for line in text.splitlines()]
 
 
 if __name__ == "__main__":
