@@ -62,7 +62,8 @@ body sent with `Content-Encoding: gzip`) is decompressed; the size limit applies
 Decisions are numbered and named alike everywhere: `index` (from 0, the record's position as in
 `records[i]`; in a CSV, data row i), `prediction`, `probability` (of the predicted class), `rule_id` (1..k,
 0 for the default rule) and the class probabilities (`probabilities` in JSON, `p_<class>` columns in CSV,
-as `neurules predict` writes them).
+as `neurules predict` writes them); each decision's `audit_seq` (its audit record, `GET /v1/audit?seq=`) is a
+field in JSON and predict.csv's last column.
 
 Operation ids are `<resource>_<action>` (`datasets_create`, `jobs_get`, `models_predict_csv`).
 

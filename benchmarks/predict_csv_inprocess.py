@@ -77,8 +77,8 @@ def run(url: str, csv_path: Path, rl: Any) -> tuple[Stages, int]:
     while (chunk := st.timed("read spill", next, chunks, None)) is not None:
         ids, cols = st.timed("decide (apply, digests, columns)", b.scorer.decide, chunk)
         audit_rows = audit.ColumnRows(cols)
-        st.timed("audit (link, insert, commit)", audit.write_rows_or_unavailable, engine, audit_rows)
-        rows += st.timed("answer text", b.scorer.text, chunk, ids).count("\n")
+        seqs = st.timed("audit (link, insert, commit)", audit.write_rows_or_unavailable, engine, audit_rows)
+        rows += st.timed("answer text", b.scorer.text, chunk, ids, seqs).count("\n")
     b.close()
     engine.dispose()
     return st, rows

@@ -113,11 +113,12 @@ async def predict(
     ),
     responses={
         200: {
-            "description": "CSV: index (from 0), prediction, probability, rule_id, p_<class>...",
+            "description": "CSV: index (from 0), prediction, probability, rule_id, p_<class>..., audit_seq (the "
+            "row's audit record: `GET /v1/audit?seq=`)",
             "content": {
                 "text/csv": {
                     "schema": {"type": "string"},
-                    "example": "index,prediction,probability,rule_id,p_0,p_1\n0,1,0.83,2,0.17,0.83\n",
+                    "example": "index,prediction,probability,rule_id,p_0,p_1,audit_seq\n0,1,0.83,2,0.17,0.83,318\n",
                 }
             },
         },

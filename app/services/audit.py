@@ -670,10 +670,11 @@ def _unwritten(what: str, err: BaseException) -> str:
     return f"the audit log could not be written; {what}" + (f" ({cause})" if cause else "")
 
 
-def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
-    """`write_rows`, with any failure reported as Unavailable (no decision leaves without its audit rows)."""
+def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) -> list[int]:
+    """`write_rows` (the rows' chain `seq`s), any failure reported as Unavailable (no decision leaves without its
+    audit rows)."""
     try:
-        write_rows(engine, rows)
+        return write_rows(engine, rows)
     except Exception as e:  # noqa: BLE001 -- whatever broke, the answer is 503, never a 500
         log.error("audit write failed", extra={"rows": len(rows), "error": repr(e)})
         raise Unavailable(_unwritten("the decisions were not returned", e), dependency="audit") from None

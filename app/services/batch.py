@@ -26,7 +26,7 @@ import io
 import pickle
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -39,6 +39,10 @@ from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
 from models import csvtext
 from models.rulelist import csv_label, decision_header, json_label
+
+# the answer's last column: each row's place in its tenant's audit chain (`GET /v1/audit?seq=`), as a JSON
+# decision's `audit_seq`; `neurules predict` (no audit) writes the decision table without it
+AUDIT_SEQ_COLUMN = "audit_seq"
 
 CHUNK_BYTES = 4 * 1024 * 1024  # ~90,000 heart-sized rows; a chunk's typed columns take a few MiB
 CHUNK_ROWS = 100_000  # and at most about this many lines (narrow rows)
@@ -559,7 +563,8 @@ _EXACT = _exact_parser_options()
 
 
 def _rule_suffixes(model: ServedModel) -> list[str]:
-    """Per rule id, the answer's CSV cells after the index (as `decision_table` and csv.writer render them)."""
+    """Per rule id, the answer's CSV cells between the index and `audit_seq` (as `decision_table` and csv.writer
+    render them), without the line's end."""
     rl = model.rule_list
     out = []
     for j in range(len(rl.rules) + 1):
@@ -568,7 +573,7 @@ def _rule_suffixes(model: ServedModel) -> list[str]:
         csv.writer(buf, lineterminator="\n").writerow(
             [csv_label(json_label(rl.prediction_of(j))), round(max(p), 6), j, *(round(x, 6) for x in p)]
         )
-        out.append(buf.getvalue())
+        out.append(buf.getvalue()[:-1])
     return out
 
 
@@ -639,8 +644,9 @@ class Scorer:
         self.outputs = _outputs(self.model)
 
     def header(self) -> str:
-        """The answer's first line, quoted as csv.writer quotes the rows (a class label may hold , " or a newline)."""
-        return csvdata.write_csv(decision_header(self.model.rule_list), [])
+        """The answer's first line: the decision table's columns, then `audit_seq`, quoted as csv.writer quotes
+        the rows (a class label may hold , " or a newline)."""
+        return csvdata.write_csv([*decision_header(self.model.rule_list), AUDIT_SEQ_COLUMN], [])
 
     def decide(self, chunk: Chunk) -> tuple[np.ndarray, dict[str, list[Any]]]:
         """Rule ids and the audit rows (column-wise) of a chunk."""
@@ -668,10 +674,11 @@ class Scorer:
         records = (dict(zip(names, row, strict=True)) for row in zip(*chunk.columns.values(), strict=True))
         return records_missing_filled(self.model.rule_list.features, records)
 
-    def text(self, chunk: Chunk, ids: np.ndarray) -> str:
-        """The chunk's answer rows."""
+    def text(self, chunk: Chunk, ids: np.ndarray, seqs: Sequence[int]) -> str:
+        """The chunk's answer rows, each ending with its audit row's place in the chain (`seqs`, in row order)."""
         suffix = self.suffixes
-        return "".join(f"{i},{suffix[r]}" for i, r in enumerate(ids.tolist(), start=chunk.first_index))
+        rows = zip(range(chunk.first_index, chunk.first_index + len(seqs)), ids.tolist(), seqs, strict=True)
+        return "".join(f"{i},{suffix[r]},{seq}\n" for i, r, seq in rows)
 
 
 __all__ = ["CSVError", "CheckedFile", "Chunk", "Scorer", "check_file", "digests", "line_chunks", "type_chunk"]

@@ -107,8 +107,8 @@ class CsvBatch:
         if chunk is None:
             return None
         ids, rows = self.scorer.decide(chunk)
-        audit.write_rows_or_unavailable(self.engine, audit.ColumnRows(rows))
-        return CsvDecisions(self.scorer.text(chunk, ids), ids.tolist())
+        seqs = audit.write_rows_or_unavailable(self.engine, audit.ColumnRows(rows))
+        return CsvDecisions(self.scorer.text(chunk, ids, seqs), ids.tolist())
 
     def close(self) -> None:
         """Drop the spilled columns."""

@@ -61,13 +61,24 @@ def numeric_csv(n: int, seed: int = 0, *, whole: bool = False) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def numbered(lines: list[str]) -> list[str]:
+    """Answer lines as a fresh audit chain numbers them: `audit_seq` 1, 2, ... appended."""
+    return [f"{line},{k}" for k, line in enumerate(lines, start=1)]
+
+
+def seqs_of(chunk: batch.Chunk) -> range:
+    """The `audit_seq`s a fresh chain gives a chunk's rows."""
+    return range(chunk.first_index + 1, chunk.first_index + 1 + chunk.n_rows)
+
+
 def one_shot(model: ServedModel, data: bytes) -> tuple[list[str], list[list[Any]], list[str]]:
-    """The record path as predict.csv had it: parse all, type records, evaluate, digest each record."""
+    """The record path as predict.csv had it: parse all, type records, evaluate, digest each record
+    (answer lines numbered as a fresh audit chain numbers them)."""
     records = serving.table_records(model, parse_csv(data))
     header, rows, _ = serving.batch_csv_rows(model, records)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
-    return header, buf.getvalue().splitlines(), [serving.digest(r) for r in records]
+    return [*header, "audit_seq"], numbered(buf.getvalue().splitlines()), [serving.digest(r) for r in records]
 
 
 def chunked(model: ServedModel, data: bytes) -> tuple[str, list[str], list[str]]:
@@ -79,7 +90,7 @@ def chunked(model: ServedModel, data: bytes) -> tuple[str, list[str], list[str]]
     try:
         for chunk in checked.chunks():
             ids, cols = scorer.decide(chunk)
-            lines += scorer.text(chunk, ids).splitlines()
+            lines += scorer.text(chunk, ids, seqs_of(chunk)).splitlines()
             digests += cols["input_digest"]
     finally:
         checked.close()
@@ -242,7 +253,7 @@ def _peak_bytes(model: ServedModel, data: bytes) -> int:
         scorer = batch.Scorer(model, "t", "k")
         for chunk in checked.chunks():
             ids, _ = scorer.decide(chunk)
-            scorer.text(chunk, ids)
+            scorer.text(chunk, ids, seqs_of(chunk))
         checked.close()
         return tracemalloc.get_traced_memory()[1]
     finally:
@@ -416,7 +427,7 @@ def reference(model: ServedModel, data: bytes, max_rows: int = 10**9) -> tuple[A
     _, rows, _ = serving.batch_csv_rows(model, records)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
-    return ("ok", buf.getvalue().splitlines(), [serving.digest(r) for r in records])
+    return ("ok", numbered(buf.getvalue().splitlines()), [serving.digest(r) for r in records])
 
 
 def streamed(model: ServedModel, data: bytes, max_rows: int = 10**9) -> tuple[Any, ...]:
@@ -678,7 +689,8 @@ def _answer(model: ServedModel, data: bytes, *, ignore_extra: bool) -> list[str]
     checked = batch.check_file(model, io.BytesIO(data), max_rows=10**9, ignore_extra=ignore_extra)
     scorer = batch.Scorer(model, "t", "k")
     try:
-        return [line for chunk in checked.chunks() for line in scorer.text(chunk, scorer.decide(chunk)[0]).splitlines()]
+        lines = (scorer.text(chunk, scorer.decide(chunk)[0], seqs_of(chunk)) for chunk in checked.chunks())
+        return [line for text in lines for line in text.splitlines()]
     finally:
         checked.close()
 

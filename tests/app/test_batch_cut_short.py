@@ -21,11 +21,12 @@ def test_audit_lost_mid_stream_cuts_the_answer_and_logs_it(
     written: list[int] = []
     real = audit.write_rows_or_unavailable
 
-    def fails_third(engine: Any, rows: Any) -> None:
+    def fails_third(engine: Any, rows: Any) -> list[int]:
         if len(written) == 2:
             raise Unavailable("the audit log could not be written", dependency="audit")
-        real(engine, rows)
+        seqs = real(engine, rows)
         written.append(len(rows))
+        return seqs
 
     monkeypatch.setattr(predictions.audit, "write_rows_or_unavailable", fails_third)
     data = ("age,income,smoker\n" + "".join(f"{60 + i % 20},{i % 100},yes\n" for i in range(1000))).encode()

@@ -50,7 +50,7 @@ def test_the_command_line_decides_each_file_as_predict_csv(
     (tmp_path / "x.csv").write_bytes(data)
     assert main(["predict", str(tmp_path / "m.json"), str(tmp_path / "x.csv"), "--out", str(tmp_path / "o.csv")]) == 0
     cli = pd.read_csv(tmp_path / "o.csv")
-    assert list(cli.columns) == list(served.columns)
+    assert list(served.columns) == [*cli.columns, "audit_seq"]  # the service adds each row's audit record
     assert cli["rule_id"].tolist() == served["rule_id"].tolist(), name
     assert cli["prediction"].tolist() == served["prediction"].tolist(), name
     assert served["rule_id"].tolist() == [1, 2, 2, 1, 0]  # 67.5 and a smoker: rule 1; income 5.25 or 3: rule 2

@@ -126,13 +126,14 @@ def test_json_csv_and_cli_number_and_name_records_alike(sqlite_api, doc, tmp_pat
     cli_csv = capsys.readouterr().out
 
     rows = list(csv.DictReader(io.StringIO(service_csv)))
-    assert service_csv.splitlines()[0] == "index,prediction,probability,rule_id,p_low,p_high"
-    assert cli_csv.splitlines()[0] == service_csv.splitlines()[0]
+    assert service_csv.splitlines()[0] == "index,prediction,probability,rule_id,p_low,p_high,audit_seq"
+    assert cli_csv.splitlines()[0] + ",audit_seq" == service_csv.splitlines()[0]  # the service adds the audit link
     assert [int(x["index"]) for x in rows] == [p["index"] for p in j] == [0, 1, 2]
     for x, p in zip(rows, j, strict=True):
         assert x["prediction"] == p["prediction"] and int(x["rule_id"]) == p["rule_id"]
         assert float(x["probability"]) == pytest.approx(p["probability"], abs=1e-6)
         assert float(x["p_high"]) == pytest.approx(p["probabilities"]["high"], abs=1e-6)
+        assert int(x["audit_seq"]) == p["audit_seq"] + 3  # the JSON call's three decisions came first
     cli_rows = list(csv.DictReader(io.StringIO(cli_csv)))
     assert [(c["index"], c["prediction"], c["rule_id"]) for c in cli_rows] == [
         (x["index"], x["prediction"], x["rule_id"]) for x in rows

@@ -165,6 +165,45 @@ def test_csv_batch(api, doc) -> None:
     assert api.count("audit_log") == 3
 
 
+def test_csv_batch_rows_name_their_audit_records(api, doc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each predict.csv row ends with `audit_seq`, its audit record's place in the chain (a JSON decision carries
+    it too): until now a batch's decisions could be found only by recomputing input digests. Across chunks (each
+    its own transaction, a JSON decision committed between two requests), every row's record is the one
+    `GET /v1/audit?seq=` returns, with that row's rule, prediction and input digest."""
+    from app.services import batch
+
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 256)
+    v = api.import_model(doc)
+    records = [REC_HIGH, REC_POOR, REC_DEFAULT] * 30
+    first = predict(api, v["id"], [REC_POOR]).json()["predictions"][0]["audit_seq"]
+
+    def batch_rows() -> list[dict[str, str]]:
+        url = f"/v1/models/{v['id']}/predict.csv"
+        r = api.client.post(url, files={"file": ("x.csv", _csv(records), "text/csv")}, headers=api.h())
+        assert r.status_code == 200, r.text
+        return list(csv.DictReader(io.StringIO(r.text)))
+
+    rows = batch_rows()
+    between = predict(api, v["id"], [REC_HIGH]).json()["predictions"][0]["audit_seq"]
+    again = batch_rows()
+    seqs = [int(x["audit_seq"]) for x in rows + again]
+    assert seqs == list(range(first + 1, first + 91)) + list(range(between + 1, between + 91)), seqs
+    assert between == first + 91
+    digest = {}
+    for s in (first, between):
+        (rec,) = api.client.get("/v1/audit", params={"seq": s}, headers=api.h()).json()["items"]
+        digest[s] = rec["input_digest"]
+    for x in [rows[0], rows[1], rows[44], again[-1]]:
+        (rec,) = api.client.get("/v1/audit", params={"seq": x["audit_seq"]}, headers=api.h()).json()["items"]
+        assert rec["seq"] == int(x["audit_seq"]) and rec["model_version_id"] == v["id"]
+        assert rec["rule_id"] == int(x["rule_id"]) and rec["output"]["prediction"] == x["prediction"]
+        same = {1: between, 2: first}.get(int(x["rule_id"]))  # the JSON decisions of REC_HIGH and REC_POOR
+        if same is not None:
+            assert rec["input_digest"] == digest[same]
+    verify = api.client.get("/v1/audit/verify", headers=api.h()).json()
+    assert verify["intact"] is True and verify["rows_checked"] == 182, verify
+
+
 def test_csv_batch_header_is_quoted_like_its_rows(sqlite_api, doc) -> None:
     """Class labels holding `,` `"` or a line end: the rows were quoted by csv.writer but the header was joined
     with commas, so `p_a,b` read as two columns and `p_e\nf` cut the header in two. It is quoted like the rows,
@@ -184,8 +223,8 @@ def test_csv_batch_header_is_quoted_like_its_rows(sqlite_api, doc) -> None:
     )
     assert r.status_code == 200, r.text
     rows = list(csv.reader(io.StringIO(r.text)))
-    assert rows[0] == decision_header(RuleList.from_dict(doc)), rows[0]
-    assert rows[0][4:] == ["p_a,b", 'p_c"d', "p_e\nf"] and len(rows) == 4
+    assert rows[0] == [*decision_header(RuleList.from_dict(doc)), "audit_seq"], rows[0]
+    assert rows[0][4:] == ["p_a,b", 'p_c"d', "p_e\nf", "audit_seq"] and len(rows) == 4
     assert all(len(row) == len(rows[0]) for row in rows[1:]), rows
 
 

@@ -1,5 +1,6 @@
 // The audit trail, for a reviewer or a regulator: the tenant's decisions newest first (paged), one decision by
-// its place in the hash chain (`audit_seq`, which every JSON decision and the "Try a record" page give), and
+// its place in the hash chain (`audit_seq`, which every JSON decision, every predict.csv row and the "Try a record"
+// page give), and
 // the check of the chain (intact, or the first broken link). Read-only, like the API (docs/audit.md).
 
 import { get, getAll, qs, seg } from "../api.js";
@@ -134,7 +135,7 @@ function findForm(seq) {
   const form = h(
     "form",
     { class: "audit-find" },
-    h("div", { class: "form-row" }, field("Place in the chain (audit_seq)", input, "Every JSON decision carries it as audit_seq.")),
+    h("div", { class: "form-row" }, field("Place in the chain (audit_seq)", input, "Every decision carries it: audit_seq in a JSON answer, the audit_seq column of a predict.csv answer.")),
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "btn btn-primary", text: "Find" })),
   );
   form.addEventListener("submit", (ev) => {
