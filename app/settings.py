@@ -16,13 +16,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from app.db import SqliteSynchronous
 
 MAX_UPLOAD_CEILING = 2 * 1024**3  # 2 GiB: above this a CSV belongs in a blob store, not a request
+
+
+MIN_METRICS_TOKEN_CHARS = 16  # a bearer secret, not a password someone types
 
 
 class Settings(BaseSettings):
@@ -67,6 +70,8 @@ class Settings(BaseSettings):
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
 
+    # set: /metrics answers only `Authorization: Bearer <token>` (its labels name tenants, models and rule counts)
+    metrics_token: SecretStr | None = None
     auth_cache_ttl_s: float = Field(5.0, ge=0, le=300)  # the bound on a revoked key being accepted
     alias_cache_ttl_s: float = Field(1.0, ge=0, le=60)
     model_cache_size: int = Field(64, ge=1)
@@ -89,6 +94,20 @@ class Settings(BaseSettings):
     def _sqlite_level_any_case(cls, value: object) -> object:
         """SQLite's own spellings (`FULL`, `Normal`) too."""
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _metrics_token(cls, value: object) -> object:
+        """Empty is unset (compose passes `${NEURULES_METRICS_TOKEN:-}`); a token holds no blanks (a bearer token)."""
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if isinstance(value, str) and not value.strip():
+            return None
+        if isinstance(value, str) and any(c.isspace() for c in value):
+            raise ValueError("must not contain spaces or other blanks")
+        if isinstance(value, str) and len(value) < MIN_METRICS_TOKEN_CHARS:
+            raise ValueError(f"must be at least {MIN_METRICS_TOKEN_CHARS} characters long")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

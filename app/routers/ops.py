@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 from functools import partial
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -13,8 +15,15 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.deps import AppState
 from app.services import readiness
+from app.services.errors import Unauthenticated
 
 router = APIRouter(tags=["ops"])  # lenient query: probes and scrapers add parameters (cache busters, params:)
+
+
+def bearer_matches(authorization: str | None, token: str) -> bool:
+    """Whether an `Authorization` header is `Bearer <token>` (scheme in any case; compared in constant time)."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
@@ -70,9 +79,22 @@ async def readyz(state: AppState) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(state: AppState) -> Response:
-    """Request latency histogram, predictions counter, jobs by state."""
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    description="Request latency histogram, decisions per tenant, model, version and rule, jobs by state. With "
+    "`NEURULES_METRICS_TOKEN` set, only a request with `Authorization: Bearer <that token>` is answered (else 401 "
+    "`metrics_token`): the labels name every tenant's models.",
+    responses={401: {"description": "NEURULES_METRICS_TOKEN is set and the request does not carry it"}},
+)
+def metrics(state: AppState, authorization: Annotated[str | None, Header(include_in_schema=False)] = None) -> Response:
+    """Request latency histogram, predictions counter, jobs by state (behind the metrics token, when one is set)."""
+    token = state.settings.metrics_token
+    if token is not None and not bearer_matches(authorization, token.get_secret_value()):
+        raise Unauthenticated(
+            "/metrics needs `Authorization: Bearer <NEURULES_METRICS_TOKEN>` (missing or wrong)", code="metrics_token"
+        )
     registry = state.metrics.registry
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # several server processes: aggregate their files
         registry = CollectorRegistry()

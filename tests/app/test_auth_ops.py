@@ -85,6 +85,51 @@ def test_health_ready_metrics(sqlite_api, doc) -> None:
     assert "neurules_jobs_ok 1.0" in text
 
 
+def test_metrics_behind_a_token_when_one_is_set(tmp_path) -> None:
+    """/metrics labels name every tenant's models and count their decisions per rule, and it answered anyone: with
+    NEURULES_METRICS_TOKEN set it answers only that bearer token (any case of `Bearer`); an API key is not it."""
+    from tests.conftest import make_api
+
+    token = "scrape-" + "s3cret" * 3
+    gen = make_api(tmp_path, "sqlite", metrics_token=token)
+    api = next(gen)
+    try:
+        c = api.client
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-token-of-length"},
+            {"Authorization": token},
+            {"Authorization": f"Basic {token}"},
+            {"X-API-Key": api.key_a},
+            {"Authorization": f"Bearer {token}x"},
+        ):
+            r = c.get("/metrics", headers=headers)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "metrics_token", (headers, r.text)
+            assert r.headers["www-authenticate"] == "Bearer" and "neurules_" not in r.text
+        assert c.head("/metrics").status_code == 401
+        for auth in (f"Bearer {token}", f"bearer {token}", f"  Bearer   {token} "):
+            r = c.get("/metrics", headers={"Authorization": auth})
+            assert r.status_code == 200 and "neurules_http_request_duration_seconds" in r.text, auth
+        assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200  # probes stay open
+    finally:
+        gen.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("short-token", "at least 16 characters"), ("a token with blanks", "blanks"), ("tab\there-is-a-token", "blanks")],
+)
+def test_a_weak_or_blank_holding_metrics_token_fails_fast(value: str, problem: str) -> None:
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    with pytest.raises(ValidationError, match=problem):
+        Settings(metrics_token=value)
+    assert Settings(metrics_token="").metrics_token is None  # compose passes `${NEURULES_METRICS_TOKEN:-}`
+    assert Settings(metrics_token="   ").metrics_token is None
+
+
 def test_readyz_reports_broker_down(sqlite_api) -> None:
     def down() -> None:
         raise ConnectionError("no broker")
