@@ -10,8 +10,9 @@ chunk's audit rows committed before its rows are sent (docs/architecture.md).
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import IO, Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -31,6 +32,8 @@ from app.services.serving import ServedModel
 from app.state import ServiceState
 
 log = logging.getLogger("neurules.predictions")
+SPOOL_MEMORY_BYTES = 8 * 1024**2  # an HTTP/1.0 predict.csv answer beyond this waits in a temporary file
+SPOOL_READ_BYTES = 1024**2
 router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
 
 
@@ -153,11 +156,49 @@ async def predict_csv(
     except BaseException:
         batch.close()
         raise
-    return StreamingResponse(
-        _answer_rows(state, model, batch, first),
-        media_type="text/csv",
-        headers={"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'},
-    )
+    headers = {"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'}
+    if request.scope.get("http_version") == "1.0":  # no chunked transfer coding there: the whole answer, sized
+        spool = await _spooled_answer(state, model, batch, first)
+        headers["Content-Length"] = str(spool.tell())
+        spool.seek(0)
+        return StreamingResponse(_spool_pieces(spool), media_type="text/csv", headers=headers)
+    return StreamingResponse(_answer_rows(state, model, batch, first), media_type="text/csv", headers=headers)
+
+
+async def _spooled_answer(
+    state: ServiceState, model: ServedModel, batch: predictions.CsvBatch, first: predictions.CsvDecisions | None
+) -> IO[bytes]:
+    """The whole answer of an HTTP/1.0 request, every chunk decided and audited, in memory up to SPOOL_MEMORY_BYTES
+    and then in a temporary file.
+
+    HTTP/1.0 has no chunked transfer coding, and the server chunks a response of unknown length all the same:
+    such a client read the chunk sizes as lines of the CSV. Sized instead, the answer starts only once every row
+    is audited, so an audit store lost midway is a clean 503 (the rows audited before it are decisions the
+    client never got, as for a client that hangs up)."""
+    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 -- closed by _spool_pieces
+    try:
+        spool.write(batch.header().encode())
+        chunk = first
+        while chunk is not None:
+            state.metrics.decided("csv").inc(len(chunk.rule_ids))
+            count_decisions(state, model, chunk.rule_ids)
+            await run_in_threadpool(spool.write, chunk.text.encode())
+            chunk = await run_in_threadpool(batch.next_chunk)
+    except BaseException:
+        spool.close()
+        raise
+    finally:
+        batch.close()
+    return spool
+
+
+async def _spool_pieces(spool: IO[bytes]) -> AsyncIterator[bytes]:
+    """The spooled answer in pieces read off the event loop; the spool closed at the end or when the client goes."""
+    try:
+        while piece := await run_in_threadpool(spool.read, SPOOL_READ_BYTES):
+            yield piece
+    finally:
+        spool.close()
 
 
 async def _answer_rows(

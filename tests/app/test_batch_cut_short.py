@@ -83,3 +83,81 @@ def test_a_client_going_away_mid_answer_is_logged_with_the_rows_audited(
     audited = sqlite_api.count("audit_log")
     assert 0 < gone.rows_sent <= gone.rows_audited == audited < 2000, (gone.rows_sent, gone.rows_audited, audited)
     assert not [r for r in caplog.records if "cut short" in r.getMessage()]
+
+
+def _http10_predict_csv(api: Any, doc: dict[str, Any], rows: int) -> tuple[list[dict[str, Any]], bytes]:
+    """predict.csv sent as HTTP/1.0 straight to the ASGI app: the messages sent and the body bytes."""
+    import anyio
+
+    v = api.import_model(doc)
+    data = ("age,income,smoker\n" + "".join(f"{60 + i % 20},{i % 100},yes\n" for i in range(rows))).encode()
+    body = (
+        b'--xx\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\nContent-Type: text/csv\r\n\r\n'
+        + data
+        + b"\r\n--xx--\r\n"
+    )
+    headers = [
+        (b"content-type", b"multipart/form-data; boundary=xx"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-api-key", api.key_a.encode()),
+    ]
+    scope = {**http_scope("POST", f"/v1/models/{v['id']}/predict.csv", headers), "http_version": "1.0"}
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await anyio.sleep_forever()  # the client stays to the end
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    anyio.run(api.app, scope, receive, send)
+    return sent, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_an_http10_answer_is_sized_not_chunked(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP/1.0 has no chunked transfer coding, but the server chunks an answer of unknown length all the same: an
+    HTTP/1.0 client (a proxy speaking 1.0 upstream, `curl -0`) read chunk sizes as CSV lines. Its answer now has a
+    Content-Length (spooled, here past the memory part into a temporary file), and reads as the HTTP/1.1 one."""
+    from app.routers import predictions as route
+
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(route, "SPOOL_MEMORY_BYTES", 4096)
+    sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
+    start = sent[0]
+    headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    assert start["status"] == 200 and "transfer-encoding" not in headers
+    assert int(headers["content-length"]) == len(body) > 4096
+    lines = body.decode().splitlines()
+    assert lines[0].endswith(",audit_seq") and len(lines) == 1001
+    assert [int(line.split(",")[0]) for line in lines[1:]] == list(range(1000))
+    assert [int(line.rsplit(",", 1)[1]) for line in lines[1:]] == list(range(1, 1001))
+    assert sqlite_api.count("audit_log") == 1000
+
+
+def test_an_http10_answer_losing_the_audit_midway_is_a_clean_503(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sized, the answer starts only once every row is audited: an audit store lost at the third chunk is a 503
+    naming the audit, not a cut transfer (the two chunks audited before it are logged as undelivered decisions
+    would be: they are in the audit log)."""
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
+    calls: list[int] = []
+    real = audit.write_rows_or_unavailable
+
+    def fails_third(engine: Any, rows: Any) -> list[int]:
+        calls.append(len(rows))
+        if len(calls) == 3:
+            raise Unavailable("the audit log could not be written", dependency="audit")
+        return real(engine, rows)
+
+    monkeypatch.setattr(predictions.audit, "write_rows_or_unavailable", fails_third)
+    sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
+    assert sent[0]["status"] == 503, body
+    assert b"audit_unavailable" in body and b"index," not in body
+    assert sqlite_api.count("audit_log") == sum(calls[:2])

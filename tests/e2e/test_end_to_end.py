@@ -200,6 +200,56 @@ def test_embedded_flow(embedded) -> None:
         raise
 
 
+def _raw_exchange(url: str, request: bytes) -> tuple[str, bytes]:
+    """Send raw request bytes to the server; its status line and headers, and the body bytes as they came."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+        s.sendall(request)
+        data = b""
+        while chunk := s.recv(1 << 16):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
+
+
+def test_an_http10_client_gets_a_sized_predict_csv_answer(embedded) -> None:
+    """The real server (uvicorn) chunked a streamed predict.csv answer for an HTTP/1.0 request too, which such a
+    client (a proxy speaking 1.0 upstream, `curl -0`) read as CSV lines like `3c`: it now gets a Content-Length and
+    the plain CSV; an HTTP/1.1 client still gets it streamed, chunked."""
+    from tests.conftest import rule_list_doc
+
+    h = {"X-API-Key": embedded.key}
+    v = httpx.post(f"{embedded.url}/v1/models", json={"name": "http10", "rule_list": rule_list_doc()}, headers=h)
+    assert v.status_code == 201, v.text
+    data = "age,income,smoker\n" + "".join(f"{60 + i % 20},{i % 9},{'yes' if i % 2 else 'no'}\n" for i in range(5000))
+    part = (
+        b'--xx\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\nContent-Type: text/csv\r\n\r\n'
+        + data.encode()
+        + b"\r\n--xx--\r\n"
+    )
+    answers = {}
+    for version in ("1.0", "1.1"):
+        head = (
+            f"POST /v1/models/{v.json()['id']}/predict.csv HTTP/{version}\r\nHost: t\r\nX-API-Key: {embedded.key}\r\n"
+            "Connection: close\r\nContent-Type: multipart/form-data; boundary=xx\r\n"
+            f"Content-Length: {len(part)}\r\n\r\n"
+        )
+        answers[version] = _raw_exchange(embedded.url, head.encode() + part)
+    head10, body10 = answers["1.0"]
+    assert head10.split("\r\n")[0].endswith("200 OK") and "transfer-encoding" not in head10.lower(), head10
+    assert f"content-length: {len(body10)}" in head10.lower(), head10
+    rows = list(csv.DictReader(io.StringIO(body10.decode())))
+    assert [int(r["index"]) for r in rows] == list(range(5000))
+    seqs = [int(r["audit_seq"]) for r in rows]
+    assert seqs == list(range(seqs[0], seqs[0] + 5000))
+    head11, body11 = answers["1.1"]
+    assert "transfer-encoding: chunked" in head11.lower(), head11
+    assert body10.decode().splitlines()[0] in body11.decode()
+
+
 def test_distributed_worker_killed_mid_job_is_recovered(distributed) -> None:
     """SIGKILL the only worker while it trains: the reaper requeues the job and a new worker finishes it."""
     import os
