@@ -76,7 +76,7 @@ Error codes (a failed request never leaves rows behind):
 | 401 | `metrics_token` | `/metrics` without `Authorization: Bearer <NEURULES_METRICS_TOKEN>` when that setting is set |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
 | 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has (HEAD is answered wherever GET is: the GET's status and headers, no body) |
-| 403 | `key_scope` | a key of scope `predict` (`neurules-admin create-key --scope predict`) used for anything but `POST /v1/models/{ref}/predict` and `/predict.csv`; nothing was done |
+| 403 | `key_scope` | a key of scope `predict` (`neurules-admin create-key --scope predict`) used for anything but `POST /v1/models/{ref}/predict` and `/predict.csv`, or of scope `read` for anything but GET and HEAD; nothing was done |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict`, `alias_conflict`, `registry_chain_broken` | cancel a finished job; delete a dataset with active jobs; an alias created and deleted by other requests throughout a PUT (try again); a model whose registry event chain was changed outside the service (its head moved): nothing is changed until it is repaired (`verify-audit` names where) |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
 | 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |

@@ -84,7 +84,7 @@ def _implied_statuses(op: dict[str, Any], path: str, method: str) -> list[int]:
     codes = []
     if op.get("security"):
         codes += [401, 503]
-        if not key_scopes.allows(key_scopes.PREDICT, method, path):  # a `predict` key is refused here
+        if not all(key_scopes.allows(s, method, path) for s in key_scopes.SCOPES):  # some key's scope is refused here
             codes.append(403)
     body = op.get("requestBody")
     if op.get(STRICT_QUERY_MARK) or op.get("parameters") or body:

@@ -252,7 +252,8 @@ def parser() -> argparse.ArgumentParser:
         "--scope",
         choices=key_scopes.SCOPES,
         default=key_scopes.FULL,
-        help="full: everything the tenant may do (default); predict: ask for decisions only (a backend's key)",
+        help="full: everything the tenant may do (default); predict: ask for decisions only (a backend's key); "
+        "read: read everything, change nothing, no decisions (a reviewer's or auditor's key)",
     )
     sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
     sp.add_argument("key_id")

@@ -16,7 +16,10 @@ class KeyPublic(BaseModel):
     label: str = Field(description="what `neurules-admin create-key --label` gave it (who holds it)")
     created_at: datetime
     revoked_at: datetime | None = Field(description="null while the key works")
-    scope: str = Field(description="full: everything the tenant may do; predict: decisions only")
+    scope: str = Field(
+        description="full: everything the tenant may do; predict: decisions only; read: GET and HEAD only (a "
+        "reviewer's or auditor's key: changes nothing, makes no decisions)"
+    )
     current: bool = Field(description="whether this is the key of the request")
 
 

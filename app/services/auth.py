@@ -28,7 +28,7 @@ def lookup_key(db: Database, key: str) -> Principal | None:
     with db.sessionmaker() as s:
         row = s.execute(
             select(ApiKey.id, ApiKey.tenant_id, ApiKey.prefix, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope).where(
-                ApiKey.prefix.in_((prefix, key_scopes.stored_prefix(prefix, key_scopes.PREDICT)))
+                ApiKey.prefix.in_(key_scopes.stored_prefixes(prefix))
             )
         ).first()
     if row is None or row.revoked_at is not None or not keys.matches(key, row.key_hash):

@@ -29,6 +29,15 @@ REC = {"age": 67, "income": 50, "smoker": "yes"}
         ("predict", "POST", "/v1/models/risk/predict/extra", False),
         ("predict", "POST", "/x/v1/models/risk/predict", False),
         ("other", "POST", "/v1/models/risk/predict", False),
+        ("read", "GET", "/v1/audit", True),
+        ("read", "get", "/v1/audit/verify", True),
+        ("read", "HEAD", "/v1/models/risk@1", True),
+        ("read", "POST", "/v1/models/risk/predict", False),
+        ("read", "POST", "/v1/models/risk/predict.csv", False),
+        ("read", "PUT", "/v1/registered-models/risk/aliases/production", False),
+        ("read", "DELETE", "/v1/datasets/ds_1", False),
+        ("read", "POST", "/v1/models/risk/evaluations", False),
+        ("read", "PATCH", "/v1/datasets/ds_1", False),
     ],
 )
 def test_what_each_scope_allows(scope: str, method: str, path: str, allowed: bool) -> None:
@@ -36,7 +45,7 @@ def test_what_each_scope_allows(scope: str, method: str, path: str, allowed: boo
 
 
 def test_an_unknown_scope_is_refused_naming_the_choices() -> None:
-    with pytest.raises(Invalid, match="scope: must be one of full, predict"):
+    with pytest.raises(Invalid, match="scope: must be one of full, predict, read"):
         key_scopes.check_scope("admin")
 
 
@@ -76,14 +85,63 @@ def test_a_predict_key_decides_and_does_nothing_else(api: Api, doc) -> None:
     assert {k["scope"] for i, k in keys.items() if i != key_id} == {"full"}
 
 
-def test_the_contract_documents_403_where_a_predict_key_is_refused(sqlite_api: Api) -> None:
+def test_a_read_key_reads_and_changes_nothing(api: Api, doc) -> None:
+    """A reviewer, auditor or regulator needs to see versions, evaluations and the audit trail and check the chain,
+    and nothing more: a `read` key answers every GET and HEAD, and is refused (403 `key_scope`, nothing done)
+    wherever data would change or a decision be made (a decision writes an audit row)."""
+    from app.admin import create_key
+
+    v = api.import_model(doc)
+    api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
+    assert api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=api.h()).status_code == 200
+    key_id, key = create_key(api.url, "tenant-a", "regulator", scope="read")
+    for path in (
+        f"/v1/models/{v['id']}",
+        "/v1/models",
+        "/v1/registered-models/risk",
+        "/v1/registered-models/risk/events",
+        "/v1/audit",
+        "/v1/audit/verify",
+        "/v1/keys",
+        "/v1/datasets",
+        "/v1/jobs",
+    ):
+        r = api.client.get(path, headers=api.h(key))
+        assert r.status_code == 200, (path, r.text)
+        assert api.client.head(path, headers=api.h(key)).status_code == 200, path
+    (decision,) = api.client.get("/v1/audit", headers=api.h(key)).json()["items"]
+    assert decision["rule_id"] == 1 and api.client.get("/v1/audit/verify", headers=api.h(key)).json()["intact"]
+    counts = {t: api.count(t) for t in ("audit_log", "registry_events", "datasets", "model_versions", "evaluations")}
+    csv = {"file": ("x.csv", b"age,income,smoker\n67,50,yes\n", "text/csv")}
+    refused = [
+        ("POST", f"/v1/models/{v['id']}/predict", {"json": {"records": [REC]}}),
+        ("POST", f"/v1/models/{v['id']}/predict.csv", {"files": csv}),
+        ("PUT", "/v1/registered-models/risk/aliases/production", {"json": {"version": 1}}),
+        ("DELETE", "/v1/registered-models/risk/aliases/production", {}),
+        ("POST", "/v1/datasets", {"files": {"file": ("d.csv", b"a,b\n1,2\n", "text/csv")}}),
+        ("POST", "/v1/models", {"json": {"name": "forged", "rule_list": doc}}),
+        ("POST", "/v1/jobs", {"json": {"dataset_id": "ds_x", "target": "y"}}),
+    ]
+    for method, path, kwargs in refused:
+        r = api.client.request(method, path, headers=api.h(key), **kwargs)
+        assert r.status_code == 403, (method, path, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "key_scope" and "scope 'read'" in err["message"] and "GET" in err["message"], err
+    assert {t: api.count(t) for t in counts} == counts
+    assert api.client.get("/v1/registered-models/risk", headers=api.h()).json()["aliases"] == {"production": v["id"]}
+    keys = {k["id"]: k for k in api.client.get("/v1/keys", headers=api.h()).json()["items"]}
+    assert keys[key_id]["scope"] == "read" and keys[key_id]["label"] == "regulator"
+
+
+def test_the_contract_documents_403_where_some_key_is_refused(sqlite_api: Api) -> None:
     schema = sqlite_api.client.get("/openapi.json").json()
     for path, item in schema["paths"].items():
         for method, op in item.items():
             if not isinstance(op, dict) or not op.get("security"):
                 continue
             documented = "403" in op["responses"]
-            assert documented is not key_scopes.allows("predict", method, path), (method, path)
+            refused = not all(key_scopes.allows(s, method, path) for s in key_scopes.SCOPES)
+            assert documented is refused, (method, path)
 
 
 def test_create_key_takes_a_scope_on_the_command_line(tmp_path, monkeypatch, capsys) -> None:
@@ -96,10 +154,15 @@ def test_create_key_takes_a_scope_on_the_command_line(tmp_path, monkeypatch, cap
     main(["create-tenant", "acme"])
     main(["create-key", "acme", "--label", "backend", "--scope", "predict"])
     main(["create-key", "acme", "--label", "reviewer"])
+    main(["create-key", "acme", "--label", "auditor", "--scope", "read"])
     capsys.readouterr()
     main(["list-tenants"])
     keys = json.loads(capsys.readouterr().out)[0]["keys"]
-    assert [(k["label"], k["scope"]) for k in keys] == [("backend", "predict"), ("reviewer", "full")]
+    assert [(k["label"], k["scope"]) for k in keys] == [
+        ("backend", "predict"),
+        ("reviewer", "full"),
+        ("auditor", "read"),
+    ]
     with pytest.raises(SystemExit) as bad:
         main(["create-key", "acme", "--scope", "admin"])
     assert bad.value.code == 2 and "invalid choice: 'admin'" in capsys.readouterr().err
@@ -156,3 +219,22 @@ def test_a_restricted_key_is_unknown_to_a_release_without_scopes(api: Api, doc) 
     assert decided.status_code == 200, decided.text
     r = api.client.get("/v1/datasets", headers=api.h(key))
     assert r.status_code == 403 and r.json()["error"]["code"] == "key_scope"
+
+
+def test_a_read_key_is_unknown_to_a_release_without_scopes_and_stays_read_only(api: Api, doc) -> None:
+    """A read key is stored marked too (its own mark): a release before scopes finds no such key, and a row whose
+    scope came back `full` after a downgrade stays a read key here (never one that may decide or change data)."""
+    from sqlalchemy import text
+
+    from app.admin import create_key
+    from app.services import keys
+
+    key_id, key = create_key(api.url, "tenant-a", "auditor", scope="read")
+    plain = keys.split_prefix(key)
+    with api.app.state.service.db.engine.begin() as c:
+        assert c.execute(text("SELECT count(*) FROM api_keys WHERE prefix = :p"), {"p": plain}).scalar_one() == 0
+        c.execute(text("UPDATE api_keys SET scope = 'full' WHERE id = :i"), {"i": key_id})
+    v = api.import_model(doc)
+    assert api.client.get(f"/v1/models/{v['id']}", headers=api.h(key)).status_code == 200
+    r = api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [REC]}, headers=api.h(key))
+    assert r.status_code == 403 and "scope 'read'" in r.json()["error"]["message"]

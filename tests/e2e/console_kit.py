@@ -49,6 +49,12 @@ class Console:
     key: str
     proc: Proc
     api: httpx.Client
+    admin_env: dict[str, str] = field(default_factory=dict)  # what `neurules-admin` needs to reach its database
+    admin_cwd: Path = ROOT
+
+    def create_key(self, label: str, scope: str) -> str:
+        """Another key of the console's tenant, made as an operator makes one (`neurules-admin create-key`)."""
+        return admin(["create-key", "console", "--label", label, "--scope", scope], self.admin_env, self.admin_cwd)
 
 
 @dataclass
@@ -79,7 +85,7 @@ def serve_console(tmp: Path, **settings: str) -> Iterator[Console]:
     try:
         wait_ready(url, proc)
         with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=30) as api:
-            yield Console(url, key, proc, api)
+            yield Console(url, key, proc, api, env, tmp)
     finally:
         proc.stop()
 
@@ -175,13 +181,13 @@ def heart_rows(n: int) -> list[dict[str, str]]:
     return rows
 
 
-def sign_in(tab: Tab, console: Console) -> None:
-    """Open the console and sign in with the key."""
+def sign_in(tab: Tab, console: Console, key: str | None = None) -> None:
+    """Open the console and sign in with the key (the console's own unless another is given)."""
     from playwright.sync_api import expect
 
     page = tab.page
     page.goto(f"{console.url}/console")
-    page.get_by_label("API key").fill(console.key)
+    page.get_by_label("API key").fill(key or console.key)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Datasets", exact=True)).to_be_visible()
 

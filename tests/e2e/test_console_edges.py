@@ -1834,3 +1834,32 @@ def test_each_page_names_the_tab_and_a_failed_page_offers_a_way_on(tab: Tab, con
     assert page.locator(".topbar").evaluate("el => getComputedStyle(el).position") == "static"
     page.set_viewport_size({"width": 1280, "height": 800})
     assert page.locator(".topbar").evaluate("el => getComputedStyle(el).position") == "sticky"
+
+
+def test_a_read_only_key_reviews_the_audit_trail_and_is_told_why_it_cannot_promote(tab: Tab, console: Console) -> None:
+    """A regulator's or auditor's `read` key (`create-key --scope read`) signs in, follows the decisions and checks
+    the chain like any reviewer; moving an alias is refused by the API with the key's scope named on the page, and
+    nothing moves."""
+    from playwright.sync_api import expect
+
+    import_model(console, "reviewed", rule_list_doc())
+    import_model(console, "reviewed", rule_list_doc())
+    _predict(console, "reviewed@1", [{"age": 30, "income": 5, "smoker": "no"}])
+    key = console.create_key("regulator", "read")
+    sign_in(tab, console, key)
+    page = tab.page
+    page.goto(_url(console, "audit"))
+    expect(page.get_by_role("heading", name="Audit trail", level=1)).to_be_visible()
+    page.get_by_role("button", name="Verify the chain").click()
+    expect(page.locator(".notice-success").first).to_contain_text("Decisions intact")
+    listed = page.locator("table:has(caption:text-is('Decisions, newest first')) tbody tr")
+    expect(listed.first).to_be_visible()
+
+    page.goto(_url(console, "models/reviewed"))
+    page.get_by_label("Point it at").select_option("2")
+    page.get_by_role("button", name="Move alias…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Move to version 2").click()
+    expect(page.locator(".notice-error[data-error-code=key_scope]")).to_contain_text("scope 'read'")
+    assert console.api.get("/v1/registered-models/reviewed").json()["aliases"] == {}
+    keys = {k["label"]: k["scope"] for k in console.api.get("/v1/keys").json()["items"]}
+    assert keys["regulator"] == "read"
