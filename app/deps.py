@@ -48,50 +48,51 @@ _api_key_header = APIKeyHeader(
 )
 
 
-def _bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "").strip()
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return None
+def _bearer_token(value: str) -> str | None:
+    """The key of one `Authorization: Bearer <key>` value (the scheme in any case); None for another scheme."""
+    return value[7:].strip() or None if value[:7].lower() == "bearer " else None
 
 
-def presented_key(api_key: str | None, request: Request) -> str | None:
+def _header_values(request: Request, name: bytes) -> list[str]:
+    """Every value of one header (a client or a proxy may repeat it), blanks around each dropped."""
+    return [v.decode("latin-1").strip() for n, v in request.scope["headers"] if n == name]
+
+
+def presented_key(request: Request) -> str | None:
     """The key the caller sent, surrounding whitespace removed on both sides (keys never contain any).
 
     X-API-Key comes first: a proxy in front (oauth2-proxy, a gateway) may set `Authorization: Bearer` to a
     token of its own, which must not turn a request with a key into a 401; Bearer is read only without one.
+    A header repeated with different keys is refused (ambiguous_api_key), so that no key silently wins,
+    whichever comes first; a repeated empty value is no key.
     """
-    return (api_key or "").strip() or _bearer(request)
+    keys = {v for v in _header_values(request, b"x-api-key") if v}
+    header = "X-API-Key"
+    if not keys:
+        keys = {k for k in map(_bearer_token, _header_values(request, b"authorization")) if k}
+        header = "Authorization: Bearer"
+    if len(keys) > 1:
+        raise Unauthenticated(
+            f"{header} is given more than once with different keys; send one key", code="ambiguous_api_key"
+        )
+    return next(iter(keys), None)
 
 
 async def authenticate(request: Request) -> Principal:
     """The principal of the request's API key (X-API-Key or Bearer); Unauthenticated when missing or invalid."""
-    return await _principal(request, request.headers.get("x-api-key") or None)
+    return await _principal(request)
 
 
 async def current_principal(
-    request: Request, api_key: Annotated[str | None, Security(_api_key_header)] = None
+    request: Request,
+    api_key: Annotated[str | None, Security(_api_key_header)] = None,  # documents the header in OpenAPI
 ) -> Principal:
     """Authenticate the API key (X-API-Key or Bearer; one security dependency, cheap on the hot path)."""
-    return await _principal(request, api_key)
+    return await _principal(request)
 
 
-def _one_key_header(request: Request) -> None:
-    """X-API-Key given more than once with different values: refused, so that no key silently wins."""
-    raw = request.scope["headers"]
-    if (
-        sum(1 for name, _ in raw if name == b"x-api-key") > 1
-        and len({v.strip() for v in request.headers.getlist("x-api-key")}) > 1
-    ):
-        raise Unauthenticated(
-            "X-API-Key is given more than once with different keys; send one key", code="ambiguous_api_key"
-        )
-
-
-async def _principal(request: Request, api_key: str | None) -> Principal:
-    if api_key is not None:
-        _one_key_header(request)
-    key = presented_key(api_key, request)
+async def _principal(request: Request) -> Principal:
+    key = presented_key(request)
     if not key:
         raise Unauthenticated(
             "missing API key: send it as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'", code="missing_api_key"

@@ -72,7 +72,7 @@ Error codes (a failed request never leaves rows behind):
 | status | code | when |
 | --- | --- | --- |
 | 400 | `malformed_multipart`, `client_disconnected` | a multipart body that cannot be parsed; a body the client hung up on before it all arrived (seen only in the access log and metrics: nobody reads that answer) |
-| 401 | `missing_api_key`, `invalid_api_key`, `ambiguous_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key), or two `X-API-Key` headers with different keys |
+| 401 | `missing_api_key`, `invalid_api_key`, `ambiguous_api_key` | no key, or an unknown / revoked one (spaces around the key are ignored; with both `X-API-Key` and `Authorization: Bearer`, `X-API-Key` is the key), or two `X-API-Key` (or two Bearer) headers with different keys |
 | 401 | `metrics_token` | `/metrics` without `Authorization: Bearer <NEURULES_METRICS_TOKEN>` when that setting is set |
 | 404 | `not_found` | unknown id, model, alias or version, or one owned by another tenant |
 | 405 | `method_not_allowed` | a method the path does not have; `Allow` lists those it has (HEAD is answered wherever GET is: the GET's status and headers, no body) |

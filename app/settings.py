@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     max_classes: int = Field(50, ge=2, le=1000)
     max_records_per_request: int = Field(10_000, ge=1, le=1_000_000)
     max_batch_rows: int = Field(1_000_000, ge=1)
+    # what `serve` lets one request's head hold (431 beyond) and a request stall (408 / dropped beyond)
+    max_header_bytes: int = Field(64 * 1024, ge=4096, le=16 * 1024**2)
+    request_stall_s: float = Field(20.0, gt=0, le=3600)
 
     training_time_limit_s: int = Field(3600, ge=2)
     training_soft_time_limit_s: int = Field(3300, ge=1)

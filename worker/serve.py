@@ -64,6 +64,7 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
     the database's lock, handed over by the supervisor (`database_lock.handoff`), held by both."""
     import uvicorn
 
+    from worker.http_guard import guarded_protocol
     from worker.service import build_service
 
     if index > 0:  # one embedded worker per service, in process 0
@@ -80,7 +81,7 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
     config = uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http=guarded_protocol(settings.max_header_bytes, settings.request_stall_s),
         lifespan="on",
         access_log=False,
         log_config=None,

@@ -55,7 +55,7 @@ def multipart_body(file_description: str, *, with_name: bool = False) -> dict[st
 
 def _check_headers(request: Request, limit: int) -> None:
     ctype = request.headers.get("content-type", "")
-    if not ctype.startswith("multipart/form-data"):
+    if not ctype.lower().startswith("multipart/form-data"):  # media types are case-insensitive
         raise Unsupported(
             f"send the CSV as multipart/form-data with a 'file' part (got content type {ctype or 'none'!r})"
         )
@@ -69,7 +69,7 @@ async def _decoded(request: Request, limit: int) -> Request:
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding in ("", "identity"):
         return request
-    if encoding != "gzip":
+    if encoding not in ("gzip", "x-gzip"):  # x-gzip: gzip's old name, which HTTP/1.1 reads as gzip
         raise Unsupported(f"Content-Encoding {encoding!r} is not supported; send the body as is or gzip-compressed")
     body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body")
 
@@ -82,7 +82,7 @@ async def _decoded(request: Request, limit: int) -> Request:
 def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
     """A `.gz` name, a gzip content type or encoding on the part, or gzip's magic bytes."""
     named = (file.filename or "").lower().endswith(".gz")
-    encoded = file.headers.get("content-encoding", "").strip().lower() == "gzip"
+    encoded = file.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip")
     return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
 
 

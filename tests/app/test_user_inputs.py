@@ -58,6 +58,27 @@ def test_body_sent_with_content_encoding_gzip(api, doc) -> None:
     assert r.status_code == 415 and "Content-Encoding 'br'" in r.json()["error"]["message"]
 
 
+def test_media_type_in_any_case_and_x_gzip_are_read(api, doc) -> None:
+    """`Multipart/Form-Data` (media types are case-insensitive) and `Content-Encoding: x-gzip` (gzip's old name,
+    which HTTP/1.1 reads as gzip) were 415s."""
+    from tests.app.test_contract import RECORDS, _csv
+
+    body, ctype = _multipart("r.csv", _csv(RECORDS))
+    mixed = ctype.replace("multipart/form-data", "Multipart/Form-Data")
+    v = api.import_model(doc)
+    for headers, content in (
+        ({"content-type": mixed}, body),
+        ({"content-type": ctype, "content-encoding": "x-gzip"}, gzip.compress(body)),
+    ):
+        r = api.client.post(f"/v1/models/{v['id']}/predict.csv", content=content, headers={**api.h(), **headers})
+        assert r.status_code == 200, r.text
+        assert [line.split(",")[3] for line in r.text.splitlines()[1:]] == ["1", "2", "0"]
+    r = api.client.post(
+        "/v1/datasets", content=_multipart("p.csv", PLAIN)[0], headers={**api.h(), "content-type": mixed}
+    )
+    assert r.status_code == 201 and r.json()["n_rows"] == 40, r.text
+
+
 def _multipart(name: str, data: bytes) -> tuple[bytes, str]:
     boundary = "----nrtest"
     head = (

@@ -1,0 +1,117 @@
+"""uvicorn's httptools protocol with the two bounds it lacks: the size of a request's head, and stalls.
+
+uvicorn bounds neither: a client could send a header line of 100 MB (the parser holds it all, so four such
+connections doubled a server's memory in a probe), or open a request and send nothing more, holding its
+connection for good (slowloris). A proxy in front usually bounds both; `neurules-admin serve` must not
+depend on one. So a request's head (request line and headers) of more than `max_head_bytes` is answered
+431 and the connection closed; a head not complete within `stall_s` seconds, or a request (head or body)
+from which nothing arrives for `stall_s` seconds while the server waits for it, is answered 408 (head) or
+dropped (body: the application sees the client disconnect, as when a client goes away). Time the server
+itself takes (reading paused while a large upload is processed, a body not asked for yet behind
+`Expect: 100-continue`) never counts, nor does an idle keep-alive connection (uvicorn's own timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+def _closing_answer(status: bytes, message: str) -> bytes:
+    """A complete plain-text answer that closes the connection."""
+    body = message.encode()
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
+    )
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol that refuses an oversized request head (431) and drops a stalled request (408)."""
+
+    max_head_bytes = 64 * 1024
+    stall_s = 20.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_open = True  # waiting for a request's head (none begun, or one begun and not complete)
+        self._head_bytes = 0  # bytes received while a head was awaited (with what came in the same reads)
+        self._receiving = False  # a request begun whose last byte has not arrived
+        self._began = 0.0  # when that request began
+        self._last_data = 0.0
+        self._stall_timer: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        """Count the head's bytes and note the time, then parse; 431 when the head outgrows its bound."""
+        self._last_data = self.loop.time()
+        if self._head_open:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._head_open and self._head_bytes > self.max_head_bytes and not self.transport.is_closing():
+            self._refuse(
+                b"431 Request Header Fields Too Large", f"the request's head is over {self.max_head_bytes} bytes"
+            )
+        elif self._receiving and self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.stall_s, self._check_stall)
+
+    def on_message_begin(self) -> None:
+        """A request's first byte: from now on it must keep arriving."""
+        self._receiving, self._began = True, self.loop.time()
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        """The head is complete: its bound no longer applies."""
+        self._head_open, self._head_bytes = False, 0
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        """The request's last byte arrived: nothing to wait for until the next head begins."""
+        self._head_open, self._receiving = True, False
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the stall timer with the connection."""
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        super().connection_lost(exc)
+
+    def _check_stall(self) -> None:
+        """Drop a request that stalled, else look again when it next could have."""
+        self._stall_timer = None
+        if not self._receiving or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        deadline = self._last_data + self.stall_s
+        if self._head_open:
+            deadline = min(deadline, self._began + self.stall_s)
+        elif self._server_holds_it():
+            deadline = now + self.stall_s
+        if now < deadline:
+            self._stall_timer = self.loop.call_later(deadline - now, self._check_stall)
+        elif self._head_open:
+            self._refuse(b"408 Request Timeout", f"the request's head did not arrive within {self.stall_s:g} s")
+        else:
+            self.transport.close()  # the application reading the body sees the client disconnect
+
+    def _server_holds_it(self) -> bool:
+        """Whether the wait is the server's: reading paused by flow control, or a 100 Continue not sent yet."""
+        cycle = self.cycle
+        return bool(self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue))
+
+    def _refuse(self, status: bytes, message: str) -> None:
+        """Answer `status` and close (no request reached the application)."""
+        self.logger.warning("refused a request from %s: %s", self.client, message)
+        self.transport.write(_closing_answer(status, message))
+        self.transport.close()
+
+
+def guarded_protocol(max_head_bytes: int, stall_s: float) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class with these bounds (uvicorn takes a class)."""
+    return type(
+        "GuardedHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
+        {"max_head_bytes": max_head_bytes, "stall_s": stall_s},
+    )
