@@ -65,10 +65,12 @@ def check_name(name: str, field: str = "name") -> str:
 
 def check_alias(alias: str) -> str:
     """Validate an alias name."""
-    if not ALIAS_RE.match(alias) or alias == LATEST:
+    # 'LATEST' would be an alias beside the reserved 'latest': `m@LATEST` and `m@latest` two versions for a client
+    # that folds case
+    if not ALIAS_RE.match(alias) or alias.lower() == LATEST:
         raise Invalid(
             f"alias: {alias!r} is not a valid alias (starts with a letter; letters, digits, '_', "
-            "'-'; 'latest' is reserved)",
+            "'-'; 'latest' is reserved, in any case)",
             details=[{"field": "alias", "message": "invalid alias"}],
         )
     return alias

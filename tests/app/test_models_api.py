@@ -78,9 +78,9 @@ def test_alias_errors(api, doc: dict[str, Any]) -> None:
     h = api.h()
     assert api.client.put("/v1/registered-models/risk/aliases/prod", json={"version": 9}, headers=h).status_code == 404
     assert api.client.put("/v1/registered-models/nope/aliases/prod", json={"version": 1}, headers=h).status_code == 404
-    assert (
-        api.client.put("/v1/registered-models/risk/aliases/latest", json={"version": 1}, headers=h).status_code == 422
-    )
+    for reserved in ("latest", "LATEST", "Latest"):  # any case: m@LATEST beside m@latest misleads a case-folding client
+        r = api.client.put(f"/v1/registered-models/risk/aliases/{reserved}", json={"version": 1}, headers=h)
+        assert r.status_code == 422 and "reserved" in r.json()["error"]["message"], r.text
     assert api.client.put("/v1/registered-models/risk/aliases/prod", json={}, headers=h).status_code == 422
     assert (
         api.client.put(
