@@ -31,7 +31,8 @@ MIN_METRICS_TOKEN_CHARS = 16  # a bearer secret, not a password someone types
 class Settings(BaseSettings):
     """All service settings; environment variables are `NEURULES_<NAME>`."""
 
-    model_config = SettingsConfigDict(env_prefix="NEURULES_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a refused value (a secret such as the metrics token) is not echoed into logs
+    model_config = SettingsConfigDict(env_prefix="NEURULES_", extra="ignore", frozen=True, hide_input_in_errors=True)
 
     mode: Literal["embedded", "distributed"] = "embedded"
     data_dir: Path = Path("./var")
@@ -108,6 +109,8 @@ class Settings(BaseSettings):
             return None
         if isinstance(value, str) and any(c.isspace() for c in value):
             raise ValueError("must not contain spaces or other blanks")
+        if isinstance(value, str) and not (value.isascii() and value.isprintable()):
+            raise ValueError("must be printable ASCII (an HTTP header carries no other characters as text)")
         if isinstance(value, str) and len(value) < MIN_METRICS_TOKEN_CHARS:
             raise ValueError(f"must be at least {MIN_METRICS_TOKEN_CHARS} characters long")
         return value

@@ -27,11 +27,12 @@ from app.http.lean_route import LeanRoute
 from app.http.uploads import multipart_body, upload_stream
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import predictions
-from app.services.errors import DomainError
+from app.services.errors import DomainError, Unavailable
 from app.services.serving import ServedModel
 from app.state import ServiceState
 
 log = logging.getLogger("neurules.predictions")
+CLIENT_GONE = 499  # the status logged for a request whose client left before its answer (as nginx logs it)
 SPOOL_MEMORY_BYTES = 8 * 1024**2  # an HTTP/1.0 predict.csv answer beyond this waits in a temporary file
 SPOOL_READ_BYTES = 1024**2
 router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
@@ -158,7 +159,9 @@ async def predict_csv(
         raise
     headers = {"X-Model-Version": model.version_id, "Content-Disposition": 'attachment; filename="predictions.csv"'}
     if request.scope.get("http_version") == "1.0":  # no chunked transfer coding there: the whole answer, sized
-        spool = await _spooled_answer(state, model, batch, first)
+        spool = await _spooled_answer(request, state, model, batch, first)
+        if spool is None:  # the client went away: nobody to answer (nginx's 'client closed request')
+            return Response(status_code=CLIENT_GONE)
         headers["Content-Length"] = str(spool.tell())
         spool.seek(0)
         return StreamingResponse(_spool_pieces(spool), media_type="text/csv", headers=headers)
@@ -166,30 +169,57 @@ async def predict_csv(
 
 
 async def _spooled_answer(
-    state: ServiceState, model: ServedModel, batch: predictions.CsvBatch, first: predictions.CsvDecisions | None
-) -> IO[bytes]:
+    request: Request,
+    state: ServiceState,
+    model: ServedModel,
+    batch: predictions.CsvBatch,
+    first: predictions.CsvDecisions | None,
+) -> IO[bytes] | None:
     """The whole answer of an HTTP/1.0 request, every chunk decided and audited, in memory up to SPOOL_MEMORY_BYTES
-    and then in a temporary file.
+    and then in a temporary file; None when the client went away meanwhile (no further chunk is decided).
 
     HTTP/1.0 has no chunked transfer coding, and the server chunks a response of unknown length all the same:
     such a client read the chunk sizes as lines of the CSV. Sized instead, the answer starts only once every row
     is audited, so an audit store lost midway is a clean 503 (the rows audited before it are decisions the
-    client never got, as for a client that hangs up)."""
+    client never got, as for a client that hangs up: both are logged with their count)."""
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 -- closed by _spool_pieces
+    audited = len(first.rule_ids) if first is not None else 0
     try:
-        spool.write(batch.header().encode())
+        await _spool_write(spool, batch.header().encode())
         chunk = first
         while chunk is not None:
             state.metrics.decided("csv").inc(len(chunk.rule_ids))
             count_decisions(state, model, chunk.rule_ids)
-            await run_in_threadpool(spool.write, chunk.text.encode())
+            await _spool_write(spool, chunk.text.encode())
+            if await request.is_disconnected():
+                extra = {"rows_sent": 0, "rows_audited": audited, "model_version": model.version_id}
+                log.warning("predict.csv answer abandoned: the client went away before the last row", extra=extra)
+                spool.close()
+                return None
             chunk = await run_in_threadpool(batch.next_chunk)
-    except BaseException:
+            audited += len(chunk.rule_ids) if chunk is not None else 0
+    except BaseException as e:
         spool.close()
+        if isinstance(e, Exception):
+            code = e.code if isinstance(e, DomainError) else "internal_error"
+            extra = {"rows_sent": 0, "rows_audited": audited, "error_code": code, "model_version": model.version_id}
+            log.error("predict.csv cut short: the rows after those audited were not decided", extra=extra)
         raise
     finally:
         batch.close()
     return spool
+
+
+async def _spool_write(spool: IO[bytes], data: bytes) -> None:
+    """Add to the spool off the event loop; a temporary storage that is full or failing is a 503 naming it."""
+    try:
+        await run_in_threadpool(spool.write, data)
+    except OSError as e:
+        raise Unavailable(
+            f"the answer could not be held in temporary storage ({e.strerror or e}); free space under "
+            f"{tempfile.gettempdir()} or send the request over HTTP/1.1, which streams the answer",
+            dependency="temporary storage",
+        ) from None
 
 
 async def _spool_pieces(spool: IO[bytes]) -> AsyncIterator[bytes]:

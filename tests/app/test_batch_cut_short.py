@@ -85,8 +85,11 @@ def test_a_client_going_away_mid_answer_is_logged_with_the_rows_audited(
     assert not [r for r in caplog.records if "cut short" in r.getMessage()]
 
 
-def _http10_predict_csv(api: Any, doc: dict[str, Any], rows: int) -> tuple[list[dict[str, Any]], bytes]:
-    """predict.csv sent as HTTP/1.0 straight to the ASGI app: the messages sent and the body bytes."""
+def _http10_predict_csv(
+    api: Any, doc: dict[str, Any], rows: int, *, stays: bool = True
+) -> tuple[list[dict[str, Any]], bytes]:
+    """predict.csv sent as HTTP/1.0 straight to the ASGI app (a client that stays to the end, or goes away once its
+    upload is read): the messages sent and the body bytes."""
     import anyio
 
     v = api.import_model(doc)
@@ -108,6 +111,8 @@ def _http10_predict_csv(api: Any, doc: dict[str, Any], rows: int) -> tuple[list[
     async def receive() -> dict[str, Any]:
         if incoming:
             return incoming.pop(0)
+        if not stays:
+            return {"type": "http.disconnect"}
         await anyio.sleep_forever()  # the client stays to the end
         raise AssertionError
 
@@ -141,7 +146,7 @@ def test_an_http10_answer_is_sized_not_chunked(
 
 
 def test_an_http10_answer_losing_the_audit_midway_is_a_clean_503(
-    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Sized, the answer starts only once every row is audited: an audit store lost at the third chunk is a 503
     naming the audit, not a cut transfer (the two chunks audited before it are logged as undelivered decisions
@@ -157,7 +162,47 @@ def test_an_http10_answer_losing_the_audit_midway_is_a_clean_503(
         return real(engine, rows)
 
     monkeypatch.setattr(predictions.audit, "write_rows_or_unavailable", fails_third)
-    sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
+    with caplog.at_level(logging.ERROR, logger="neurules.predictions"):
+        sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
     assert sent[0]["status"] == 503, body
     assert b"audit_unavailable" in body and b"index," not in body
     assert sqlite_api.count("audit_log") == sum(calls[:2])
+    (cut,) = [r for r in caplog.records if "cut short" in r.getMessage()]
+    assert cut.rows_sent == 0 and cut.rows_audited == sum(calls[:2]) and cut.error_code == "audit_unavailable"
+
+
+def test_an_http10_client_going_away_stops_the_deciding_and_is_logged(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spooled, an HTTP/1.0 answer went on deciding and auditing every row of the file after its client had gone,
+    and logged nothing: now no chunk is decided after the client is seen gone, and the abandoned answer is logged
+    with the rows audited for it."""
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
+    with caplog.at_level(logging.INFO, logger="neurules.predictions"):
+        sent, _ = _http10_predict_csv(sqlite_api, doc, 1000, stays=False)
+    assert sent[0]["status"] == 499
+    (gone,) = [r for r in caplog.records if "the client went away" in r.getMessage()]
+    audited = sqlite_api.count("audit_log")
+    assert gone.rows_sent == 0 and 0 < gone.rows_audited == audited < 1000, (gone.rows_audited, audited)
+
+
+def test_an_http10_answer_without_room_for_its_spool_is_a_503_naming_it(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk under the spool was a 500."""
+    import errno
+    import tempfile
+
+    from app.routers import predictions as route
+
+    class Full(tempfile.SpooledTemporaryFile):  # type: ignore[type-arg]
+        def write(self, s: Any) -> int:
+            if self.tell() > 2048:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().write(s)
+
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(route.tempfile, "SpooledTemporaryFile", Full)
+    sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
+    assert sent[0]["status"] == 503, body
+    assert b"No space left on device" in body and b"temporary storage" in body
