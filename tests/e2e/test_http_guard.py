@@ -54,6 +54,24 @@ def _read_all(s: socket.socket) -> bytes:
     return data
 
 
+def _one_answer(s: socket.socket) -> bytes:
+    """One whole answer on a kept-alive connection: its head, then Content-Length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(1 << 16)
+        assert chunk, f"the connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = s.recv(1 << 16)
+        assert chunk, "the connection closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def _audit_rows(svc: Service) -> int:
     r = httpx.get(f"{svc.url}/v1/audit", params={"limit": 500}, headers={"X-API-Key": svc.key})
     assert r.status_code == 200, r.text
@@ -89,7 +107,7 @@ def test_a_head_that_does_not_arrive_is_a_408(guarded, trickle: bool) -> None:
         answer = _read_all(s)
     waited = time.monotonic() - began
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
-    assert STALL_S * 0.9 <= waited < STALL_S * 4, waited
+    assert STALL_S * 0.9 <= waited < STALL_S + 5, waited
 
 
 def test_a_body_that_stops_arriving_is_dropped_without_a_decision(guarded) -> None:
@@ -106,7 +124,7 @@ def test_a_body_that_stops_arriving_is_dropped_without_a_decision(guarded) -> No
             + body[:20]
         )
         answer = _read_all(s)
-    assert answer == b"" and time.monotonic() - began < STALL_S * 4
+    assert answer == b"" and time.monotonic() - began < STALL_S + 5
     assert _audit_rows(guarded) == before
     r = httpx.post(
         f"{guarded.url}/v1/models/{v.json()['id']}/predict",
@@ -122,7 +140,7 @@ def test_time_the_server_takes_and_idle_keep_alive_do_not_count(guarded) -> None
     with _connect(guarded.url) as s:
         for _ in range(2):
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-            assert s.recv(1 << 16).startswith(b"HTTP/1.1 200 ")
+            assert _one_answer(s).startswith(b"HTTP/1.1 200 ")
             time.sleep(STALL_S * 1.5)
     h = {"X-API-Key": guarded.key}
     v = httpx.post(f"{guarded.url}/v1/models", json={"name": "big", "rule_list": rule_list_doc()}, headers=h)
