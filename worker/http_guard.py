@@ -37,24 +37,37 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_open = True  # waiting for a request's head (none begun, or one begun and not complete)
-        self._head_bytes = 0  # bytes received while a head was awaited (with what came in the same reads)
+        self._head_bytes = 0  # bytes of the head awaited, received so far
+        self._tail = b""  # the last bytes of a head's previous read: its blank line may straddle two reads
         self._receiving = False  # a request begun whose last byte has not arrived
         self._began = 0.0  # when that request began
         self._last_data = 0.0
         self._stall_timer: asyncio.TimerHandle | None = None
 
     def data_received(self, data: bytes) -> None:
-        """Count the head's bytes and note the time, then parse; 431 when the head outgrows its bound."""
+        """Note the time and count the head's bytes, then parse; 431, before parsing, for a head over its bound."""
         self._last_data = self.loop.time()
-        if self._head_open:
-            self._head_bytes += len(data)
-        super().data_received(data)
-        if self._head_open and self._head_bytes > self.max_head_bytes and not self.transport.is_closing():
+        if self._head_open and self._count_head(data) > self.max_head_bytes:
             self._refuse(
                 b"431 Request Header Fields Too Large", f"the request's head is over {self.max_head_bytes} bytes"
             )
-        elif self._receiving and self._stall_timer is None:
+            return
+        super().data_received(data)
+        if self._receiving and self._stall_timer is None:
             self._stall_timer = self.loop.call_later(self.stall_s, self._check_stall)
+
+    def _count_head(self, data: bytes) -> int:
+        """The head's bytes so far with `data`: up to its blank line when `data` holds it (the body is not the
+        head), looked for across the end of the previous read too."""
+        seen = self._tail + data  # the tail is empty but for a head sent in pieces
+        ends = [i + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (i := seen.find(mark)) >= 0]
+        if ends:
+            self._head_bytes += min(ends) - len(self._tail)
+            self._tail = b""
+        else:
+            self._head_bytes += len(data)
+            self._tail = seen[-3:]
+        return self._head_bytes
 
     def on_message_begin(self) -> None:
         """A request's first byte: from now on it must keep arriving."""
@@ -63,7 +76,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         """The head is complete: its bound no longer applies."""
-        self._head_open, self._head_bytes = False, 0
+        self._head_open, self._head_bytes, self._tail = False, 0, b""
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

@@ -86,6 +86,9 @@ def test_an_oversized_head_is_a_431_and_the_server_goes_on(guarded) -> None:
         answer = _read_all(s)
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     assert b"over 8192 bytes" in answer
+    with _connect(guarded.url) as s:  # the whole head in one read, followed by nothing
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
+        assert _read_all(s).startswith(b"HTTP/1.1 431 ")
     assert httpx.get(f"{guarded.url}/healthz").status_code == 200
     many = {f"x-h{i}": "v" * 60 for i in range(80)}  # ~6 KB of headers: within the bound
     assert httpx.get(f"{guarded.url}/healthz", headers=many).status_code == 200
