@@ -12,10 +12,9 @@ import math
 import numbers
 import re
 import sys
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -47,12 +46,8 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
-# text is compared in Unicode NFC form: "Zürich" typed with a precomposed ü and with u + U+0308 (macOS file
-# names, some input methods) is one category; normalize() returns an NFC text (all ASCII text is) unchanged
-_nfc = partial(unicodedata.normalize, "NFC")
-
 _PLAIN_KEYS: dict[type, Any] = {  # the usual values (JSON's), keyed without the checks below: per request
-    str: lambda v: _nfc(v) or None,
+    str: lambda v: v or None,
     bool: lambda v: "true" if v else "false",
     int: str,
 }
@@ -68,12 +63,12 @@ def category_key(value: Any) -> CategoryKey:
     if _is_bool(value):
         return "true" if value else "false"
     if isinstance(value, str):
-        return _nfc(str(value)) or None
+        return value if value != "" else None
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         f = float(value)
         if f.is_integer():
             return str(int(f))
-    return _nfc(str(value))
+    return str(value)
 
 
 def category_key_column(values: Iterable[Any]) -> np.ndarray:
@@ -295,7 +290,7 @@ class Feature:
             for i, c in enumerate(cats):
                 if c is not None and not isinstance(c, str):
                     _Doc.fail(f"{path}.categories[{i}]", "must be a string or null")
-            return cls(name=name, type="categorical", categories=_level_keys(cats))
+            return cls(name=name, type="categorical", categories=tuple(cats))
         _Doc.fail(f"{path}.type", "must be 'numeric' or 'categorical'")
         raise AssertionError  # unreachable
 
@@ -398,7 +393,7 @@ class Condition:
             for i, v in enumerate(values):
                 if v is not None and not isinstance(v, str):
                     _Doc.fail(f"{path}.values[{i}]", "must be a string or null")
-            return cls(feature=name, op=op, values=_level_keys(values))
+            return cls(feature=name, op=op, values=tuple(values))
         _Doc.fail(f"{path}.op", "must be 'between', 'in' or 'not_in'")
         raise AssertionError  # unreachable
 
@@ -482,12 +477,6 @@ def _parse_features(doc: Mapping[str, Any]) -> dict[str, Feature]:
 CSV_MISSING_TOKENS = frozenset({"", "NA", "N/A", "n/a", "NaN", "nan", "null", "NULL", "None", "?"})
 
 
-def _level_keys(levels: Sequence[str | None]) -> tuple[CategoryKey, ...]:
-    """A document's category levels as records' values are keyed (NFC): a list stored by a release that
-    compared text as it came still decides a value by its text, whichever normalisation form it arrives in."""
-    return tuple(None if c is None else _nfc(c) for c in levels)
-
-
 def csv_cell_value(cell: str) -> str | None:
     """A CSV cell as the service reads it: surrounding blanks dropped, a missing-value token None."""
     c = cell.strip()
@@ -537,7 +526,7 @@ def _check_levels(levels: Sequence[CategoryKey], path: str, *, unique: bool = Tr
     seen: set[CategoryKey] = set()
     for j, c in enumerate(levels):
         if unique and c in seen:
-            _Doc.fail(f"{path}[{j}]", f"{c!r} is listed twice (levels are compared in Unicode NFC form)")
+            _Doc.fail(f"{path}[{j}]", f"{c!r} is listed twice")
         seen.add(c)
         if c is not None and csv_cell_value(c) != c:
             why = "a missing value" if csv_cell_value(c) is None else f"{csv_cell_value(c)!r}"
@@ -1010,7 +999,6 @@ class RuleList:
 # before numpy 2); tests/models/test_rulelist.py checks that both decide every value alike
 _PY_READERS = """\
     import numbers
-    import unicodedata
     def missing(v):
         # None, pandas.NA / NaT, or NaN of any float type (the one value unequal to itself)
         if v is None or type(v).__name__ in ('NAType', 'NaTType'):
@@ -1041,7 +1029,7 @@ _PY_READERS = """\
             return 'true' if v else 'false'
         if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and float(v).is_integer():
             return str(int(float(v)))
-        return unicodedata.normalize('NFC', str(v))"""
+        return str(v)"""
 
 
 def _one_line(text: str) -> str:

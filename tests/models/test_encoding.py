@@ -242,13 +242,3 @@ def test_values_a_column_cannot_scale_into_floats_still_train() -> None:
     clf = NeuRulesClassifier(n_rules=4, epochs=40, random_state=0).fit(X, y)
     assert np.mean(clf.predict(X) == y) > 0.95
     assert np.array_equal(clf.predict_network(X, stage="final"), clf.predict(X))
-
-
-def test_one_text_in_two_unicode_forms_is_one_level() -> None:
-    """Training rows with 'Zurich' precomposed and decomposed (data merged from two systems) were two levels,
-    each with half the rows; they are one, as the served list reads them."""
-    nfc, nfd = "Z\u00fcrich", "Zu\u0308rich"
-    df = pd.DataFrame({"city": [nfc, nfd, "Bern", nfd]})
-    enc = TabularEncoder().fit(df)
-    assert enc.columns[0].levels == ["Bern", nfc]
-    assert enc.transform(df).tolist() == [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.rulelist import RuleList, category_key, check_new_document, label_key, smoothed_probabilities
+from models.rulelist import RuleList, category_key, label_key, smoothed_probabilities
 
 DOC = {
     "format": "neurules.rulelist",
@@ -171,39 +171,6 @@ def test_text_quotes_names_and_categories_that_would_read_ambiguously() -> None:
     text = RuleList.from_dict(doc).to_text()
     assert len(text.splitlines()) == 4, text
     assert text.startswith('if 45.5 <= "30" <= 66.4 and "pain\\u2028type" in {asymptomatic} then')
-
-
-NFC, NFD = "Z\u00fcrich", "Zu\u0308rich"  # one text: a precomposed u-umlaut, and u + a combining diaeresis
-
-
-def _zurich_list(level: str) -> RuleList:
-    """DOC with the level `level` as chest pain's rule-1 level."""
-    doc = copy.deepcopy(DOC)
-    doc["features"][1]["categories"] = ["typical", level, None]
-    doc["rules"][0]["conditions"][1]["values"] = [level]
-    return RuleList.from_dict(doc)
-
-
-@pytest.mark.parametrize("stored", [NFC, NFD])
-def test_text_in_either_normalisation_form_is_one_category(stored: str) -> None:
-    """A value decides by its text, not its code points: NFD 'Zurich' (macOS, some input methods) fell to
-    another rule than NFC 'Zurich'. A list stored with either form decides both alike, everywhere."""
-    rl = _zurich_list(stored)
-    records = [{"age": 50, "chest pain": form, "smoker": False, "unused": 1.0} for form in (NFC, NFD)]
-    assert category_key(NFD) == category_key(NFC) == NFC
-    assert rl.features[1].categories == ("typical", NFC, None)
-    assert rl.apply(records).tolist() == [1, 1]
-    assert rl.apply({k: [r[k] for r in records] for k in records[0]}).tolist() == [1, 1]
-    assert [rl.explain(r)["rule_id"] for r in records] == [1, 1]
-    assert _exported_ids(rl, records) == [1, 1]
-
-
-def test_a_new_document_listing_one_level_in_two_forms_is_refused() -> None:
-    """Both forms listed are one level listed twice; the message says why two spellings are one."""
-    doc = copy.deepcopy(DOC)
-    doc["features"][1]["categories"] = [NFC, NFD, None]
-    with pytest.raises(ValueError, match=r"features\[1\]\.categories\[1\].*listed twice.*NFC"):
-        check_new_document(RuleList.from_dict(doc), doc)
 
 
 def test_python_export_matches(rl: RuleList) -> None:
