@@ -247,7 +247,8 @@ ERROR_TEXT = {
     413: "Payload over the configured limit",
     415: "Unsupported content type or encoding",
     422: "Invalid input; the message names the field / row / record",
-    503: "A dependency is unavailable (`database_unavailable`, `broker_unavailable`, `audit_unavailable`); "
+    503: "A dependency is unavailable (`database_unavailable`, `broker_unavailable`, `audit_unavailable`, "
+    "`temporary_storage_unavailable`); "
     "nothing was done: retry after `Retry-After` seconds",
 }
 

@@ -79,7 +79,7 @@ Error codes (a failed request never leaves rows behind):
 | 403 | `key_scope` | a key of scope `predict` (`neurules-admin create-key --scope predict`) used for anything but `POST /v1/models/{ref}/predict` and `/predict.csv`, or of scope `read` for anything but GET and HEAD; nothing was done |
 | 409 | `job_finished`, `job_busy`, `dataset_in_use`, `version_conflict`, `alias_conflict`, `registry_chain_broken` | cancel a finished job; delete a dataset with active jobs; an alias created and deleted by other requests throughout a PUT (try again); a model whose registry event chain was changed outside the service (its head moved): nothing is changed until it is repaired (`verify-audit` names where) |
 | 413 | `payload_too_large`, `csv_too_many_rows` | body, file (decompressed), record count or rows over the configured limits |
-| 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip |
+| 415 | `unsupported_media_type` | upload not multipart/form-data, the file part is not CSV, or a `Content-Encoding` other than gzip (x-gzip) |
 | 422 | `csv_empty`, `csv_no_rows`, `csv_no_header`, `csv_not_utf8`, `csv_nul_byte`, `csv_bad_gzip`, `csv_ragged_rows`, `csv_duplicate_columns`, `csv_empty_column_name`, `csv_all_missing_column`, `csv_non_finite`, `csv_mixed_decimal_separators`, `csv_thousands_separator`, `csv_malformed`, `csv_too_many_columns` | the CSV (message names line / column) |
 | 422 | `invalid_input` | a parameter or body field (message names it); a query parameter the operation does not take (`query.<name>`: a misspelt filter is refused, never ignored); a JSON body that cannot be read (too deeply nested, a number over 4300 digits, not UTF-8); a path segment holding an encoded `/` (`%2F`), which no name, alias or id contains |
 | 422 | `target_not_found`, `single_class_target`, `too_many_classes`, `too_few_rows` | job parameters (message names the field) |
@@ -89,7 +89,7 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `dataset_too_large_to_compare` | a comparison's dataset over `NEURULES_EVALUATION_SYNC_MAX_ROWS` rows (field `dataset_id`): evaluate each version in the background instead |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
-| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable` | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
+| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable`, `temporary_storage_unavailable` (an HTTP/1.0 predict.csv answer found no room) | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
 """  # noqa: E501
 
 

@@ -97,11 +97,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if not self._receiving or self.transport.is_closing():
             return
         now = self.loop.time()
+        if self._server_holds_it():  # the client's time starts again when the server lets it go on
+            self._last_data = self._began = now
         deadline = self._last_data + self.stall_s
         if self._head_open:
             deadline = min(deadline, self._began + self.stall_s)
-        elif self._server_holds_it():
-            deadline = now + self.stall_s
         if now < deadline:
             self._stall_timer = self.loop.call_later(deadline - now, self._check_stall)
         elif self._head_open:
@@ -110,14 +110,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()  # the application reading the body sees the client disconnect
 
     def _server_holds_it(self) -> bool:
-        """Whether the wait is the server's: reading paused by flow control, or a 100 Continue not sent yet."""
+        """Whether the wait is the server's: reading paused (flow control, or a pipelined request queued behind
+        one being answered), an answer still being made before the next head, or a 100 Continue not sent yet."""
         cycle = self.cycle
-        return bool(self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue))
+        if self.flow.read_paused or cycle is None:
+            return self.flow.read_paused
+        return not cycle.response_complete if self._head_open else cycle.waiting_for_100_continue
 
     def _refuse(self, status: bytes, message: str) -> None:
-        """Answer `status` and close (no request reached the application)."""
+        """Answer `status` and close (no request of ours reached the application); while an earlier pipelined
+        request's answer is still going out, close without a word rather than write into it."""
         self.logger.warning("refused a request from %s: %s", self.client, message)
-        self.transport.write(_closing_answer(status, message))
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(_closing_answer(status, message))
         self.transport.close()
 
 

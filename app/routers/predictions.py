@@ -215,10 +215,11 @@ async def _spool_write(spool: IO[bytes], data: bytes) -> None:
     try:
         await run_in_threadpool(spool.write, data)
     except OSError as e:
+        log.error("predict.csv: the HTTP/1.0 answer could not be spooled", extra={"error": str(e)})  # the path
         raise Unavailable(
-            f"the answer could not be held in temporary storage ({e.strerror or e}); free space under "
-            f"{tempfile.gettempdir()} or send the request over HTTP/1.1, which streams the answer",
-            dependency="temporary storage",
+            f"the answer could not be held in the server's temporary storage ({e.strerror or type(e).__name__}); "
+            "retry later, or over HTTP/1.1, which streams the answer",
+            dependency="temporary_storage",
         ) from None
 
 
