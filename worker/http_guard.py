@@ -4,11 +4,13 @@ uvicorn bounds neither: a client could send a header line of 100 MB (the parser 
 connections doubled a server's memory in a probe), or open a request and send nothing more, holding its
 connection for good (slowloris). A proxy in front usually bounds both; `neurules-admin serve` must not
 depend on one. So a request's head (request line and headers) of more than `max_head_bytes` is answered
-431 and the connection closed; a head not complete within `stall_s` seconds, or a request (head or body)
-from which nothing arrives for `stall_s` seconds while the server waits for it, is answered 408 (head) or
-dropped (body: the application sees the client disconnect, as when a client goes away). Time the server
-itself takes (reading paused while a large upload is processed, a body not asked for yet behind
-`Expect: 100-continue`) never counts, nor does an idle keep-alive connection (uvicorn's own timeout).
+431 and the connection closed (a pipelined head that begins in the same read as the blank line of the one
+before it is counted from the next read on: at most one read, 256 KiB, beyond the bound); a head not
+complete within `stall_s` seconds, or a request (head or body) from which nothing arrives for `stall_s`
+seconds while the server waits for it, is answered 408 (head) or dropped (body: the application sees the
+client disconnect, as when a client goes away). Time the server itself takes (reading paused while a large
+upload is processed or while a pipelined request waits behind one being answered, a body not asked for yet
+behind `Expect: 100-continue`) never counts, nor does an idle keep-alive connection (uvicorn's own timeout).
 """
 
 from __future__ import annotations
