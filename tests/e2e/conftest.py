@@ -195,8 +195,11 @@ def distributed_service(tmp_path_factory: pytest.TempPathFactory, **settings: st
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """The service exactly as `make run` starts it: `neurules-admin serve`, no environment, fresh ./var."""
-    tmp = tmp_path_factory.mktemp("embedded")
-    env = clean_env()
+    yield from serve_embedded(tmp_path_factory.mktemp("embedded"), clean_env())
+
+
+def serve_embedded(tmp: Path, env: dict[str, str]) -> Iterator[Service]:
+    """`neurules-admin serve` in `tmp` with `env`, a tenant and its key: the service until the generator closes."""
     port = free_port()
     admin(["create-tenant", "e2e"], env, tmp)
     key = admin(["create-key", "e2e"], env, tmp)

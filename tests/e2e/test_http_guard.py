@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import rule_list_doc
-from tests.e2e.conftest import ADMIN, Proc, Service, admin, clean_env, free_port, wait_ready
+from tests.e2e.conftest import Service, clean_env, serve_embedded
 
 STALL_S = 1.5
 
@@ -24,18 +24,8 @@ STALL_S = 1.5
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """`neurules-admin serve` with a small head bound and a short stall bound."""
-    tmp = tmp_path_factory.mktemp("guarded")
     env = clean_env(NEURULES_MAX_HEADER_BYTES="8192", NEURULES_REQUEST_STALL_S=str(STALL_S))
-    admin(["create-tenant", "e2e"], env, tmp)
-    key = admin(["create-key", "e2e"], env, tmp)
-    port = free_port()
-    proc = Proc([*ADMIN, "serve", "--port", str(port)], env, tmp, tmp / "serve.log")
-    svc = Service(f"http://127.0.0.1:{port}", key, [proc])
-    try:
-        wait_ready(svc.url, proc)
-        yield svc
-    finally:
-        proc.stop()
+    yield from serve_embedded(tmp_path_factory.mktemp("guarded"), env)
 
 
 def _connect(url: str) -> socket.socket:
