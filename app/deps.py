@@ -48,8 +48,10 @@ _api_key_header = APIKeyHeader(
 )
 
 
-def _bearer_token(value: str) -> str | None:
-    """The key of one `Authorization: Bearer <key>` value (the scheme in any case); None for another scheme."""
+def bearer_token(value: str | None) -> str | None:
+    """The credential of one `Authorization: Bearer <credential>` value (the scheme in any case, blanks around
+    dropped); None for another scheme or none."""
+    value = (value or "").strip()
     return value[7:].strip() or None if value[:7].lower() == "bearer " else None
 
 
@@ -69,7 +71,7 @@ def presented_key(request: Request) -> str | None:
     keys = {v for v in _header_values(request, b"x-api-key") if v}
     header = "X-API-Key"
     if not keys:
-        keys = {k for k in map(_bearer_token, _header_values(request, b"authorization")) if k}
+        keys = {k for k in map(bearer_token, _header_values(request, b"authorization")) if k}
         header = "Authorization: Bearer"
     if len(keys) > 1:
         raise Unauthenticated(

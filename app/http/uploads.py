@@ -33,6 +33,7 @@ ACCEPTED_TYPES = frozenset(
     }
 )
 GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/x-gunzip"})
+GZIP_CODINGS = frozenset({"gzip", "x-gzip"})  # x-gzip: gzip's old name, which HTTP/1.1 reads as gzip
 MULTIPART_OVERHEAD = 64 * 1024
 DATASET_FIELDS = ("file", "name")  # the multipart fields a dataset upload takes
 PREDICT_FIELDS = ("file",)  # ... and predict.csv
@@ -69,7 +70,7 @@ async def _decoded(request: Request, limit: int) -> Request:
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding in ("", "identity"):
         return request
-    if encoding not in ("gzip", "x-gzip"):  # x-gzip: gzip's old name, which HTTP/1.1 reads as gzip
+    if encoding not in GZIP_CODINGS:
         raise Unsupported(f"Content-Encoding {encoding!r} is not supported; send the body as is or gzip-compressed")
     body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body")
 
@@ -82,7 +83,7 @@ async def _decoded(request: Request, limit: int) -> Request:
 def _gzipped(file: UploadFile, part_type: str, data: bytes) -> bool:
     """A `.gz` name, a gzip content type or encoding on the part, or gzip's magic bytes."""
     named = (file.filename or "").lower().endswith(".gz")
-    encoded = file.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip")
+    encoded = file.headers.get("content-encoding", "").strip().lower() in GZIP_CODINGS
     return named or encoded or part_type in GZIP_TYPES or looks_gzipped(data)
 
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from app.deps import AppState
+from app.deps import AppState, bearer_token
 from app.services import readiness
 from app.services.errors import Unauthenticated
 
@@ -21,8 +21,8 @@ router = APIRouter(tags=["ops"])  # lenient query: probes and scrapers add param
 
 def bearer_matches(authorization: str | None, token: str) -> bool:
     """Whether an `Authorization` header is `Bearer <token>` (scheme in any case; compared in constant time)."""
-    scheme, _, given = (authorization or "").strip().partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    given = bearer_token(authorization)
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

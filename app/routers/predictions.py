@@ -188,12 +188,10 @@ async def _spooled_answer(
         await _spool_write(spool, batch.header().encode())
         chunk = first
         while chunk is not None:
-            state.metrics.decided("csv").inc(len(chunk.rule_ids))
-            count_decisions(state, model, chunk.rule_ids)
+            _count_chunk(state, model, chunk)
             await _spool_write(spool, chunk.text.encode())
             if await request.is_disconnected():
-                extra = {"rows_sent": 0, "rows_audited": audited, "model_version": model.version_id}
-                log.warning("predict.csv answer abandoned: the client went away before the last row", extra=extra)
+                _log_abandoned(model, 0, audited)
                 spool.close()
                 return None
             chunk = await run_in_threadpool(batch.next_chunk)
@@ -201,9 +199,7 @@ async def _spooled_answer(
     except BaseException as e:
         spool.close()
         if isinstance(e, Exception):
-            code = e.code if isinstance(e, DomainError) else "internal_error"
-            extra = {"rows_sent": 0, "rows_audited": audited, "error_code": code, "model_version": model.version_id}
-            log.error("predict.csv cut short: the rows after those audited were not decided", extra=extra)
+            _log_cut_short(model, 0, audited, e)
         raise
     finally:
         batch.close()
@@ -248,8 +244,7 @@ async def _answer_rows(
     try:
         yield batch.header()
         while chunk is not None:
-            state.metrics.decided("csv").inc(len(chunk.rule_ids))
-            count_decisions(state, model, chunk.rule_ids)
+            _count_chunk(state, model, chunk)
             yield chunk.text
             sent += len(chunk.rule_ids)
             chunk = await run_in_threadpool(batch.next_chunk)
@@ -257,16 +252,33 @@ async def _answer_rows(
         ended = True
     except Exception as e:
         ended = True
-        code = e.code if isinstance(e, DomainError) else "internal_error"
-        extra = {"rows_sent": sent, "error_code": code, "model_version": model.version_id}
-        log.error("predict.csv cut short: the rows after those sent were not decided", extra=extra)
+        code = _log_cut_short(model, sent, audited, e)
         # not the domain error itself: its handler would try to answer a response already started
         raise AnswerCutShort(f"predict.csv cut short after {sent} rows ({code})") from e
     finally:
         if not ended:  # cancelled: the client hung up (or the server is stopping) before the last row
-            extra = {"rows_sent": sent, "rows_audited": audited, "model_version": model.version_id}
-            log.warning("predict.csv answer abandoned: the client went away before the last row", extra=extra)
+            _log_abandoned(model, sent, audited)
         batch.close()
+
+
+def _count_chunk(state: ServiceState, model: ServedModel, chunk: predictions.CsvDecisions) -> None:
+    """Count a chunk's decisions in the metrics (in total and per rule)."""
+    state.metrics.decided("csv").inc(len(chunk.rule_ids))
+    count_decisions(state, model, chunk.rule_ids)
+
+
+def _log_abandoned(model: ServedModel, sent: int, audited: int) -> None:
+    """Log an answer whose client went away: the audit holds `audited` decisions, of which it got `sent`."""
+    extra = {"rows_sent": sent, "rows_audited": audited, "model_version": model.version_id}
+    log.warning("predict.csv answer abandoned: the client went away before the last row", extra=extra)
+
+
+def _log_cut_short(model: ServedModel, sent: int, audited: int, err: Exception) -> str:
+    """Log an answer a failure cut short (no row after the `audited` ones was decided); the failure's code."""
+    code = err.code if isinstance(err, DomainError) else "internal_error"
+    extra = {"rows_sent": sent, "rows_audited": audited, "error_code": code, "model_version": model.version_id}
+    log.error("predict.csv cut short: no row after those audited was decided", extra=extra)
+    return code
 
 
 def hot_routes() -> list[tuple[APIRoute, Handler]]:
