@@ -114,7 +114,7 @@ class _CategoricalChooser:
     """A known category satisfying in / not_in constraints (training categories first)."""
 
     def __init__(self, feature: Feature, raw: Any, rules: Sequence[Sequence[Condition]], allow_missing: bool) -> None:
-        self.k0 = category_key(raw)
+        self.k0 = feature.level_key(category_key(raw))
         named = [v for conds in rules for c in conds if c.feature == feature.name for v in c.values]
         order = dict.fromkeys([*feature.categories, *named, None])
         self.candidates = [k for k in order if k is not None or allow_missing]  # "missing" only when allowed

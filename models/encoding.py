@@ -276,8 +276,8 @@ class TabularEncoder:
                     raise ValueError(f"feature {spec.name!r} must be numeric")
                 x = numeric_values(col)
                 out.append(np.where(np.isnan(x), spec.fill_value, x))
-            else:
-                out.append(category_keys(col))
+            else:  # a value spelling a level in another Unicode form is that level, as the list reads it
+                out.append(spec.to_feature().level_keys(category_keys(col)))
         return out
 
     def transform(self, df: pd.DataFrame, raw: list[np.ndarray] | None = None) -> np.ndarray:

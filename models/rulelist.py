@@ -12,6 +12,7 @@ import math
 import numbers
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -254,6 +255,40 @@ class Feature:
     max: float | None = None
     categories: tuple[CategoryKey, ...] = ()
     values: tuple[float, ...] = ()
+
+    @cached_property
+    def _level_set(self) -> frozenset[CategoryKey]:
+        return frozenset(self.categories)
+
+    @cached_property
+    def level_by_nfc(self) -> dict[str, str]:
+        """Each level's NFC form -> that level, for the forms exactly one level has."""
+        spellings: dict[str, list[str]] = {}
+        for level in self.categories:
+            if level is not None:
+                spellings.setdefault(unicodedata.normalize("NFC", level), []).append(level)
+        return {form: levels[0] for form, levels in spellings.items() if len(levels) == 1}
+
+    def level_key(self, key: CategoryKey) -> CategoryKey:
+        """The key rules compare for a categorical value's key: a text that is no level but spells exactly one
+        level in another Unicode normalisation form (a composed `ü` against `u` + U+0308, as macOS and some
+        keyboards send it) is that level; anything else stays as it is (a level is never folded onto another)."""
+        if key is None or key in self._level_set:
+            return key
+        return self.level_by_nfc.get(unicodedata.normalize("NFC", key), key)
+
+    def level_keys(self, keys: np.ndarray) -> np.ndarray:
+        """`level_key` of each key of an object array (the array itself when no key changes)."""
+        levels = self._level_set
+        moved = {k: f for k in set(keys.tolist()) if k not in levels and (f := self.level_key(k)) != k}
+        return _objects([moved.get(k, k) for k in keys]) if moved else keys
+
+    def other_spellings(self, level: str) -> tuple[str, ...]:
+        """The composed (NFC) and decomposed (NFD) spellings of a level that `level_key` folds onto it."""
+        if self.level_by_nfc.get(unicodedata.normalize("NFC", level)) != level:
+            return ()
+        forms = dict.fromkeys(unicodedata.normalize(form, level) for form in ("NFC", "NFD"))
+        return tuple(f for f in forms if f not in self._level_set)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to the document's feature entry."""
@@ -736,6 +771,10 @@ class RuleList:
         probs = self.rule(rule_id).probabilities
         return self.classes[_argmax(probs)]
 
+    def feature(self, name: str) -> Feature:
+        """The feature called `name` (KeyError if the list has none)."""
+        return self._features_by_name[name]
+
     @cached_property
     def _features_by_name(self) -> dict[str, Feature]:
         return {f.name: f for f in self.features}
@@ -807,7 +846,7 @@ class RuleList:
                     out[i] = _to_float(feature.name, i, v)
             out[np.isnan(out)] = feature.fill_value
             return out
-        return category_key_column(col)
+        return feature.level_keys(category_key_column(col))
 
     def apply(self, X: Any) -> np.ndarray:
         """Id of the deciding rule per row: 1..k for rules, 0 for the default rule."""
@@ -847,7 +886,7 @@ class RuleList:
         if feature.type == "numeric":
             norm = _to_float(feature.name, 0, raw)
             return raw, feature.fill_value if math.isnan(norm) else norm
-        return raw, category_key(raw)
+        return raw, feature.level_key(category_key(raw))
 
     def explain(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Decide one record and say why: the matched rule with each condition's value, and the
@@ -934,8 +973,9 @@ class RuleList:
                 if c.high is not None:
                     parts.append(f"{x} <= {c.high!r}")
                 return " AND ".join(parts)
-            present = [v for v in c.values if v is not None]
-            null_in = len(present) != len(c.values)
+            feature = by_name[c.feature]  # a level's other Unicode spellings decide as the level does
+            present = [s for v in c.values if v is not None for s in (v, *feature.other_spellings(v))]
+            null_in = None in c.values
             col = f"NULLIF(CAST({col} AS TEXT), '')"  # '' is the missing level, like NULL
             if _is_boolean_feature(by_name[c.feature]):  # SQLite, MySQL, SQL Server keep booleans as 1 / 0
                 col = f"CASE {col} WHEN '1' THEN 'true' WHEN '0' THEN 'false' ELSE {col} END"
@@ -966,11 +1006,14 @@ class RuleList:
         pandas' NA / NaT (known by type name) or `""` (numeric features: also blank text), a numeric
         feature refuses booleans and other non-numbers with a ValueError."""
         by_name = {f.name: f for f in self.features}
+        categorical = [f for f in self.features if f.type == "categorical"]
+        levels = {f.name: (dict.fromkeys(f.categories), f.level_by_nfc) for f in categorical}
         lines = [
             f"def {function_name}(record):",
             '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); '
             'rule_id 0 is the default rule."""',
             _PY_READERS,
+            f"    LEVELS = {levels!r}  # per categorical feature: its levels, and each level by its NFC form",
         ]
 
         def cond_py(c: Condition) -> str:
@@ -999,6 +1042,7 @@ class RuleList:
 # before numpy 2); tests/models/test_rulelist.py checks that both decide every value alike
 _PY_READERS = """\
     import numbers
+    import unicodedata
     def missing(v):
         # None, pandas.NA / NaT, or NaN of any float type (the one value unequal to itself)
         if v is None or type(v).__name__ in ('NAType', 'NaTType'):
@@ -1026,10 +1070,14 @@ _PY_READERS = """\
         if missing(v) or (isinstance(v, str) and v == ''):
             return None
         if boolean(v):
-            return 'true' if v else 'false'
+            return level(name, 'true' if v else 'false')
         if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and float(v).is_integer():
-            return str(int(float(v)))
-        return str(v)"""
+            return level(name, str(int(float(v))))
+        return level(name, str(v))
+    def level(name, k):
+        # a text that is no level but spells exactly one level in another Unicode normal form is that level
+        known, by_nfc = LEVELS.get(name, ((), {}))
+        return k if k in known else by_nfc.get(unicodedata.normalize('NFC', k), k)"""
 
 
 def _one_line(text: str) -> str:

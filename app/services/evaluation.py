@@ -272,7 +272,9 @@ def unseen_categories(rule_list: RuleList, table: Table, excluded: np.ndarray) -
             continue
         seen = set(f.categories)
         counts = _counts_on_rows(table.columns[f.name], excluded)
-        unseen = Counter({v: c for v, c in counts.items() if c > 0 and category_key(v) not in seen and v is not None})
+        unseen = Counter(
+            {v: c for v, c in counts.items() if c > 0 and v is not None and f.level_key(category_key(v)) not in seen}
+        )
         if unseen:
             out[f.name] = {str(v): c for v, c in unseen.most_common(MAX_LISTED_VALUES)}
     return out

@@ -96,7 +96,7 @@ def unseen_categories(model: ServedModel, record: dict[str, Any]) -> dict[str, A
     for name, seen in model.levels_of.items():
         value = record.get(name)
         key = category_key(value)
-        if key is not None and key not in seen:
+        if key is not None and key not in seen and model.rule_list.feature(name).level_key(key) not in seen:
             out[name] = value
     return out
 

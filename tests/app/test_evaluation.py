@@ -309,3 +309,32 @@ def test_a_semicolon_file_keeps_a_categorical_level_with_a_comma() -> None:
     data = b"age;income;smoker;risk\n70,5;50,5;1,5;high\n70,5;5,5;2,5;low\n30;50,5;2,5;high\n"
     out = score_file(rl, data, "risk", None, NoTrainingFile(None, NO_TRAINING_FILE))
     assert [r["n"] for r in out["rules"]] == [1, 1, 1]  # rules 1, 2 and the default each decide one row
+
+
+def test_a_level_spelled_in_another_unicode_form_is_scored_as_the_level_not_unseen() -> None:
+    """A decomposed `Zürich` (NFD) against the composed level was counted unseen and decided by another rule."""
+    import unicodedata
+
+    composed = "Z\u00fcrich"
+    rl = RuleList.from_dict(
+        {
+            "format": "neurules.rulelist",
+            "version": 1,
+            "target": "target",
+            "classes": [0, 1],
+            "features": [{"name": "city", "type": "categorical", "categories": [composed, "Bern"]}],
+            "rules": [
+                {
+                    "conditions": [{"feature": "city", "op": "in", "values": [composed]}],
+                    "class_counts": [1, 9],
+                    "probabilities": [0.1, 0.9],
+                }
+            ],
+            "default": {"class_counts": [9, 1], "probabilities": [0.9, 0.1]},
+        }
+    )
+    rows = [[composed, 1], [unicodedata.normalize("NFD", composed), 1], ["Bern", 0], ["Genf", 0]]
+    out = evaluate_table(rl, _table(rows, ("city", "target")), "target")
+    assert out["unseen_categories"] == {"city": {"Genf": 1}}
+    assert {r["rule_id"]: r["n"] for r in out["rules"]} == {1: 2, 0: 2}
+    assert out["metrics"]["accuracy"] == 1.0
