@@ -16,6 +16,7 @@ parameter is not in `models/`).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -48,12 +49,29 @@ def rule_rows(n: int) -> dict[str, Any]:
     return {"min_rule_rows": int(max(1, round(10 * (1 - n / 2000))))}
 
 
+def tune_half(n: int) -> dict[str, Any]:
+    """Fine-tuning of the pruned structure for half the annealed stage's steps (default a fifth)."""
+    return {"tune_fraction": 0.5}
+
+
+def steps_450(n: int) -> dict[str, Any]:
+    """450 optimiser steps in the annealed stage (default 300)."""
+    return {"target_steps": 450}
+
+
 VARIANTS: dict[str, Callable[[int], dict[str, Any]]] = {
     "baseline": lambda n: {},
+    "tune_half": tune_half,
+    "steps_450": steps_450,
     "mc_by_n": mc_by_n,
     "rows_floor": rows_floor,
     "rule_rows": rule_rows,
 }
+
+
+def raw_text(path: Path) -> str:
+    """A raw records file's text, gzip-compressed (`.gz`) or not."""
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
 
 
 def run_one(path: Path, shuffle: int, fold: int, variant: str) -> dict[str, Any]:
@@ -154,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v.strip() for v in args.variants.split(",")]
     records: list[dict[str, Any]] = []
     if args.from_raw is not None:
-        records = [json.loads(line) for raw in args.from_raw for line in raw.read_text().splitlines() if line]
+        records = [json.loads(line) for raw in args.from_raw for line in raw_text(raw).splitlines() if line]
     tasks = [(sets[n], s, f, v) for s in shuffles for f in range(5) for n in names for v in variants]
     if args.from_raw is not None:
         tasks = []
