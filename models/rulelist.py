@@ -255,16 +255,24 @@ class Feature:
     max: float | None = None
     categories: tuple[CategoryKey, ...] = ()
     values: tuple[float, ...] = ()
+    # values a rule list's conditions name that `categories` does not list (set by `RuleList`, not part of the
+    # document entry): levels too, never folded onto another
+    named: tuple[CategoryKey, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def levels(self) -> tuple[CategoryKey, ...]:
+        """Every value a condition can name exactly: the categories, then the values conditions name beyond them."""
+        return (*self.categories, *self.named)
 
     @cached_property
     def _level_set(self) -> frozenset[CategoryKey]:
-        return frozenset(self.categories)
+        return frozenset(self.levels)
 
     @cached_property
     def level_by_nfc(self) -> dict[str, str]:
         """Each level's NFC form -> that level, for the forms exactly one level has."""
         spellings: dict[str, list[str]] = {}
-        for level in self.categories:
+        for level in self.levels:
             if level is not None:
                 spellings.setdefault(unicodedata.normalize("NFC", level), []).append(level)
         return {form: levels[0] for form, levels in spellings.items() if len(levels) == 1}
@@ -620,7 +628,19 @@ class RuleList:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        """Give each condition on a two-valued numeric feature that feature's two values."""
+        """Give each categorical feature the values conditions name beyond its categories, and each condition on
+        a two-valued numeric feature that feature's two values."""
+        named: dict[str, dict[CategoryKey, None]] = {}
+        for rule in self.rules:
+            for c in rule.conditions:
+                named.setdefault(c.feature, {}).update(dict.fromkeys(c.values))
+        features = tuple(
+            replace(f, named=tuple(v for v in named[f.name] if v not in f.categories))
+            if f.type == "categorical" and f.name in named and not set(named[f.name]) <= set(f.categories)
+            else f
+            for f in self.features
+        )
+        object.__setattr__(self, "features", features)
         two = {f.name: f.values for f in self.features if f.values}
         if not two:
             return
@@ -1006,14 +1026,18 @@ class RuleList:
         pandas' NA / NaT (known by type name) or `""` (numeric features: also blank text), a numeric
         feature refuses booleans and other non-numbers with a ValueError."""
         by_name = {f.name: f for f in self.features}
-        categorical = [f for f in self.features if f.type == "categorical"]
-        levels = {f.name: (dict.fromkeys(f.categories), f.level_by_nfc) for f in categorical}
+        used = {c.feature for r in self.rules for c in r.conditions if c.op != "between"}
+        levels = {f.name: (dict.fromkeys(f.levels), f.level_by_nfc) for f in self.features if f.name in used}
         lines = [
+            "# per categorical feature that rules use: its levels, and each level by its NFC form (built once)",
+            f"_{function_name}_levels = {levels!r}",
+            "",
+            "",
             f"def {function_name}(record):",
             '    """Apply the NeuRules rule list: returns (class, rule_id, probabilities); '
             'rule_id 0 is the default rule."""',
             _PY_READERS,
-            f"    LEVELS = {levels!r}  # per categorical feature: its levels, and each level by its NFC form",
+            f"    LEVELS = _{function_name}_levels",
         ]
 
         def cond_py(c: Condition) -> str:

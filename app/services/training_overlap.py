@@ -64,6 +64,9 @@ def scored_row_digests(rule_list: RuleList, table: Table, target: str) -> np.nda
     """Per row whose label is one of the model's classes (the rows an evaluation scores), a digest of the model's
     feature values and the class: 8 bytes a row, where the rows themselves as a set would take hundreds."""
     columns = table_columns(served(rule_list), table, ignore_extra=True)
+    for f in rule_list.features:
+        if f.type == "categorical":  # a level spelled in another Unicode form is that level, as the list reads it
+            columns[f.name] = [v if v is None else f.level_key(v) for v in columns[f.name]]
     codes = code_labels(rule_list.classes, table.columns[target]).codes.tolist()
     rows = zip(*columns.values(), strict=True) if columns else iter([()] * table.n_rows)
     keys = ((*map(_value, row), code) for row, code in zip(rows, codes, strict=True) if code >= 0)

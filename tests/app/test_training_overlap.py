@@ -259,3 +259,37 @@ def test_an_evaluation_stored_before_the_chance_level_was_kept_still_reads(api, 
         assert r.status_code == 200, r.text
     got = api.client.get(f"/v1/evaluations/{ev['id']}", headers=api.h()).json()["training_overlap"]
     assert got == {**old, "scored_rows": None, "training_repeated_rows": None}
+
+
+def test_a_level_in_another_unicode_form_is_the_training_rows_value() -> None:
+    """An evaluation row `Zürich` decomposed (NFD) equals the training row `Zürich` composed, as the list decides
+    both alike: it was counted as a new row."""
+    import unicodedata
+
+    from app.services.csvdata import categorical_names, parse_csv
+    from app.services.training_overlap import TrainingFile, training_overlap
+    from models.rulelist import RuleList
+
+    composed = "Z\u00fcrich"
+    rl = RuleList.from_dict(
+        {
+            "format": "neurules.rulelist",
+            "version": 1,
+            "target": "y",
+            "classes": ["no", "yes"],
+            "features": [{"name": "city", "type": "categorical", "categories": [composed, "Bern"]}],
+            "rules": [
+                {
+                    "conditions": [{"feature": "city", "op": "in", "values": [composed]}],
+                    "class_counts": [1, 9],
+                    "probabilities": [0.1, 0.9],
+                }
+            ],
+            "default": {"class_counts": [9, 1], "probabilities": [0.9, 0.1]},
+        }
+    )
+    training = f"city,y\n{composed},yes\nBern,no\n".encode()
+    scored = f"city,y\n{unicodedata.normalize('NFD', composed)},yes\nBern,no\n".encode()
+    table = parse_csv(scored, keep_text=categorical_names(rl))
+    out = training_overlap(rl, table, "y", TrainingFile("ds_1", training, "y"))
+    assert out["rows"] == 2 and out["scored_rows"] == 2, out

@@ -117,3 +117,41 @@ def test_the_counterfactual_starts_from_the_folded_level() -> None:
     assert set(changed) == {"city"}, cf  # leaving rule 1 means leaving Zürich, which the record is in
     moved = {**record, **{k: c["to"] for k, c in changed.items()}}
     assert rl.explain(moved)["prediction"] != rl.explain(record)["prediction"]
+
+
+def test_a_value_a_condition_names_beyond_the_categories_is_a_level_too() -> None:
+    """An imported list may name a value its `categories` do not list (`city in {Zürich}` decomposed, with the
+    composed spelling as the category): that value must still match itself, in every reading, as before."""
+    doc = _doc()
+    doc["rules"][0]["conditions"][0]["values"] = [NFD_CITY]
+    rl = RuleList.from_dict(doc)
+    records = [{"city": NFD_CITY, "accent": "x", "marks": "y"}, {"city": NFC_CITY, "accent": "x", "marks": "y"}]
+    assert rl.apply(records).tolist() == [1, 0]
+    assert [rl.explain(r)["rule_id"] for r in records] == [1, 0]
+    ns: dict[str, Any] = {}
+    exec(compile(rl.to_python(), "<export>", "exec"), ns)
+    assert [ns["predict"](r)[1] for r in records] == [1, 0]
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (n INTEGER, city TEXT, accent TEXT, marks TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [(i, r["city"], "x", "y") for i, r in enumerate(records)])
+    got = [row[-1] for row in con.execute(f"SELECT * FROM ({rl.to_sql('t', output='rule_id')}) ORDER BY n")]
+    assert got == [1, 0]
+    assert RuleList.from_dict(rl.to_dict()) == rl and "named" not in str(rl.to_dict())
+    cf = counterfactual(rl, {"city": "Bern", "accent": "x", "marks": "y"}, target_class="yes")
+    assert (
+        cf["found"]
+        and rl.explain({"city": "Bern", "accent": "x", "marks": "y", **{c["feature"]: c["to"] for c in cf["changes"]}})[
+            "prediction"
+        ]
+        == "yes"
+    )
+
+
+def test_the_python_export_builds_its_levels_once_and_only_for_used_features() -> None:
+    """The levels were written into the function body: rebuilt on every call, every categorical feature's."""
+    doc = _doc()
+    doc["features"].append({"name": "unused", "type": "categorical", "categories": [f"u{i}" for i in range(500)]})
+    source = RuleList.from_dict(doc).to_python()
+    assert "u499" not in source
+    body = source[source.index("def predict(record):") :]
+    assert "LEVELS = {" not in body and source.index("_predict_levels = {") < source.index("def predict(record):")
