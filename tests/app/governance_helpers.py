@@ -52,3 +52,25 @@ def predict(api: Any, ref: str, records: list[dict[str, Any]], **body: Any) -> l
 def evaluate(api: Any, ref: str, key: str | None = None, **body: Any) -> Any:
     """POST an evaluation; the raw response."""
     return api.client.post(f"/v1/models/{ref}/evaluations", json=body, headers=api.h(key))
+
+
+ZURICH = "Z\u00fcrich"  # a precomposed ü (NFC); its decomposed spelling is u + U+0308
+
+
+def city_rule_list(target: str = "target", classes: list[Any] | None = None) -> dict[str, Any]:
+    """A one-rule list: `city in {Zürich}` (composed) decides the second class, anything else the first."""
+    return {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": target,
+        "classes": classes if classes is not None else [0, 1],
+        "features": [{"name": "city", "type": "categorical", "categories": [ZURICH, "Bern"]}],
+        "rules": [
+            {
+                "conditions": [{"feature": "city", "op": "in", "values": [ZURICH]}],
+                "class_counts": [1, 9],
+                "probabilities": [0.1, 0.9],
+            }
+        ],
+        "default": {"class_counts": [9, 1], "probabilities": [0.9, 0.1]},
+    }

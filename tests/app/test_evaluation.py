@@ -315,24 +315,10 @@ def test_a_level_spelled_in_another_unicode_form_is_scored_as_the_level_not_unse
     """A decomposed `Zürich` (NFD) against the composed level was counted unseen and decided by another rule."""
     import unicodedata
 
-    composed = "Z\u00fcrich"
-    rl = RuleList.from_dict(
-        {
-            "format": "neurules.rulelist",
-            "version": 1,
-            "target": "target",
-            "classes": [0, 1],
-            "features": [{"name": "city", "type": "categorical", "categories": [composed, "Bern"]}],
-            "rules": [
-                {
-                    "conditions": [{"feature": "city", "op": "in", "values": [composed]}],
-                    "class_counts": [1, 9],
-                    "probabilities": [0.1, 0.9],
-                }
-            ],
-            "default": {"class_counts": [9, 1], "probabilities": [0.9, 0.1]},
-        }
-    )
+    from tests.app.governance_helpers import ZURICH as composed
+    from tests.app.governance_helpers import city_rule_list
+
+    rl = RuleList.from_dict(city_rule_list())
     rows = [[composed, 1], [unicodedata.normalize("NFD", composed), 1], ["Bern", 0], ["Genf", 0]]
     out = evaluate_table(rl, _table(rows, ("city", "target")), "target")
     assert out["unseen_categories"] == {"city": {"Genf": 1}}

@@ -269,25 +269,10 @@ def test_a_level_in_another_unicode_form_is_the_training_rows_value() -> None:
     from app.services.csvdata import categorical_names, parse_csv
     from app.services.training_overlap import TrainingFile, training_overlap
     from models.rulelist import RuleList
+    from tests.app.governance_helpers import ZURICH as composed
+    from tests.app.governance_helpers import city_rule_list
 
-    composed = "Z\u00fcrich"
-    rl = RuleList.from_dict(
-        {
-            "format": "neurules.rulelist",
-            "version": 1,
-            "target": "y",
-            "classes": ["no", "yes"],
-            "features": [{"name": "city", "type": "categorical", "categories": [composed, "Bern"]}],
-            "rules": [
-                {
-                    "conditions": [{"feature": "city", "op": "in", "values": [composed]}],
-                    "class_counts": [1, 9],
-                    "probabilities": [0.1, 0.9],
-                }
-            ],
-            "default": {"class_counts": [9, 1], "probabilities": [0.9, 0.1]},
-        }
-    )
+    rl = RuleList.from_dict(city_rule_list("y", ["no", "yes"]))
     training = f"city,y\n{composed},yes\nBern,no\n".encode()
     scored = f"city,y\n{unicodedata.normalize('NFD', composed)},yes\nBern,no\n".encode()
     table = parse_csv(scored, keep_text=categorical_names(rl))
