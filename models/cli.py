@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import sys
 import zlib
 from collections.abc import Callable
@@ -19,6 +20,10 @@ import pandas as pd
 
 from models import csvtext
 from models.rulelist import RuleList, csv_cell_value, decision_table
+
+MAX_RULES = 200  # as the service's NEURULES_MAX_RULES default: more rules than anyone reads, and memory grows with it
+MOSTLY_NUMBERS = 0.9  # a column with at least this share of numbers among its values: its other cells are named
+MANY_CLASSES = 20  # a target with more classes than this, and than a tenth of the rows, is named as maybe continuous
 
 
 def _labels(text: pd.Series) -> np.ndarray:
@@ -42,7 +47,7 @@ def _file_bytes(path: str) -> bytes:
         try:
             return gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as e:
-            raise ValueError(f"{path}: not a valid gzip file ({e})") from None
+            raise ValueError(f"not a valid gzip file ({e})") from None
     return raw
 
 
@@ -127,9 +132,12 @@ def _read_csv(
     it does not read), a column of numbers numeric (but those in `text`); duplicate header names refused. So a
     document `fit` writes imports into the service, whose import refuses levels such as `" Male"` or `"?"` that no
     CSV cell it reads can hold."""
-    content = csvtext.utf8_text(_file_bytes(path))
-    sep = csvtext.sniff_delimiter(content[:65536])
-    table = _records(content, sep)
+    try:
+        content = csvtext.utf8_text(_file_bytes(path))
+        sep = csvtext.sniff_delimiter(content[:65536])
+        table = _records(content, sep)
+    except ValueError as e:  # `predict` reads two files: say which one
+        raise ValueError(f"{path}: {e}") from None
     df = pd.DataFrame(table.rows, columns=table.header, dtype=object)
     for name in df.columns:
         cells = df[name].map(lambda v: csv_cell_value(v) if isinstance(v, str) else v)
@@ -165,9 +173,60 @@ def _check_numbers(rl: RuleList, df: pd.DataFrame) -> None:
 def _load_model(path: str) -> RuleList:
     """The rule list stored at `path`; ValueError for a document that is no rule list."""
     try:
-        return RuleList.from_dict(json.loads(Path(path).read_text()))
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except RecursionError:
         raise ValueError(f"{path}: the JSON is nested too deeply to be a rule-list document") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON rule-list document ({e}); the model comes first, then the CSV") from None
+    try:
+        return RuleList.from_dict(doc)
+    except ValueError as e:
+        raise ValueError(f"{path}: not a rule-list document: {e}") from None
+
+
+def _check_out(path: str) -> None:
+    """ValueError, before any training, for an output path that cannot be written (the trained list was lost)."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--out {path}: is a directory")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"--out {path}: the folder {str(folder)!r} does not exist")
+    if not os.access(out if out.exists() else folder, os.W_OK):
+        raise ValueError(f"--out {path}: not writable")
+
+
+def _name_stray_text(df: pd.DataFrame, target: str) -> None:
+    """A note for each column read as categories although nearly all its values are numbers (a few stray cells
+    such as `oops` or `n/a?` make the whole column categorical: `b in {1, 4}` instead of a threshold)."""
+    for name in df.columns:
+        cells = df[name]
+        if name == target or pd.api.types.is_numeric_dtype(cells):
+            continue
+        known = cells[cells.notna()]
+        _, is_number = _numbers(known)
+        if len(known) and MOSTLY_NUMBERS <= is_number.mean() < 1:
+            rows = np.flatnonzero(cells.notna().to_numpy())[~is_number]
+            shown = ", ".join(
+                f"{known.iloc[i]!r} (row {int(r)})"
+                for i, r in zip(np.flatnonzero(~is_number)[:3], rows[:3], strict=True)
+            )
+            print(
+                f"note: column {name!r} is read as categories: {int((~is_number).sum())} of {len(known)} values are "
+                f"not numbers ({shown}); make them empty or NA for a numeric column",
+                file=sys.stderr,
+            )
+
+
+def _name_many_classes(y: np.ndarray, target: str) -> None:
+    """A note when the target looks continuous or like an id: a rule list predicts one of its classes."""
+    k = len(set(y.tolist()))
+    if k > MANY_CLASSES and k > len(y) / 10:
+        print(
+            f"note: the target {target!r} has {k} distinct values in {len(y)} rows; a rule list predicts one of them "
+            "as a class: is it a continuous column or an id?",
+            file=sys.stderr,
+        )
 
 
 def _training_rows(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
@@ -210,21 +269,24 @@ def _fit(args: argparse.Namespace) -> int:
     """Train on a CSV, write the rule-list document, print the rule list."""
     from models.estimator import NeuRulesClassifier
 
-    df = _read_csv(args.data, text=frozenset({args.target.strip()}))
+    args.target = args.target.strip()  # as the header's names are
+    _check_out(args.out)
+    df = _read_csv(args.data, text=frozenset({args.target}))
     if args.target not in df.columns:
-        print(
-            f"error: target column {args.target!r} not in {list(df.columns)}",
-            file=sys.stderr,
-        )
+        names = list(df.columns)
+        shown = f"{names[:20]} and {len(names) - 20} more" if len(names) > 20 else str(names)
+        print(f"error: target column {args.target!r} not in {shown}", file=sys.stderr)
         return 2
+    _name_stray_text(df, args.target)
     X, y = _training_rows(df, args.target)
+    _name_many_classes(y, args.target)
     params: dict[str, Any] = {
         "n_rules": args.rules,
         "random_state": args.seed,
         "device": args.device,
     }
     if args.epochs is not None:
-        params["epochs"] = args.epochs
+        params["epochs"] = args.epochs if args.epochs == "auto" else int(args.epochs)
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     if args.lr is not None:
@@ -262,6 +324,30 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules(text: str) -> int:
+    """`--rules`: a whole number from 1 to MAX_RULES."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= n <= MAX_RULES:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_RULES}, got {n}")
+    return n
+
+
+def _epochs(text: str) -> str:
+    """`--epochs`: a positive whole number or `auto` (checked as text; the learner reads it)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return str(n)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `neurules` command."""
     ap = argparse.ArgumentParser(prog="neurules", description="Learn and apply crisp NeuRules rule lists.")
@@ -269,12 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="train on a CSV and write the rule list as JSON")
     f.add_argument("data", help="CSV file with a header row")
     f.add_argument("--target", required=True, help="name of the label column")
-    f.add_argument("--rules", type=int, default=10, help="maximum number of rules (default 10)")
-    f.add_argument("--epochs", type=int, default=None, help="training epochs (default: auto)")
-    f.add_argument("--batch-size", type=int, default=None)
-    f.add_argument("--lr", type=float, default=None)
+    f.add_argument("--rules", type=_rules, default=10, help=f"maximum number of rules, 1-{MAX_RULES} (default 10)")
+    f.add_argument("--epochs", type=_epochs, default=None, help="training epochs, or auto (default: auto)")
+    f.add_argument("--batch-size", type=int, default=None, help="rows per optimiser step (default 1024)")
+    f.add_argument("--lr", type=float, default=None, help="learning rate of the optimiser (default 0.02)")
     f.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    f.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    f.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     f.add_argument("--out", required=True, help="where to write the rule-list JSON document")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=_fit)
@@ -291,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # `neurules predict ... | head`: the reader has what it wanted, as for any filter
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141  # 128 + SIGPIPE, as a shell reports a filter ended by a closed pipe
     except (ValueError, OSError) as exc:  # OSError: missing file, a directory, no permission
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -186,11 +186,13 @@ def test_duplicate_header_names_are_refused(tmp_path: Path, small_model: Path) -
     data = tmp_path / "dup.csv"
     data.write_text("a,a,target\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
     fit = _run("fit", str(data), "--target", "a", "--epochs", "2", "--quiet", "--out", str(tmp_path / "m.json"))
-    assert fit.returncode == 2 and fit.stderr == "error: duplicate column name(s) in the header: 'a'\n", fit.stderr
+    assert fit.returncode == 2 and fit.stderr == f"error: {data}: duplicate column name(s) in the header: 'a'\n", (
+        fit.stderr
+    )
     assert not (tmp_path / "m.json").exists()
     data.write_text("b,a,b,a,c\n" + "".join(f"{i},1,2,3,4\n" for i in range(3)))
     pred = _run("predict", str(small_model), str(data))
-    assert pred.returncode == 2 and pred.stderr == "error: duplicate column name(s) in the header: 'b', 'a'\n"
+    assert pred.returncode == 2 and pred.stderr == f"error: {data}: duplicate column name(s) in the header: 'b', 'a'\n"
     data.write_text('"a,1",a.1,a\n1,2,3\n')  # no duplicate: a quoted comma, and `a.1` itself
     ok = _run("predict", str(small_model), str(data))
     assert "duplicate" not in ok.stderr
@@ -295,3 +297,56 @@ def test_fit_reads_decimal_commas_in_the_target_as_the_service_does(tmp_path: Pa
     res = _run("fit", str(data), "--target", "grade", "--rules", "2", "--epochs", "20", "--quiet", "--out", str(model))
     assert res.returncode == 0, res.stderr
     assert json.loads(model.read_text())["classes"] == [1, 2]
+
+
+def _small_csv(path: Path, *, stray: bool = False, rows: int = 60) -> Path:
+    """A small two-feature CSV; `stray`: two text cells in the numeric column `b`."""
+    rng = np.random.default_rng(1)
+    b = [str(v) for v in rng.integers(0, 9, rows)]
+    if stray:
+        b[5] = b[17] = "oops"
+    a = rng.normal(0, 1, rows).round(2)
+    target = (a > 0).astype(int)
+    pd.DataFrame({"a": a, "b": b, "target": target}).to_csv(path, index=False)
+    return path
+
+
+def test_user_slips_get_one_clear_line_before_any_training(tmp_path: Path) -> None:
+    """A probe's findings: `--rules 100000` trained for minutes in GBs of memory; an --out in a missing folder failed
+    only after training, losing the list; `--epochs auto` (the documented default) was refused; a model and a CSV
+    given the other way round answered a bare JSON error naming no file."""
+    data = _small_csv(tmp_path / "d.csv")
+    r = _run("fit", str(data), "--target", "target", "--rules", "100000", "--out", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "--rules: must be from 1 to 200" in r.stderr, r.stderr
+    r = _run("fit", str(data), "--target", "target", "--out", str(tmp_path / "none" / "m.json"))
+    assert r.returncode == 2 and "the folder" in r.stderr and "does not exist" in r.stderr, r.stderr
+    assert "training" not in r.stderr  # refused before the progress bar started
+    r = _run("fit", str(data), "--target", " target ", "--epochs", "auto", "--quiet", "--out", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    r = _run("predict", str(data), str(tmp_path / "m.json"))
+    assert r.returncode == 2 and f"{data}: not a JSON rule-list document" in r.stderr, r.stderr
+
+
+def test_stray_text_in_a_number_column_and_a_continuous_target_are_named(tmp_path: Path) -> None:
+    """Two `oops` cells made the numeric column `b` categorical (`b not in {1, 4}`) without a word; a target of
+    ~all-distinct values was trained as hundreds of classes without one either."""
+    data = _small_csv(tmp_path / "d.csv", stray=True)
+    r = _run("fit", str(data), "--target", "target", "--epochs", "2", "--quiet", "--out", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    assert "column 'b' is read as categories: 2 of 60 values are not numbers ('oops' (row 5), 'oops' (row 17))" in (
+        r.stderr
+    )
+    r = _run("fit", str(data), "--target", "a", "--epochs", "2", "--quiet", "--out", str(tmp_path / "m2.json"))
+    assert r.returncode == 0 and "the target 'a' has" in r.stderr and "continuous" in r.stderr, r.stderr
+
+
+def test_a_closed_pipe_ends_predict_quietly(tmp_path: Path) -> None:
+    """`neurules predict m.json big.csv | head -1` printed `error: [Errno 32] Broken pipe` and exited 2."""
+    data = _small_csv(tmp_path / "d.csv", rows=20000)
+    model = tmp_path / "m.json"
+    assert _run("fit", str(data), "--target", "target", "--epochs", "2", "--quiet", "--out", str(model)).returncode == 0
+    code = "import sys; from models.cli import main; sys.exit(main(sys.argv[1:]))"
+    shell = f"{sys.executable} -c '{code}' predict {model} {data} | head -1; echo rc=${{PIPESTATUS[0]}}"
+    r = subprocess.run(["bash", "-c", shell], cwd=ROOT, capture_output=True, text=True, check=False, timeout=240)
+    assert r.stdout.splitlines()[0].startswith("index,prediction"), r.stdout
+    assert "rc=141" in r.stdout and r.stderr == "", (r.stdout, r.stderr)
