@@ -68,6 +68,7 @@ BreakKind = Literal[
     "previous_hash_mismatch",
     "content_hash_mismatch",
     "unreadable_row",
+    "unreadable_head",
     "truncated_tail",
     "head_mismatch",
     "beyond_head",
@@ -88,6 +89,7 @@ class ChainBreakPublic(BaseModel):
         "with seq 0 or below, inserted outside the writer (chains start at 1); previous_hash_mismatch: "
         "a row replaced or forged; content_hash_mismatch: a row changed; unreadable_row: a row changed into "
         "values its columns cannot hold (text that is not JSON as its output, no time as its created_at); "
+        "unreadable_head: the chain head holds a seq or hash no head can hold (edited outside the service); "
         "truncated_tail: rows deleted at the end; "
         "head_mismatch: the last row differs from the chain head; beyond_head: rows appended outside the writer; "
         "missing_head: the chain head was deleted; alias_state_mismatch (registry events only): a model's aliases "

@@ -252,6 +252,10 @@ class ChainChecker:
 
 def tail_break(last: Link, head_before: Link | None, head_after: Link | None) -> ChainBreak | None:
     """What is wrong with a chain ending at `last` whose rows all linked, given its head before and after."""
+    for head in (head_before, head_after):
+        if head is not None and not readable_link(head):
+            msg = f"the chain head holds seq {head.seq!r} and hash {head.row_hash!r}, which no head can hold (edited)"
+            return ChainBreak("unreadable_head", msg, None, last.seq)
     if head_before is None and head_after is None:
         if last.seq == 0:
             return None
@@ -275,6 +279,12 @@ def tail_break(last: Link, head_before: Link | None, head_after: Link | None) ->
         msg = f"{beyond} exist beyond the chain head at seq {head_after.seq} (appended outside the writer)"
         return ChainBreak("beyond_head", msg, None, head_after.seq + 1)
     return None
+
+
+def readable_link(link: Link) -> bool:
+    """A seq a chain can hold (a whole number, not a bool) and a hash in SHA-256's hex form (SQLite keeps any value)."""
+    h = link.row_hash
+    return type(link.seq) is int and isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)
 
 
 def _span(first: int, last: int) -> str:

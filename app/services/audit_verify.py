@@ -18,7 +18,7 @@ from sqlalchemy import String, Text, cast, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.services import audit_read, registry_chain
-from app.services.audit_chain import ChainBreak, ChainChecker, Link
+from app.services.audit_chain import ChainBreak, ChainChecker, Link, readable_link
 from app.services.errors import NotFound
 from app.tables import AuditChainHead, AuditRecord, ModelAlias, ModelVersion, RegisteredModel, RegistryEvent, Tenant
 
@@ -107,7 +107,8 @@ def verify_tenant(session: Session, tenant_id: str, page_rows: int = PAGE_ROWS) 
     broken = checker.finish(head_before, head_after)
     if broken is not None and broken.row_id is None and broken.kind == "beyond_head" and broken.seq is not None:
         broken = ChainBreak(broken.kind, broken.message, _row_id(session, tenant_id, broken.seq), broken.seq)
-    return ChainReport(tenant_id, checker.rows_checked, head_after, broken, verify_registry(session, tenant_id))
+    head = head_after if head_after is None or readable_link(head_after) else None  # the break says what it holds
+    return ChainReport(tenant_id, checker.rows_checked, head, broken, verify_registry(session, tenant_id))
 
 
 _EVENT_COLUMNS = [

@@ -318,6 +318,8 @@ def set_alias(
         # only a version_id can name another model's version (a number is looked up in this one)
         raise Invalid.field("version_id", f"{version.id!r} is a version of another model, not of {rm.name!r}")
     row = session.get(ModelAlias, (rm.id, alias), with_for_update=True)
+    if row is None:
+        _refuse_case_twin(session, rm, alias)
     for _ in range(ALIAS_ATTEMPTS):
         if row is not None:
             break
@@ -343,6 +345,20 @@ def set_alias(
     )
     session.flush()
     return row
+
+
+def _refuse_case_twin(session: Session, rm: RegisteredModel, alias: str) -> None:
+    """Conflict when a new alias differs only in case from one the model has: `Production` beside `production`
+    looks like it and points elsewhere, and a client that folds case would follow either."""
+    existing = session.scalars(select(ModelAlias.alias).where(ModelAlias.registered_model_id == rm.id)).all()
+    twin = next((a for a in existing if a != alias and a.casefold() == alias.casefold()), None)
+    if twin is not None:
+        raise Conflict(
+            f"alias {rm.name}@{alias} differs only in case from the existing {rm.name}@{twin}: move that one, "
+            "or delete it first",
+            code="alias_case_conflict",
+            details=[{"field": "alias", "message": f"differs only in case from {twin!r}"}],
+        )
 
 
 def aliases_of(session: Session, rm_id: str) -> dict[str, str]:

@@ -166,6 +166,26 @@ def test_tail_against_the_head() -> None:
     assert tail_break(Link(3, chain[2]["row_hash"]), Link(2, chain[1]["row_hash"]), head) is None
 
 
+def test_a_head_no_chain_can_hold_is_a_break() -> None:
+    """A chain head edited into text (`seq = 'x'`, SQLite keeps it) made verification a 500: comparing it raised."""
+    chain = rows(3)
+    for head in (Link("x", chain[2]["row_hash"]), Link(2.5, chain[2]["row_hash"]), Link(3, "z" * 64), Link(3, None)):
+        brk = check(chain, head).first_break  # type: ignore[arg-type]
+        assert brk is not None and brk.kind == "unreadable_head" and brk.seq == 3, (head, brk)
+
+
+def test_an_unreadable_head_is_reported_by_the_api_and_the_cli(sqlite_api, doc) -> None:
+    from app.admin import verify_audit
+
+    v = sqlite_api.import_model(doc)
+    predict(sqlite_api, v["id"], [REC_HIGH])
+    tamper(sqlite_api, f"UPDATE audit_chain_heads SET seq = 'x' WHERE tenant_id = '{sqlite_api.tenant_a}'")
+    brk = verify(sqlite_api)["first_break"]
+    assert brk["kind"] == "unreadable_head" and "'x'" in brk["message"], brk
+    (report,) = [r for r in verify_audit(sqlite_api.url, None) if r.tenant_id == sqlite_api.tenant_a]
+    assert report.first_break is not None and report.first_break.kind == "unreadable_head"
+
+
 def test_break_kinds_are_the_documented_ones() -> None:
     assert set(typing.get_args(BreakKind)) == set(audit_chain.BREAK_KINDS)
 

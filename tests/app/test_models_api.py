@@ -81,6 +81,14 @@ def test_alias_errors(api, doc: dict[str, Any]) -> None:
     for reserved in ("latest", "LATEST", "Latest"):  # any case: m@LATEST beside m@latest misleads a case-folding client
         r = api.client.put(f"/v1/registered-models/risk/aliases/{reserved}", json={"version": 1}, headers=h)
         assert r.status_code == 422 and "reserved" in r.json()["error"]["message"], r.text
+    # `Production` beside `production`: a look-alike pointing elsewhere (a probe created it while production was v2)
+    assert (
+        api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=h).status_code
+        == 200
+    )
+    r = api.client.put("/v1/registered-models/risk/aliases/Production", json={"version": 1}, headers=h)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "alias_case_conflict", r.text
+    assert "risk@production" in r.json()["error"]["message"]
     assert api.client.put("/v1/registered-models/risk/aliases/prod", json={}, headers=h).status_code == 422
     assert (
         api.client.put(
