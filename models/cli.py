@@ -191,7 +191,8 @@ def _check_out(path: str) -> None:
         raise ValueError(f"--out {path}: is a directory")
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise ValueError(f"--out {path}: the folder {str(folder)!r} does not exist")
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"--out {path}: the folder {str(folder)!r} {what}")
     if not os.access(out if out.exists() else folder, os.W_OK):
         raise ValueError(f"--out {path}: not writable")
 

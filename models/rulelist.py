@@ -634,9 +634,9 @@ class RuleList:
         for rule in self.rules:
             for c in rule.conditions:
                 named.setdefault(c.feature, {}).update(dict.fromkeys(c.values))
-        features = tuple(
-            replace(f, named=tuple(v for v in named[f.name] if v not in f.categories))
-            if f.type == "categorical" and f.name in named and not set(named[f.name]) <= set(f.categories)
+        features = tuple(  # always recomputed: a list rebuilt with fewer rules must not keep the old rules' values
+            replace(f, named=tuple(v for v in named.get(f.name, {}) if v not in f.categories))
+            if f.type == "categorical" and (f.named or not set(named.get(f.name, {})) <= set(f.categories))
             else f
             for f in self.features
         )
