@@ -287,7 +287,7 @@ def _fit(args: argparse.Namespace) -> int:
         "device": args.device,
     }
     if args.epochs is not None:
-        params["epochs"] = args.epochs if args.epochs == "auto" else int(args.epochs)
+        params["epochs"] = args.epochs
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     if args.lr is not None:
@@ -336,8 +336,8 @@ def _rules(text: str) -> int:
     return n
 
 
-def _epochs(text: str) -> str:
-    """`--epochs`: a positive whole number or `auto` (checked as text; the learner reads it)."""
+def _epochs(text: str) -> int | str:
+    """`--epochs`: a positive whole number or `auto`, as the learner takes it."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -346,7 +346,7 @@ def _epochs(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return str(n)
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
