@@ -76,6 +76,8 @@ BreakKind = Literal[
     "alias_state_mismatch",
     "version_state_mismatch",
     "version_content_mismatch",
+    "version_details_mismatch",
+    "model_name_mismatch",
 ]
 
 
@@ -95,7 +97,10 @@ class ChainBreakPublic(BaseModel):
         "missing_head: the chain head was deleted; alias_state_mismatch (registry events only): a model's aliases "
         "differ from what its events say (an alias changed, added or removed without its event); "
         "version_state_mismatch (registry events only): a model's versions differ from those its events created; "
-        "version_content_mismatch (registry events only): a version's rule list is not the one its event sealed"
+        "version_content_mismatch (registry events only): a version's rule list is not the one its event sealed; "
+        "version_details_mismatch (registry events only): a version's metrics, input schema or provenance are not "
+        "the ones its event sealed; model_name_mismatch (registry events only): a model's name is not the one its "
+        "events were recorded for (renamed, or names swapped, in the database)"
     )
     message: str
     row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 
 class RegistryEventPublic(BaseModel):
-    """One change of a named model: an alias set, moved or deleted, or a version created."""
+    """One change of a named model: an alias set, moved or deleted, or a version created (or, once, the model's
+    name bound into its chain by migration 0010)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -33,7 +34,7 @@ class RegistryEventPublic(BaseModel):
     )
 
     at: datetime
-    action: Literal["alias_set", "alias_deleted", "version_created"]
+    action: Literal["alias_set", "alias_deleted", "version_created", "name_bound"]
     alias: str | None = Field(description="the alias (alias events)")
     from_version: int | None = Field(description="version the alias pointed at before (null: it was new)")
     to_version: int | None = Field(description="version the alias points at now, or the version created")
@@ -42,6 +43,13 @@ class RegistryEventPublic(BaseModel):
     content_sha256: str | None = Field(
         description="version_created: SHA-256 of the version's rule list as sealed in the chain (docs/audit.md); "
         "null for alias events and for versions made before the seal was recorded"
+    )
+    details_sha256: str | None = Field(
+        description="version_created: SHA-256 of the version's metrics, input schema and provenance as sealed in the "
+        "chain (docs/audit.md); null for other events and for versions made before migration 0010"
+    )
+    model_name: str | None = Field(
+        description="the model's name, inside the event's hash (null for events recorded before migration 0010)"
     )
     seq: int = Field(description="the event's place in the model's event chain (docs/audit.md), from 1")
     row_hash: str = Field(description="the event's hash in that chain: the newest event's is the chain's head")
@@ -58,6 +66,8 @@ class RegistryEventPublic(BaseModel):
             api_key_id=row.api_key_id,
             job_id=row.job_id,
             content_sha256=row.content_sha256,
+            details_sha256=row.details_sha256,
+            model_name=row.model_name,
             seq=row.seq,
             row_hash=row.row_hash,
         )

@@ -222,10 +222,58 @@ def content_break(events: list[dict[str, Any]], contents: dict[int, str | None])
     return None
 
 
+def _version_details(session: Session, model_id: str) -> dict[int, str | None]:
+    """version number -> the details seal its stored metrics, input schema and provenance give (None: one does not
+    read as JSON)."""
+    q = select(
+        ModelVersion.version,
+        cast(ModelVersion.metrics, Text),
+        cast(ModelVersion.input_schema, Text),
+        cast(ModelVersion.provenance, Text),
+    ).where(ModelVersion.registered_model_id == model_id)
+    return {int(v): _stored_details(m, i, p) for v, m, i, p in session.execute(q).all()}
+
+
+def _stored_details(metrics: str | None, input_schema: str | None, provenance: str | None) -> str | None:
+    """The details seal stored JSON texts give (None: one is no JSON, or repeats a key)."""
+    try:
+        values = [
+            json.loads(t or "", object_pairs_hook=audit_read.unique_keys) for t in (metrics, input_schema, provenance)
+        ]
+    except ValueError:
+        return None
+    return registry_chain.details_sha256(*values)
+
+
+def details_break(events: list[dict[str, Any]], details: dict[int, str | None]) -> ChainBreak | None:
+    """A break when a version's metrics, input schema or provenance are not the ones its (intact) event sealed."""
+    for e in events:
+        sealed, version = e.get(registry_chain.DETAILS_COLUMN), e["to_version"]
+        if e["action"] != "version_created" or sealed is None or version not in details:
+            continue
+        if details[version] != sealed:
+            msg = (
+                f"version {version}'s metrics, input schema or provenance are not the ones its event "
+                f"(seq {e['seq']}) sealed"
+            )
+            return ChainBreak("version_details_mismatch", msg, None, e["seq"])
+    return None
+
+
+def name_break(events: list[dict[str, Any]], name: str) -> ChainBreak | None:
+    """A break when an (intact) event was recorded for a model of another name than the model has now."""
+    for e in events:
+        bound = e.get(registry_chain.NAME_COLUMN)
+        if bound is not None and bound != name:
+            msg = f"the model is named {name!r} but its event at seq {e['seq']} was recorded for the model {bound!r}"
+            return ChainBreak("model_name_mismatch", msg, None, e["seq"])
+    return None
+
+
 CONSISTENT_READS = 5  # tries at reading a model's events, aliases and versions while no change of it commits
 
 
-def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | None]:
+def _check_model(session: Session, model_id: str, name: str) -> tuple[int, ChainBreak | None]:
     """One model's event chain (events linked, the tail against the head) and its aliases against the events: the
     events checked and the first break. Every change of a model moves its head with its alias in one transaction,
     so a read during which the head stayed put saw both alike; the aliases are compared only on such a read (a
@@ -240,16 +288,18 @@ def _check_model(session: Session, model_id: str) -> tuple[int, ChainBreak | Non
             if not checker.feed(row):
                 break
         aliases, versions = _current_aliases(session, model_id), _current_versions(session, model_id)
-        contents = _version_contents(session, model_id)
+        contents, details = _version_contents(session, model_id), _version_details(session, model_id)
         head_after = _model_head(session, model_id)
         broken = checker.finish(head_before, head_after)
         if broken is not None:
             return checker.rows_checked, broken
         if head_before == head_after:
             state = (
-                alias_state_break(_replayed_aliases(rows), aliases)
+                name_break(rows, name)
+                or alias_state_break(_replayed_aliases(rows), aliases)
                 or version_state_break(rows, versions)
                 or content_break(rows, contents)
+                or details_break(rows, details)
             )
             return checker.rows_checked, state
         checked = checker.rows_checked
@@ -265,7 +315,7 @@ def verify_registry(session: Session, tenant_id: str) -> RegistryReport:
     ).all()
     checked = 0
     for n, (model_id, name) in enumerate(models, start=1):
-        events_checked, broken = _check_model(session, model_id)
+        events_checked, broken = _check_model(session, model_id, name)
         checked += events_checked
         if broken is not None:
             where = RegistryBreak(name, model_id, broken.kind, broken.message, broken.row_id, broken.seq)

@@ -297,6 +297,7 @@ def add_version(
         registry_events.Actor(api_key_id, job_id),
         to_version=mv.version,
         content_sha256=registry_chain.version_sha256(mv.rule_list, mv.text),
+        details_sha256=registry_chain.details_sha256(mv.metrics, mv.input_schema, mv.provenance),
     )
     session.flush()
     return mv

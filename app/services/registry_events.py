@@ -18,7 +18,8 @@ from app.services.errors import Conflict
 from app.services.paging import Page, page_of_scalars
 from app.tables import RegisteredModel, RegistryEvent, utcnow
 
-Action = Literal["alias_set", "alias_deleted", "version_created"]
+# name_bound: recorded by migration 0010 for each model there was, binding its name into its chain
+Action = Literal["alias_set", "alias_deleted", "version_created", "name_bound"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ def record(
     from_version: int | None = None,
     to_version: int | None = None,
     content_sha256: str | None = None,
+    details_sha256: str | None = None,
 ) -> RegistryEvent:
     """Add one event to the session (it is written in the same transaction as the change), chained after the
     model's head: the head is read with the model's row locked (PostgreSQL; SQLite's writers hold its write lock)
@@ -67,6 +69,8 @@ def record(
         "api_key_id": actor.api_key_id,
         "job_id": actor.job_id,
         "content_sha256": content_sha256,
+        "details_sha256": details_sha256,
+        "model_name": rm.name,
     }
     head = registry_chain.link_event(row, Link(seq, head_hash))
     event = RegistryEvent(**row)

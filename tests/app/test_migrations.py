@@ -329,22 +329,25 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
             )
             c.execute(text(_version_row(rm, i + 1)))
     eng.dispose()
-    migrate(url)
-    assert _diff(url) == []
+    _upgrade_to(url, "0008")
     eng = make_engine(url)
     with eng.connect() as c:
         seqs = c.execute(text("SELECT registered_model_id, seq FROM registry_events ORDER BY id")).all()
         heads = dict(c.execute(text("SELECT id, events_seq FROM registered_models")).all())
+    eng.dispose()
     assert [tuple(s) for s in seqs] == [("rm_a", 1), ("rm_b", 1), ("rm_a", 2), ("rm_a", 3)]
     assert heads == {"rm_a": 3, "rm_b": 1}
+    _alembic(url, command.downgrade, "0007")
+    assert _count(url, "registry_events") == 4
+    migrate(url)  # 0008 again, then 0009 and 0010 (a name_bound event ends each model's chain)
+    assert _diff(url) == []
+    eng = make_engine(url)
     from sqlalchemy.orm import Session
 
     with Session(eng) as s:
         report = verify_registry(s, "tn_1")
-    assert report.intact and (report.models_checked, report.events_checked) == (2, 4), report
     eng.dispose()
-    _alembic(url, command.downgrade, "0007")
-    assert _count(url, "registry_events") == 4
+    assert report.intact and (report.models_checked, report.events_checked) == (2, 6), report
 
 
 def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
@@ -387,12 +390,13 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
         report = verify_registry(s, "tn_1")
         baseline = s.execute(text("SELECT seq, alias, to_version, api_key_id FROM registry_events ORDER BY seq")).all()
     eng.dispose()
-    assert report.intact and report.events_checked == 4, report
+    assert report.intact and report.events_checked == 5, report
     assert [tuple(r) for r in baseline] == [
         (1, "staging", 2, None),  # the one event from before 0008
         (2, None, 1, None),  # version_created baselines: version 1, then 2
         (3, None, 2, None),
         (4, "production", 1, None),  # the alias no event named
+        (5, None, None, None),  # 0010's name_bound
     ]
 
 
@@ -415,6 +419,57 @@ def test_a_downgrade_below_0009_is_refused_while_a_version_is_sealed(tmp_path) -
         registry.add_version(s, tenant_id=tenant.id, name="risk", document=rule_list_doc(), metrics={}, provenance={})
         s.commit()
     db.dispose()
+    with pytest.raises(RuntimeError, match="1 registry event\\(s\\) carry a model name or a details seal"):
+        _alembic(url, command.downgrade, "0008")  # 0010 refuses first: the event carries its model's name
+    assert _diff(url) == []  # nothing changed
+    from sqlalchemy import text
+
+    eng = make_engine(url)
+    with eng.begin() as c:  # as if an older release had recorded it: sealed, but no name
+        c.execute(text("UPDATE registry_events SET model_name = NULL, details_sha256 = NULL"))
+    eng.dispose()
+    _alembic(url, command.downgrade, "0009")
     with pytest.raises(RuntimeError, match="1 registry event\\(s\\) carry a version seal"):
         _alembic(url, command.downgrade, "0008")
-    assert _diff(url) == []  # nothing changed
+
+
+def test_0010_binds_the_names_of_the_models_already_there(tmp_path) -> None:
+    """Models made before 0010 have events that name them by id only: 0010 ends each one's chain with a
+    `name_bound` event carrying its name, so two of them swapping names in the database is named too."""
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.services.audit_verify import verify_registry
+
+    url = _sqlite_at(tmp_path, "n.sqlite3", "0007")
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text(TENANT_ROW))
+        for rm, name in (("rm_a", "risk"), ("rm_b", "other")):
+            c.execute(
+                text(
+                    "INSERT INTO registered_models (id, tenant_id, name, created_at) "
+                    f"VALUES ('{rm}', 'tn_1', '{name}', '2026-01-01 00:00:00')"
+                )
+            )
+            c.execute(text(_version_row(rm, 1)))
+    eng.dispose()
+    migrate(url)
+    eng = make_engine(url)
+    with Session(eng) as s:
+        assert verify_registry(s, "tn_1").intact
+        bound = s.execute(text("SELECT model_name, action, seq FROM registry_events ORDER BY model_name, seq")).all()
+    assert [tuple(b) for b in bound] == [
+        (None, "version_created", 1),  # 0008's baselines (no name)
+        (None, "version_created", 1),
+        ("other", "name_bound", 2),
+        ("risk", "name_bound", 2),
+    ]
+    with eng.begin() as c:
+        c.execute(text("UPDATE registered_models SET name = 'x' WHERE id = 'rm_a'"))
+        c.execute(text("UPDATE registered_models SET name = 'risk' WHERE id = 'rm_b'"))
+        c.execute(text("UPDATE registered_models SET name = 'other' WHERE id = 'rm_a'"))
+    with Session(eng) as s:
+        broken = verify_registry(s, "tn_1").first_break
+    eng.dispose()
+    assert broken is not None and broken.kind == "model_name_mismatch" and broken.model == "other", broken

@@ -242,3 +242,60 @@ def test_a_versions_text_is_sealed_too(api: Api, doc) -> None:
     _run(api, "UPDATE model_versions SET text = 'if true then risk = low' WHERE version = 1")
     brk = _registry(api)["registry_events"]["first_break"]
     assert brk["kind"] == "version_content_mismatch" and "version 1" in brk["message"], brk
+
+
+def test_two_models_names_swapped_in_the_database_are_named(api: Api, doc) -> None:
+    """A governance probe swapped two models' names in the database: `risk@production` then served the other
+    model's version and the verification said intact (events named models by id). Every event carries its model's
+    name inside its hash since migration 0010."""
+    _history(api, doc)
+    api.import_model(doc, name="other")
+    r = api.client.get("/v1/registered-models/risk/events", params={"limit": 50}, headers=api.h())
+    assert r.status_code == 200 and {e["model_name"] for e in r.json()["items"]} == {"risk"}, r.text
+    assert _registry(api)["intact"]
+    _run(
+        api,
+        "UPDATE registered_models SET name = 'swap' WHERE name = 'risk'",
+        "UPDATE registered_models SET name = 'risk' WHERE name = 'other'",
+        "UPDATE registered_models SET name = 'other' WHERE name = 'swap'",
+    )
+    check = _registry(api)
+    brk = check["registry_events"]["first_break"]
+    assert not check["intact"] and brk["kind"] == "model_name_mismatch", check
+    assert brk["model"] == "other" and "'risk'" in brk["message"] and brk["seq"] == 1, brk
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("metrics", '{"train": {"weighted_f1": 0.99}}'),
+        ("provenance", '{"source": "someone else"}'),
+        ("input_schema", "[]"),
+        ("metrics", '{"train": 1, "train": 2}'),  # a key twice: no longer what was sealed
+    ],
+)
+def test_a_versions_metrics_schema_and_provenance_are_sealed(api: Api, doc, column: str, value: str) -> None:
+    """What a reviewer promotes a version by (its scores, the fields it reads, the training file's digest) was
+    outside the seal: changed in the database, the verification said intact."""
+    _history(api, doc)
+    r = api.client.get("/v1/registered-models/risk/events", params={"limit": 50}, headers=api.h())
+    created = {e["to_version"]: e for e in r.json()["items"] if e["action"] == "version_created"}
+    body = api.client.get("/v1/models/risk@2", headers=api.h()).json()
+    sealed = registry_chain.details_sha256(body["metrics"], body["input_schema"], body["provenance"])
+    assert created[2]["details_sha256"] == sealed, (created[2], body)
+    _run(api, f"UPDATE model_versions SET {column} = '{value}' WHERE version = 2")
+    brk = _registry(api)["registry_events"]["first_break"]
+    assert brk["kind"] == "version_details_mismatch" and "version 2" in brk["message"], brk
+    assert brk["seq"] == created[2]["seq"]
+
+
+def test_an_event_without_a_name_or_details_hashes_as_before() -> None:
+    """Events recorded before migration 0010 (or by an older release) carry neither: their hash must not change."""
+    from datetime import datetime
+
+    row: dict[str, Any] = dict.fromkeys(registry_chain.BODY_COLUMNS)
+    row.update(action="version_created", at=datetime(2026, 11, 1, 12, 0), seq=1, prev_hash=GENESIS)
+    before = registry_chain.event_hash(row)
+    assert registry_chain.event_hash({**row, "model_name": None, "details_sha256": None}) == before
+    assert registry_chain.event_hash({**row, "model_name": "risk"}) != before
+    assert registry_chain.event_hash({**row, "details_sha256": "c" * 64}) != before
