@@ -163,8 +163,13 @@ def numeric_values(col: pd.Series) -> np.ndarray:
     else:
         values = [np.nan if _is_missing(v) else _float(col.name, v) for v in col.to_numpy(dtype=object)]
         out = np.array(values, dtype=np.float64)
-    if np.isinf(out).any():
-        raise ValueError(f"Input column {col.name!r} contains infinity or a value too large for dtype('float64').")
+    infinite = np.flatnonzero(np.isinf(out))
+    if infinite.size:
+        more = f", and {infinite.size - 1} more" if infinite.size > 1 else ""
+        raise ValueError(
+            f"Input column {col.name!r} contains infinity or a value too large for dtype('float64') "
+            f"(row {int(infinite[0])}, counting from 0{more})."
+        )
     return np.asarray(out, dtype=np.float64)
 
 

@@ -242,3 +242,15 @@ def test_values_a_column_cannot_scale_into_floats_still_train() -> None:
     clf = NeuRulesClassifier(n_rules=4, epochs=40, random_state=0).fit(X, y)
     assert np.mean(clf.predict(X) == y) > 0.95
     assert np.array_equal(clf.predict_network(X, stage="final"), clf.predict(X))
+
+
+def test_an_infinity_is_named_by_its_row() -> None:
+    """A user with one `inf` among 10,000 rows was told the column holds one, not where."""
+    bad = _frame()
+    bad["age"] = bad["age"].astype(float)
+    bad.loc[[2, 4], "age"] = [np.inf, -np.inf]
+    with pytest.raises(ValueError, match=r"'age' contains infinity .*\(row 2, counting from 0, and 1 more\)"):
+        TabularEncoder().fit(bad)
+    bad.loc[4, "age"] = 1.0
+    with pytest.raises(ValueError, match=r"\(row 2, counting from 0\)\.$"):
+        TabularEncoder().fit(bad)
