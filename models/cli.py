@@ -146,6 +146,7 @@ def _read_csv(
         values, is_number = _numbers(cells)
         numeric = name not in text and bool((is_number | cells.isna().to_numpy()).all())  # all missing: numeric
         df[name] = pd.Series(values, index=cells.index) if numeric else cells
+    df.attrs["lines"] = list(table.lines)  # each row's first line, for messages
     return df
 
 
@@ -164,8 +165,10 @@ def _check_numbers(rl: RuleList, df: pd.DataFrame) -> None:
         if len(bad):
             row = int(bad[0])
             what = "a finite number" if number[row] else "a number"
+            lines = df.attrs.get("lines")
+            where = f"row {row} (line {lines[row]})" if lines else f"row {row}"
             raise ValueError(
-                f"column {feature.name!r}: expected {what}, got {str(column.iloc[row])!r} (row {row}); "
+                f"column {feature.name!r}: expected {what}, got {str(column.iloc[row])!r} in {where}; "
                 "use an empty cell or NA for a missing value"
             )
 

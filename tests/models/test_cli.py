@@ -160,12 +160,13 @@ def test_predict_refuses_infinite_cells_naming_row_and_column(
     rows = {"a": ["0.1", "0.2", "0.3"], "b": ["0.1", other, "0.3"]}
     rows[column][2] = cell
     data = tmp_path / "x.csv"
-    data.write_text("a,b\n" + "".join(f"{x},{z}\n" for x, z in zip(rows["a"], rows["b"], strict=True)))
+    # a blank line after the header: the line an editor shows is not the row + 2 (the message names both)
+    data.write_text("a,b\n\n" + "".join(f"{x},{z}\n" for x, z in zip(rows["a"], rows["b"], strict=True)))
     res = _run("predict", str(small_model), str(data))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    said = f"expected a finite number, got {shown} (row 2)"
+    said = f"expected a finite number, got {shown} in row 2 (line 5)"
     if cell == "Infinity":
-        said = "expected a number, got 'x' (row 1)"
+        said = "expected a number, got 'x' in row 1 (line 4)"
     assert res.stderr.startswith(f"error: column {column!r}: {said}"), res.stderr
     assert res.stdout == ""
 
