@@ -23,14 +23,16 @@ from app.services.evaluation import (
     check_scorable,
     code_labels,
     decisions,
+    label_key,
     require_target,
     rule_ids_in_order,
     typed_records,
 )
 from app.services.rule_texts import condition_text, rule_text
-from models.rulelist import ClassLabel, Condition, Rule, RuleList
+from models.rulelist import ClassLabel, Condition, Rule, RuleList, category_key
 
 ConditionKey = tuple[str, str, float | None, float | None, frozenset[str | None]]
+LabelKey = Callable[[ClassLabel], Any]
 
 
 def condition_key(c: Condition) -> ConditionKey:
@@ -38,9 +40,19 @@ def condition_key(c: Condition) -> ConditionKey:
     return (c.feature, c.op, c.low, c.high, frozenset(c.values))
 
 
-def same_label(a: ClassLabel, b: ClassLabel) -> bool:
-    """Class labels are equal only with the same type (1 and True differ)."""
-    return type(a) is type(b) and a == b
+def _typed(label: ClassLabel) -> Any:
+    """A class label with its type: 1 and True (and 1.0) differ."""
+    return type(label), label
+
+
+def label_matcher(base: RuleList, other: RuleList) -> LabelKey:
+    """The key on which the two versions' classes meet: as an evaluation meets a target value with a class (`1`,
+    `"1"` and `"1.0"` alike: a version trained on a target read as text has the classes `"0"`, `"1"`), unless that
+    would merge two classes of one version; then stricter keys, down to value and type."""
+    for key in (label_key, category_key):
+        if all(len({key(c) for c in rl.classes}) == len(rl.classes) for rl in (base, other)):
+            return key
+    return _typed
 
 
 def diff_conditions(
@@ -96,25 +108,28 @@ def _overlap(a: Counter[Any], b: Counter[Any]) -> float:
     return sum((a & b).values()) / union if union else 1.0
 
 
-def similarity(base: RuleList, i: int, other: RuleList, j: int) -> tuple[bool, bool, float, float, int] | None:
-    """Sort key of a candidate pair (higher is more alike), None when they share no feature."""
+def similarity(
+    base: RuleList, i: int, other: RuleList, j: int, key: LabelKey = _typed
+) -> tuple[bool, bool, float, float, int] | None:
+    """Sort key of a candidate pair (higher is more alike), None when they share no feature; predictions meet on
+    `key`."""
     a, b = base.rule(i), other.rule(j)
     fa, fb = _features(a), _features(b)
     if not (fa & fb) and (fa or fb):
         return None
-    same_pred = same_label(base.prediction_of(i), other.prediction_of(j))
+    same_pred = key(base.prediction_of(i)) == key(other.prediction_of(j))
     conds = _overlap(Counter(map(condition_key, a.conditions)), Counter(map(condition_key, b.conditions)))
     return (same_pred, fa == fb, conds, _overlap(Counter(fa), Counter(fb)), -abs(i - j))
 
 
-def match_rules(base: RuleList, other: RuleList) -> list[tuple[int, int]]:
+def match_rules(base: RuleList, other: RuleList, key: LabelKey = _typed) -> list[tuple[int, int]]:
     """Greedy one-to-one matching of the (non-default) rules, most similar pairs first."""
     candidates = []
     for i in range(1, len(base.rules) + 1):
         for j in range(1, len(other.rules) + 1):
-            key = similarity(base, i, other, j)
-            if key is not None:
-                candidates.append((key, -i, -j))
+            alike = similarity(base, i, other, j, key)
+            if alike is not None:
+                candidates.append((alike, -i, -j))
     taken_b: set[int] = set()
     taken_o: set[int] = set()
     pairs = []
@@ -129,7 +144,8 @@ def match_rules(base: RuleList, other: RuleList) -> list[tuple[int, int]]:
 
 def diff_rule_lists(base: RuleList, other: RuleList) -> dict[str, Any]:
     """The `rules` and `default` blocks of a comparison in docs/governance-api.md."""
-    pairs = match_rules(base, other)
+    key = label_matcher(base, other)
+    pairs = match_rules(base, other, key)
     unchanged, changed = [], []
     for i, j in pairs:
         a, b = base.rule(i), other.rule(j)
@@ -137,7 +153,7 @@ def diff_rule_lists(base: RuleList, other: RuleList) -> dict[str, Any]:
         conds = diff_conditions(
             a.conditions, b.conditions, partial(condition_text, base), partial(condition_text, other)
         )
-        if same_label(pa, pb) and not any(conds.values()):
+        if key(pa) == key(pb) and not any(conds.values()):
             unchanged.append({"base_rule_id": i, "other_rule_id": j, "text": rule_text(base, i)})
             continue
         changed.append(
@@ -172,16 +188,16 @@ def _ids(rl: RuleList) -> list[int]:
 # both versions on one table
 
 
-def union_labels(base: RuleList, other: RuleList) -> list[ClassLabel]:
-    """Both versions' classes: the base's order, then the other's new ones."""
+def union_labels(base: RuleList, other: RuleList, key: LabelKey = _typed) -> list[ClassLabel]:
+    """Both versions' classes: the base's order, then the other's new ones (classes meeting on `key` are one)."""
     out = list(base.classes)
-    out += [c for c in other.classes if not any(same_label(c, d) for d in out)]
+    out += [c for c in other.classes if not any(key(c) == key(d) for d in out)]
     return out
 
 
-def _to_union(rl: RuleList, labels: list[ClassLabel], pred: np.ndarray) -> np.ndarray:
+def _to_union(rl: RuleList, labels: list[ClassLabel], pred: np.ndarray, key: LabelKey) -> np.ndarray:
     """Class indices of one version mapped to positions in the union of labels."""
-    where = np.asarray([next(u for u, d in enumerate(labels) if same_label(c, d)) for c in rl.classes], dtype=np.int64)
+    where = np.asarray([next(u for u, d in enumerate(labels) if key(c) == key(d)) for c in rl.classes], dtype=np.int64)
     mapped: np.ndarray = where[pred]
     return mapped
 
@@ -194,8 +210,9 @@ def compare_on_table(base: RuleList, other: RuleList, table: Table, target: str 
     other_records = records if other.features == base.features else typed_records(other, table)
     d_base = decisions(base, base.apply(records))
     d_other = decisions(other, other.apply(other_records))
-    labels = union_labels(base, other)
-    pb, po = _to_union(base, labels, d_base.pred), _to_union(other, labels, d_other.pred)
+    key = label_matcher(base, other)
+    labels = union_labels(base, other, key)
+    pb, po = _to_union(base, labels, d_base.pred, key), _to_union(other, labels, d_other.pred, key)
     k = len(labels)
     n = table.n_rows
     n_disagree = int(np.sum(pb != po))
@@ -248,6 +265,7 @@ __all__ = [
     "condition_key",
     "diff_conditions",
     "diff_rule_lists",
+    "label_matcher",
     "match_rules",
     "similarity",
     "union_labels",

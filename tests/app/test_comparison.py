@@ -189,3 +189,45 @@ def test_without_a_target_there_are_no_metrics_and_a_missing_one_is_an_error() -
     with pytest.raises(EvaluationInputError) as info:
         compare_on_table(base, other, table, "outcome")
     assert (info.value.code, info.value.field_name) == ("target_not_found", "target")
+
+
+def _with_classes(rl: RuleList, classes: list[Any]) -> RuleList:
+    return RuleList.from_dict({**rl.to_dict(), "classes": classes})
+
+
+def _third_class(entry: dict[str, Any]) -> dict[str, Any]:
+    counts = [*entry["class_counts"], 0]
+    return {**entry, "class_counts": counts, "probabilities": list(smoothed_probabilities(counts, 1.0))}
+
+
+def test_a_version_whose_classes_are_text_meets_the_numeric_one() -> None:
+    """A reviewer retrained on a file where two target cells read `unknown`: the new version's classes were
+    `"0"`, `"1"`, `"unknown"`, and the comparison with the version of classes 0, 1 said 100 % disagreement and every
+    rule changed, though the two decided alike on 226 of 270 rows (evaluations already meet `"1"` with 1)."""
+    base = _rule_list()
+    same_as_text = _with_classes(base, ["0", "1"])
+    table = _table(_rows(120, seed=15))
+    out = compare_on_table(base, same_as_text, table, "target")
+    assert out["n_disagree"] == 0 and out["crosstab"]["labels"] == [0, 1], out
+    assert out["base_metrics"]["f1_weighted"] == out["other_metrics"]["f1_weighted"]
+    rules = diff_rule_lists(base, same_as_text)["rules"]
+    assert not rules["changed"] and not rules["added"] and len(rules["unchanged"]) == len(base.rules)
+    doc = base.to_dict()  # a third class, as the reviewer's file had
+    widened = RuleList.from_dict(
+        {
+            **doc,
+            "classes": ["0", "1", "unknown"],
+            "rules": [_third_class(r) for r in doc["rules"]],
+            "default": _third_class(doc["default"]),
+        }
+    )
+    out = compare_on_table(base, widened, table, "target")
+    assert out["crosstab"]["labels"] == [0, 1, "unknown"] and out["n_disagree"] == 0, out
+
+
+def test_classes_one_version_tells_apart_stay_apart() -> None:
+    """A version with the classes 1 and "1" (a document may hold both): they are not merged with the other's."""
+    base = _rule_list()
+    both = _with_classes(_other_version(classes=3), [0, 1, "1"])
+    out = compare_on_table(base, both, _table(_rows(60, seed=16)), None)
+    assert out["crosstab"]["labels"] == [0, 1, "1"], out
