@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app import db_roles
 from app.db import Database, make_engine, make_migration_engine, schema_revision, sqlite_path
-from app.services import audit_verify, tenants
+from app.services import audit_verify, registry_events, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
 
@@ -147,6 +147,12 @@ def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:
             return [audit_verify.verify_tenant(s, tenant_id)]
     finally:
         db.dispose()
+
+
+def bind_model_names(url: str) -> list[tuple[str, str]]:
+    """Bind into its chain the name of every model whose events carry none (`registry_events.bind_names`), in one
+    transaction: (tenant id, model name) of each model bound."""
+    return _run(url, lambda s: [(rm.tenant_id, rm.name) for rm in registry_events.bind_names(s)])
 
 
 def _run(url: str, action: Callable[[Session], T]) -> T:

@@ -337,8 +337,8 @@ class RegistryEvent(Base):
     # version_created: SHA-256 of the version's metrics, input schema and provenance (`registry_chain.details_sha256`);
     # NULL for other events and for versions made before migration 0010
     details_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
-    # the model's name when the event was recorded (every event since migration 0010, which also records a
-    # `name_bound` event for each model there was), so a name changed in the database no longer matches the chain
+    # the model's name when the event was recorded (every event since migration 0010; `bind_names` records a
+    # `name_bound` event for a model made before), so a name changed in the database no longer matches the chain
     model_name: Mapped[str | None] = mapped_column(String(100), default=None)
     # the model's event chain (`registry_chain`): this event's place, the previous event's hash, its own
     seq: Mapped[int] = mapped_column(Integer)

@@ -29,7 +29,14 @@ from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
 # verify-audit too, but only a database that exists and holds our schema: it never creates one (`nothing_to_verify`)
-ADMIN_COMMANDS_THAT_MIGRATE = ("create-tenant", "create-key", "list-tenants", "revoke-key", "verify-audit")
+ADMIN_COMMANDS_THAT_MIGRATE = (
+    "create-tenant",
+    "create-key",
+    "list-tenants",
+    "revoke-key",
+    "verify-audit",
+    "bind-model-names",
+)
 COMMANDS_AS_OWNER = ("migrate", "create-app-role")  # they connect with NEURULES_MIGRATION_DATABASE_URL
 SERVE_FLAGS = ("host", "port", "workers")  # `serve` flags that override the settings of the same name
 # "undefined table / column" (PostgreSQL's SQLSTATEs, SQLite's messages): the schema is missing or older
@@ -243,6 +250,11 @@ def parser() -> argparse.ArgumentParser:
         "verify-audit", help="check the audit hash chains; exit 1 at a broken link, 2 for an unknown tenant"
     )
     sp.add_argument("--tenant", default=None, help="tenant name or id (default: every tenant)")
+    sub.add_parser(
+        "bind-model-names",
+        help="record a name_bound registry event for each model whose events carry no name (made before migration "
+        "0010): run once no older release serves on the database",
+    )
     sp = sub.add_parser("create-tenant", help="create a tenant")
     sp.add_argument("name")
     sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
@@ -296,6 +308,11 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         print(create_app_role(settings, args.name, args.password_env))
     elif args.cmd == "verify-audit":
         sys.exit(verify_audit(settings, args.tenant))
+    elif args.cmd == "bind-model-names":
+        bound = admin.bind_model_names(url)
+        for tenant_id, name in bound:
+            print(json.dumps({"tenant_id": tenant_id, "model": name}))
+        print(f"{len(bound)} model name(s) bound in {database_label(settings)}", file=sys.stderr)
     elif args.cmd == "create-tenant":
         print(admin.create_tenant(url, args.name))
         print(f"tenant {args.name!r} created in {database_label(settings)}", file=sys.stderr)

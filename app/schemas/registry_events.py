@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 class RegistryEventPublic(BaseModel):
-    """One change of a named model: an alias set, moved or deleted, or a version created (or, once, the model's
-    name bound into its chain by migration 0010)."""
+    """One change of a named model: an alias set, moved or deleted, or a version created (or, once, the name of a
+    model made before migration 0010 bound into its chain by `neurules-admin bind-model-names`)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -26,6 +26,9 @@ class RegistryEventPublic(BaseModel):
                     "to_version": 3,
                     "api_key_id": "key_0a1b2c3d4e5f60718293a4b5",
                     "job_id": None,
+                    "content_sha256": None,
+                    "details_sha256": None,
+                    "model_name": "credit-risk",
                     "seq": 7,
                     "row_hash": "9f2c...",
                 }

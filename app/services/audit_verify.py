@@ -160,6 +160,23 @@ def _current_aliases(session: Session, model_id: str) -> dict[str, int | None]:
     return {row.alias: row.version for row in session.execute(q).all()}
 
 
+def _foreign_alias_break(session: Session, model_id: str) -> ChainBreak | None:
+    """A break when an alias of the model points at a version of another model (`name@alias` would serve it): no
+    event can set that, and the version numbers alone would compare equal."""
+    q = (
+        select(ModelAlias.alias, ModelVersion.id)
+        .join(ModelVersion, ModelVersion.id == ModelAlias.version_id)
+        .where(ModelAlias.registered_model_id == model_id, ModelVersion.registered_model_id != model_id)
+        .order_by(ModelAlias.alias)
+        .limit(1)
+    )
+    row = session.execute(q).first()
+    if row is None:
+        return None
+    msg = f"alias {row.alias!r} points at a version of another model ({row.id}), which no event can set"
+    return ChainBreak("alias_state_mismatch", msg, None, None)
+
+
 def alias_state_break(replayed: dict[str, tuple[int | None, int]], current: dict[str, int | None]) -> ChainBreak | None:
     """A break when the aliases a model has now are not what its (intact) events say, else None."""
     for alias in sorted(set(replayed) | set(current)):
@@ -288,6 +305,7 @@ def _check_model(session: Session, model_id: str, name: str) -> tuple[int, Chain
             if not checker.feed(row):
                 break
         aliases, versions = _current_aliases(session, model_id), _current_versions(session, model_id)
+        foreign = _foreign_alias_break(session, model_id)
         contents, details = _version_contents(session, model_id), _version_details(session, model_id)
         head_after = _model_head(session, model_id)
         broken = checker.finish(head_before, head_after)
@@ -296,6 +314,7 @@ def _check_model(session: Session, model_id: str, name: str) -> tuple[int, Chain
         if head_before == head_after:
             state = (
                 name_break(rows, name)
+                or foreign
                 or alias_state_break(_replayed_aliases(rows), aliases)
                 or version_state_break(rows, versions)
                 or content_break(rows, contents)

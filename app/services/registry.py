@@ -111,6 +111,12 @@ def resolve(session: Session, tenant_id: str, ref: str) -> ModelVersion:
             select(ModelAlias.version_id).where(ModelAlias.registered_model_id == rm.id, ModelAlias.alias == r.alias)
         )
         mv = session.get(ModelVersion, vid) if vid else None
+        if mv is not None and mv.registered_model_id != rm.id:  # no request sets that: changed in the database
+            raise Conflict(
+                f"model {ref!r}: the alias points at a version of another model ({mv.id}); nothing was decided: "
+                "run neurules-admin verify-audit",
+                code="alias_state_mismatch",
+            )
     if mv is None:
         raise NotFound(f"model {ref!r} not found: no such version or alias; use {_ways_to_name(session, rm)}")
     return mv

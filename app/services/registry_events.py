@@ -18,7 +18,7 @@ from app.services.errors import Conflict
 from app.services.paging import Page, page_of_scalars
 from app.tables import RegisteredModel, RegistryEvent, utcnow
 
-# name_bound: recorded by migration 0010 for each model there was, binding its name into its chain
+# name_bound: recorded by `bind_names` for a model whose events carry no name (made before migration 0010)
 Action = Literal["alias_set", "alias_deleted", "version_created", "name_bound"]
 
 
@@ -80,10 +80,23 @@ def record(
     return event
 
 
+def bind_names(session: Session, tenant_id: str | None = None) -> list[RegisteredModel]:
+    """Record a `name_bound` event for each model (of the tenant, or of all) whose events carry no name yet (made
+    before migration 0010, or by an older release since): its name is then in its chain. The models bound."""
+    named = select(RegistryEvent.id).where(
+        RegistryEvent.registered_model_id == RegisteredModel.id, RegistryEvent.model_name.is_not(None)
+    )
+    q = select(RegisteredModel).where(~named.exists()).order_by(RegisteredModel.tenant_id, RegisteredModel.name)
+    models = list(session.scalars(q if tenant_id is None else q.where(RegisteredModel.tenant_id == tenant_id)))
+    for rm in models:
+        record(session, rm, "name_bound", SYSTEM)
+    return models
+
+
 def list_events(session: Session, rm: RegisteredModel, *, limit: int, offset: int) -> Page[RegistryEvent]:
     """A named model's events, newest first."""
     q = select(RegistryEvent).where(RegistryEvent.registered_model_id == rm.id)
     return page_of_scalars(session, q, (RegistryEvent.id.desc(),), limit, offset)
 
 
-__all__ = ["SYSTEM", "Action", "Actor", "list_events", "record"]
+__all__ = ["SYSTEM", "Action", "Actor", "bind_names", "list_events", "record"]

@@ -339,7 +339,7 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
     assert heads == {"rm_a": 3, "rm_b": 1}
     _alembic(url, command.downgrade, "0007")
     assert _count(url, "registry_events") == 4
-    migrate(url)  # 0008 again, then 0009 and 0010 (a name_bound event ends each model's chain)
+    migrate(url)  # 0008 again, then 0009 and 0010
     assert _diff(url) == []
     eng = make_engine(url)
     from sqlalchemy.orm import Session
@@ -347,7 +347,7 @@ def test_0008_chains_the_registry_events_already_there(tmp_path) -> None:
     with Session(eng) as s:
         report = verify_registry(s, "tn_1")
     eng.dispose()
-    assert report.intact and (report.models_checked, report.events_checked) == (2, 6), report
+    assert report.intact and (report.models_checked, report.events_checked) == (2, 4), report
 
 
 def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
@@ -390,13 +390,12 @@ def test_0008_gives_an_alias_no_event_explains_its_event(tmp_path) -> None:
         report = verify_registry(s, "tn_1")
         baseline = s.execute(text("SELECT seq, alias, to_version, api_key_id FROM registry_events ORDER BY seq")).all()
     eng.dispose()
-    assert report.intact and report.events_checked == 5, report
+    assert report.intact and report.events_checked == 4, report
     assert [tuple(r) for r in baseline] == [
         (1, "staging", 2, None),  # the one event from before 0008
         (2, None, 1, None),  # version_created baselines: version 1, then 2
         (3, None, 2, None),
         (4, "production", 1, None),  # the alias no event named
-        (5, None, None, None),  # 0010's name_bound
     ]
 
 
@@ -433,12 +432,14 @@ def test_a_downgrade_below_0009_is_refused_while_a_version_is_sealed(tmp_path) -
         _alembic(url, command.downgrade, "0008")
 
 
-def test_0010_binds_the_names_of_the_models_already_there(tmp_path) -> None:
-    """Models made before 0010 have events that name them by id only: 0010 ends each one's chain with a
-    `name_bound` event carrying its name, so two of them swapping names in the database is named too."""
+def test_0010_leaves_the_chains_and_bind_model_names_binds_the_models_already_there(tmp_path) -> None:
+    """0010 only adds columns (an older release still lists every event, and a downgrade works until a named event
+    exists); models made before it carry no name in their chains until `bind-model-names` (or their next event)
+    records one, after which two of them swapping names in the database is named."""
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
+    from app.admin import bind_model_names
     from app.services.audit_verify import verify_registry
 
     url = _sqlite_at(tmp_path, "n.sqlite3", "0007")
@@ -453,12 +454,24 @@ def test_0010_binds_the_names_of_the_models_already_there(tmp_path) -> None:
                 )
             )
             c.execute(text(_version_row(rm, 1)))
-    eng.dispose()
     migrate(url)
-    eng = make_engine(url)
+    swap = [
+        "UPDATE registered_models SET name = 'x' WHERE id = 'rm_a'",
+        "UPDATE registered_models SET name = 'risk' WHERE id = 'rm_b'",
+        "UPDATE registered_models SET name = 'other' WHERE id = 'rm_a'",
+    ]
     with Session(eng) as s:
         assert verify_registry(s, "tn_1").intact
+        assert s.execute(text("SELECT COUNT(*) FROM registry_events WHERE model_name IS NOT NULL")).scalar() == 0
+    from alembic import command
+
+    _alembic(url, command.downgrade, "0009")  # nothing named yet: down and up again
+    migrate(url)
+    assert bind_model_names(url) == [("tn_1", "other"), ("tn_1", "risk")]
+    assert bind_model_names(url) == []  # each model once
+    with Session(eng) as s:
         bound = s.execute(text("SELECT model_name, action, seq FROM registry_events ORDER BY model_name, seq")).all()
+        assert verify_registry(s, "tn_1").intact
     assert [tuple(b) for b in bound] == [
         (None, "version_created", 1),  # 0008's baselines (no name)
         (None, "version_created", 1),
@@ -466,10 +479,11 @@ def test_0010_binds_the_names_of_the_models_already_there(tmp_path) -> None:
         ("risk", "name_bound", 2),
     ]
     with eng.begin() as c:
-        c.execute(text("UPDATE registered_models SET name = 'x' WHERE id = 'rm_a'"))
-        c.execute(text("UPDATE registered_models SET name = 'risk' WHERE id = 'rm_b'"))
-        c.execute(text("UPDATE registered_models SET name = 'other' WHERE id = 'rm_a'"))
+        for stmt in swap:
+            c.execute(text(stmt))
     with Session(eng) as s:
         broken = verify_registry(s, "tn_1").first_break
     eng.dispose()
     assert broken is not None and broken.kind == "model_name_mismatch" and broken.model == "other", broken
+    with pytest.raises(RuntimeError, match="2 registry event\\(s\\) carry a model name"):
+        _alembic(url, command.downgrade, "0009")

@@ -299,3 +299,21 @@ def test_an_event_without_a_name_or_details_hashes_as_before() -> None:
     assert registry_chain.event_hash({**row, "model_name": None, "details_sha256": None}) == before
     assert registry_chain.event_hash({**row, "model_name": "risk"}) != before
     assert registry_chain.event_hash({**row, "details_sha256": "c" * 64}) != before
+
+
+def test_an_alias_pointed_at_another_models_version_is_named_and_not_served(api: Api, doc) -> None:
+    """A reviewer re-pointed `risk@production` in the database at the version 1 of another model: the alias
+    compared by version number (1 = 1) and verified intact, and `risk@production` served the other model."""
+    _history(api, doc)
+    r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
+    assert r.status_code == 200, r.text
+    other = api.import_model(doc, name="other")
+    assert _registry(api)["intact"]
+    _run(api, f"UPDATE model_aliases SET version_id = '{other['id']}' WHERE alias = 'production'")
+    brk = _registry(api)["registry_events"]["first_break"]
+    assert brk["kind"] == "alias_state_mismatch" and brk["model"] == "risk", brk
+    assert "'production'" in brk["message"] and other["id"] in brk["message"], brk
+    for path in ("/v1/models/risk@production", "/v1/models/risk@production/predict"):
+        body = {"records": [{}]} if path.endswith("predict") else None
+        got = api.client.request("POST" if body else "GET", path, json=body, headers=api.h())
+        assert got.status_code == 409 and got.json()["error"]["code"] == "alias_state_mismatch", got.text
