@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"], route_class=StrictQueryRo
 @router.get(
     "",
     response_model=AuditList,
-    responses=responses(401, 422),
+    responses=responses(401, 404, 422),
     summary="Audited decisions, newest first (page with before_id)",
 )
 def list_audit(

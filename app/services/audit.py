@@ -41,9 +41,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from app.db import is_sqlite_read_only, outage_cause
 from app.services import audit_one_statement, audit_read, serving, wal_checkpoint
 from app.services.audit_chain import START, Link, link_columns, link_rows
-from app.services.errors import Unavailable
+from app.services.errors import NotFound, Unavailable
 from app.services.monitoring import records_missing_filled
-from app.tables import AuditChainHead, AuditRecord, utcnow
+from app.tables import AuditChainHead, AuditRecord, ModelVersion, utcnow
 from models.rulelist import Feature
 
 log = logging.getLogger("neurules.audit")
@@ -680,6 +680,20 @@ def write_rows_or_unavailable(engine: Engine, rows: Sequence[dict[str, Any]]) ->
         raise Unavailable(_unwritten("the decisions were not returned", e), dependency="audit") from None
 
 
+def _check_version_id(session: Session, tenant_id: str, version_id: str) -> None:
+    """NotFound for a `model_version_id` filter naming no version of the tenant: an empty page would read as "no
+    decision was made with it" (an auditor filtering by `clinic@1`, not an id, got exactly that)."""
+    found = session.scalar(
+        select(ModelVersion.id).where(ModelVersion.id == version_id, ModelVersion.tenant_id == tenant_id)
+    )
+    if found is None:
+        raise NotFound(
+            f"model version {version_id!r} not found: model_version_id takes a version's id (mv_...), the `id` "
+            "of GET /v1/models/{name}@{version}",
+            details=[{"field": "query.model_version_id", "message": "no version of this tenant has this id"}],
+        )
+
+
 def list_records(
     session: Session,
     tenant_id: str,
@@ -694,6 +708,7 @@ def list_records(
     changed outside the service into values its columns cannot hold is listed too (`audit_read.decode`)."""
     q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id)
     if model_version_id:
+        _check_version_id(session, tenant_id, model_version_id)
         q = q.where(AuditRecord.model_version_id == model_version_id)
     if input_digest:
         q = q.where(AuditRecord.input_digest == input_digest)

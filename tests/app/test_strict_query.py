@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
@@ -29,6 +31,22 @@ def test_a_misspelt_audit_filter_is_refused_not_ignored(sqlite_api, doc) -> None
     assert "model_version_id" in err["details"][0]["message"]  # what it takes instead
     ok = _client(sqlite_api).get("/v1/audit", params={"model_version_id": v, "limit": 5}, headers=sqlite_api.h())
     assert ok.status_code == 200 and len(ok.json()["items"]) == 1, ok.text
+
+
+@pytest.mark.parametrize("value", ["risk@1", "mv_0000", "risk"])
+def test_an_audit_filter_naming_no_version_is_a_404_not_an_empty_page(sqlite_api, doc, value: str) -> None:
+    """An auditor filtered by `clinic@1` (a reference, not a version id) and got 200 with no record, though the
+    version had made 1,601 decisions: the empty page read as "never used"."""
+    v = sqlite_api.import_model(doc)["id"]
+    rec = {"age": 50, "income": 1, "smoker": "yes"}
+    assert sqlite_api.client.post(f"/v1/models/{v}/predict", json={"records": [rec]}, headers=sqlite_api.h()).is_success
+    r = _client(sqlite_api).get("/v1/audit", params={"model_version_id": value}, headers=sqlite_api.h())
+    assert r.status_code == 404, r.text
+    err = r.json()["error"]
+    assert err["code"] == "not_found" and "mv_" in err["message"], err
+    assert err["details"][0]["field"] == "query.model_version_id"
+    other = _client(sqlite_api).get("/v1/audit", params={"model_version_id": v}, headers=sqlite_api.h(sqlite_api.key_b))
+    assert other.status_code == 404, other.text  # another tenant's version is none of this tenant's
 
 
 def test_every_unknown_name_is_named_once(sqlite_api) -> None:
