@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
