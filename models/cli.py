@@ -166,9 +166,9 @@ def _check_numbers(rl: RuleList, df: pd.DataFrame) -> None:
             row = int(bad[0])
             what = "a finite number" if number[row] else "a number"
             lines = df.attrs.get("lines")
-            where = f"row {row} (line {lines[row]})" if lines else f"row {row}"
+            line = f" on line {lines[row]}" if lines else ""  # the service's message names the line too
             raise ValueError(
-                f"column {feature.name!r}: expected {what}, got {str(column.iloc[row])!r} in {where}; "
+                f"column {feature.name!r}: expected {what}, got {str(column.iloc[row])!r} (row {row}){line}; "
                 "use an empty cell or NA for a missing value"
             )
 

@@ -164,9 +164,9 @@ def test_predict_refuses_infinite_cells_naming_row_and_column(
     data.write_text("a,b\n\n" + "".join(f"{x},{z}\n" for x, z in zip(rows["a"], rows["b"], strict=True)))
     res = _run("predict", str(small_model), str(data))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    said = f"expected a finite number, got {shown} in row 2 (line 5)"
+    said = f"expected a finite number, got {shown} (row 2) on line 5"
     if cell == "Infinity":
-        said = "expected a number, got 'x' in row 1 (line 4)"
+        said = "expected a number, got 'x' (row 1) on line 4"
     assert res.stderr.startswith(f"error: column {column!r}: {said}"), res.stderr
     assert res.stdout == ""
 
