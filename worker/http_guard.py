@@ -1,4 +1,5 @@
-"""uvicorn's httptools protocol with the two bounds it lacks: the size of a request's head, and stalls.
+"""uvicorn's httptools protocol with the two bounds it lacks (the size of a request's head, and stalls), and three
+client behaviours it mishandles.
 
 uvicorn bounds neither: a client could send a header line of 100 MB (the parser holds it all, so four such
 connections doubled a server's memory in a probe), or open a request and send nothing more, holding its
@@ -11,6 +12,15 @@ seconds while the server waits for it, is answered 408 (head) or dropped (body: 
 client disconnect, as when a client goes away). Time the server itself takes (reading paused while a large
 upload is processed or while a pipelined request waits behind one being answered, a body not asked for yet
 behind `Expect: 100-continue`) never counts, nor does an idle keep-alive connection (uvicorn's own timeout).
+
+The three behaviours: a request asking to `Upgrade` (Java's HttpClient asks every first request on an http:// URL
+to become HTTP/2, `Upgrade: h2c`; a websocket) was answered without its body (the parser hands the bytes after the
+head to the new protocol), and the body was then parsed as the next request (a request hidden in a body was
+served). The service speaks neither, so the Upgrade is ignored, as RFC 9110 allows: the request is parsed again
+without it, its body as its body. A client that half-closes its side after a complete request (`shutdown(SHUT_WR)`)
+got no answer, though the decision was made and audited: the connection now stays open to write the answer, then
+closes. And `Expect: 100-continue` from an HTTP/1.0 client is ignored, as RFC 9110 requires (it got a 1.1 interim
+answer).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
@@ -28,6 +39,15 @@ def _closing_answer(status: bytes, message: str) -> bytes:
         b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
         b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
     )
+
+
+_UPGRADE_HEADERS = (b"upgrade", b"http2-settings")
+
+
+def _without_upgrade_tokens(connection: bytes) -> bytes:
+    """A `Connection` header's value without the tokens naming the upgrade headers."""
+    tokens = (t.strip() for t in connection.split(b","))
+    return b", ".join(t for t in tokens if t and t.lower() not in _UPGRADE_HEADERS)
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -45,6 +65,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._began = 0.0  # when that request began
         self._last_data = 0.0
         self._stall_timer: asyncio.TimerHandle | None = None
+        self._upgrade_ignored = False  # the head asked to Upgrade: parsed again without it (`_parse_without_upgrade`)
+        self._replaying = False
+        self._half_closed = False  # the client closed its side after a complete request: answer it, then close
 
     def data_received(self, data: bytes) -> None:
         """Note the time and count the head's bytes, then parse; 431, before parsing, for a head over its bound."""
@@ -54,9 +77,41 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 b"431 Request Header Fields Too Large", f"the request's head is over {self.max_head_bytes} bytes"
             )
             return
-        super().data_received(data)
+        self._feed(data)
         if self._receiving and self._stall_timer is None:
             self._stall_timer = self.loop.call_later(self.stall_s, self._check_stall)
+
+    def _feed(self, data: bytes) -> None:
+        """uvicorn's parse of `data`, but an Upgrade (which the parser ends the request at) is ignored."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+        except httptools.HttpParserUpgrade as e:
+            self._parse_without_upgrade(data[int(e.args[0]) :])
+
+    def _parse_without_upgrade(self, rest: bytes) -> None:
+        """Parse the request whose head asked to Upgrade again, from a head without `Upgrade`, its `Connection`
+        token and `HTTP2-Settings`, followed by the bytes after the head (its body, any pipelined request); a
+        CONNECT (a tunnel, which an upgrade is for it) is a 400."""
+        method, version = self.parser.get_method(), self.parser.get_http_version()
+        self._upgrade_ignored = False
+        if method == b"CONNECT" or self._replaying:
+            self.send_400_response("CONNECT and protocol upgrades are not supported.")
+            return
+        head = [method, b" ", self.url, b" HTTP/", version.encode("ascii"), b"\r\n"]
+        for name, value in self.headers:
+            kept = _without_upgrade_tokens(value) if name == b"connection" else value
+            if kept and name not in _UPGRADE_HEADERS:
+                head += [name, b": ", kept, b"\r\n"]
+        self.parser = httptools.HttpRequestParser(self)
+        self._replaying = True
+        try:
+            self._feed(b"".join(head) + b"\r\n" + rest)
+        finally:
+            self._replaying = False
 
     def _count_head(self, data: bytes) -> int:
         """The head's bytes so far with `data`: up to its blank line when `data` holds it (the body is not the
@@ -77,14 +132,40 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
-        """The head is complete: its bound no longer applies."""
+        """The head is complete: its bound no longer applies. One asking to Upgrade starts nothing: it is parsed
+        again without it (`_feed`); an HTTP/1.0 client's `Expect: 100-continue` is ignored."""
         self._head_open, self._head_bytes, self._tail = False, 0, b""
+        if self.parser.should_upgrade() and not self._should_upgrade():
+            self._upgrade_ignored = True
+            return
+        if self.parser.get_http_version() == "1.0":
+            self.expect_100_continue = False
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        """A body part (none of a request parsed again without its Upgrade)."""
+        if not self._upgrade_ignored:
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
         """The request's last byte arrived: nothing to wait for until the next head begins."""
         self._head_open, self._receiving = True, False
-        super().on_message_complete()
+        if not self._upgrade_ignored:
+            super().on_message_complete()
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows True: stay half-open
+        """The client closed its side: keep the connection open to answer a request that arrived whole (then
+        close, `on_response_complete`); else close it (a request cut off: the application sees a disconnect)."""
+        if self._receiving or self.cycle is None or self.cycle.response_complete:
+            return None
+        self._half_closed = True
+        return True
+
+    def on_response_complete(self) -> None:
+        """An answer went out: after the last one a half-closed client waits for, close."""
+        super().on_response_complete()
+        if self._half_closed and not self.pipeline and self.cycle is not None and self.cycle.response_complete:
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Stop the stall timer with the connection."""

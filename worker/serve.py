@@ -82,6 +82,7 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
         app,
         loop="uvloop",
         http=guarded_protocol(settings.max_header_bytes, settings.request_stall_s),
+        ws="none",  # no websocket route: an Upgrade is ignored (worker.http_guard), never handed to a library
         lifespan="on",
         access_log=False,
         log_config=None,

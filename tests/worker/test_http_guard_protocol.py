@@ -94,3 +94,128 @@ def test_a_pipelined_head_waiting_behind_a_slow_answer_is_not_a_stall(guarded_po
             assert chunk, data
             data += chunk
     assert data.count(b"HTTP/1.1 200 ") == 3 and b"408" not in data, data
+
+
+async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers `<method> <path> <body>` after 0.2 s (a decision's time: a half-closed client waits for it)."""
+    if scope["type"] == "lifespan":
+        await _app(scope, receive, send)
+        return
+    await asyncio.sleep(0.2)
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    out = b"%s %s %s" % (scope["method"].encode(), scope["path"].encode(), body)
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(out))]})
+    await send({"type": "http.response.body", "body": out})
+
+
+@pytest.fixture()
+def echo_port() -> Iterator[int]:
+    """uvicorn with the guard (as `neurules-admin serve` runs it: no websockets) serving `_echo`."""
+    from worker.http_guard import guarded_protocol
+
+    port = free_port()
+    config = uvicorn.Config(
+        _echo, port=port, loop="uvloop", http=guarded_protocol(8192, 2.0), ws="none", log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield port
+    server.should_exit = True
+    thread.join(10)
+
+
+def _exchange(port: int, *parts: bytes, half_close: bool = False, answers: int = 1) -> bytes:
+    """Send `parts` (a pause between them), optionally shut the sending side, read until `answers` answers."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        for i, part in enumerate(parts):
+            if i:
+                time.sleep(0.1)
+            s.sendall(part)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        data = b""
+        try:
+            while data.count(b"HTTP/1.1 ") < answers or not data.endswith((b"}", b"\r\n\r\n", b"x", b".")):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
+    return data
+
+
+BODY = b'{"records":[{"age":1}]}'
+H2C = (
+    b"POST /predict HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+    b"HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nContent-Length: %d\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_an_upgrade_to_http2_is_ignored_and_the_body_kept(echo_port: int, split: bool) -> None:
+    """Java's HttpClient asks every first request on an http:// URL to become HTTP/2 (h2c): the POST was answered
+    without its body (a 422 `body: required` from the service), and a body arriving later was parsed as a request."""
+    head = H2C % len(BODY)
+    data = _exchange(echo_port, *((head, BODY) if split else (head + BODY,)))
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"POST /predict " + BODY), data
+    assert data.count(b"HTTP/1.1 ") == 1
+
+
+def test_a_request_hidden_in_an_upgrade_requests_body_is_not_served(echo_port: int) -> None:
+    hidden = b"GET /hidden HTTP/1.1\r\nHost: t\r\n\r\n"
+    data = _exchange(echo_port, H2C % len(hidden), hidden, answers=2)
+    assert data.count(b"HTTP/1.1 200 ") == 1 and data.endswith(b"POST /predict " + hidden), data
+
+
+def test_a_websocket_upgrade_with_a_body_is_answered_not_held(echo_port: int) -> None:
+    """It was handed to the websocket library, outside the stall bound: the connection stayed open for minutes."""
+    head = (
+        b"POST /healthz HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n"
+    )
+    data = _exchange(echo_port, head + b"{}")
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"POST /healthz {}"), data
+
+
+def test_a_chunked_upgrade_request_and_the_next_one_on_the_connection(echo_port: int) -> None:
+    chunked = (
+        b"POST /one HTTP/1.1\r\nHost: t\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+    )
+    data = _exchange(echo_port, chunked + b"POST /two HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx", answers=2)
+    assert data.count(b"HTTP/1.1 200 ") == 2 and b"POST /one x" in data and data.endswith(b"POST /two x"), data
+
+
+def test_connect_is_refused(echo_port: int) -> None:
+    """CONNECT (a tunnel) is not served: 400, not parsed again."""
+    data = _exchange(echo_port, b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 400 ") and data.endswith(b"not supported."), data
+
+
+def test_a_client_half_closing_after_its_request_gets_its_answer(echo_port: int) -> None:
+    """A complete request followed by shutdown(SHUT_WR): the decision was made and audited, the answer never
+    sent (the connection closed at the client's end of stream)."""
+    head = b"POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+    data = _exchange(echo_port, head + BODY, half_close=True)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"POST /predict " + BODY), data
+    two = _exchange(echo_port, head + BODY + head + BODY, half_close=True, answers=2)
+    assert two.count(b"HTTP/1.1 200 ") == 2, two
+    cut = _exchange(echo_port, head + BODY[:5], half_close=True)  # a request cut off: nothing to answer
+    assert cut == b"", cut
+
+
+def test_an_http_1_0_client_gets_no_100_continue(echo_port: int) -> None:
+    """RFC 9110: a server must ignore `Expect: 100-continue` from an HTTP/1.0 client (it got a 1.1 interim answer)."""
+    head = b"POST /p HTTP/1.0\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    data = _exchange(echo_port, head, b"{}")
+    assert data.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in data and data.endswith(b"POST /p {}"), data
