@@ -6,6 +6,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -28,6 +29,23 @@ SQLITE_OUTAGES = (
     "attempt to write a readonly database",
 )
 DRIVER_OUTAGE_CLASSES = {"OperationalError", "InterfaceError"}  # PEP 249 names: psycopg, psycopg2, ...
+# PostgreSQL errors of other classes that mean "cannot be used now": 25006 read_only_sql_transaction (a standby
+# after a failover, `default_transaction_read_only` on: an InternalError, so every write was a 500)
+PG_OUTAGE_SQLSTATES = {"25006"}
+READ_ONLY_CAUSE = "the database is read-only (a standby after a failover?): point the service at the primary"
+# a statement or a lock wait longer than these is cancelled by the server (a 503): without them a request waited
+# for as long as PostgreSQL was slow or a lock was held (a probe: 24 s behind a `LOCK TABLE`); TCP keepalives and
+# TCP_USER_TIMEOUT end a connection whose server vanished from the network, which no server-side timeout can
+STATEMENT_TIMEOUT_MS = 30_000
+LOCK_TIMEOUT_MS = 10_000
+PG_CONNECT_ARGS = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
 
 
 def is_unavailable_error(exc: BaseException) -> bool:
@@ -42,7 +60,7 @@ def is_unavailable_error(exc: BaseException) -> bool:
         if exc.connection_invalidated:
             return True
         if not isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)):
-            return False
+            return _sqlstate(exc.orig) in PG_OUTAGE_SQLSTATES
         return _driver_outage(exc.orig) if isinstance(exc.orig, sqlite3.Error) else True
     return _driver_outage(exc)
 
@@ -60,6 +78,8 @@ def outage_cause(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite_identity.DatabaseFileChanged):
         return str(exc)
     orig = getattr(exc, "orig", exc)
+    if _sqlstate(orig) == "25006":
+        return READ_ONLY_CAUSE
     if not isinstance(orig, sqlite3.OperationalError):
         return None
     text = str(orig).lower()
@@ -72,12 +92,19 @@ def is_sqlite_read_only(exc: BaseException) -> bool:
     return isinstance(orig, sqlite3.OperationalError) and "readonly database" in str(orig).lower()
 
 
+def _sqlstate(exc: BaseException | None) -> str | None:
+    """A PostgreSQL driver error's SQLSTATE (psycopg: `sqlstate`, psycopg2: `pgcode`), else None."""
+    return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+
+
 def _driver_outage(exc: BaseException) -> bool:
     """The same judgement on an exception raised by a PEP 249 driver itself."""
     if isinstance(exc, sqlite3.Error):
         return isinstance(exc, sqlite3.OperationalError) and str(exc).lower().startswith(SQLITE_OUTAGES)
     names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & DRIVER_OUTAGE_CLASSES) and type(exc).__module__.split(".")[0] in ("psycopg", "psycopg2")
+    if type(exc).__module__.split(".")[0] not in ("psycopg", "psycopg2"):
+        return False
+    return bool(names & DRIVER_OUTAGE_CLASSES) or _sqlstate(exc) in PG_OUTAGE_SQLSTATES
 
 
 SqliteSynchronous = Literal["full", "normal"]
@@ -122,15 +149,31 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
         return engine
     # pre-ping: a connection that died while pooled (server restarted) is replaced at checkout, so the
     # process recovers by itself when the database returns; a disconnect seen mid-query invalidates the pool
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=10,
         max_overflow=20,
         pool_pre_ping=True,
         pool_recycle=1800,
         pool_timeout=10,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        connect_args=dict(PG_CONNECT_ARGS),
     )
+    timeouts = {"statement_timeout": STATEMENT_TIMEOUT_MS, "lock_timeout": LOCK_TIMEOUT_MS}
+    event.listen(engine, "connect", partial(_set_timeouts, timeouts))
+    return engine
+
+
+def _set_timeouts(timeouts: dict[str, int], dbapi_conn: Any, _record: Any) -> None:
+    """SET each timeout (milliseconds; 0: none) for the session of a new connection (SET, not a startup option,
+    which connection poolers such as PgBouncer refuse)."""
+    autocommit = dbapi_conn.autocommit
+    dbapi_conn.autocommit = True  # a SET in a transaction rolled back later would be undone
+    try:
+        with dbapi_conn.cursor() as cur:
+            for name, ms in timeouts.items():
+                cur.execute(f"SET {name} = {int(ms)}")
+    finally:
+        dbapi_conn.autocommit = autocommit
 
 
 def make_migration_engine(url: str) -> Engine:
@@ -142,6 +185,8 @@ def make_migration_engine(url: str) -> Engine:
     documented recipe for pysqlite), so a failed upgrade or downgrade changes nothing.
     """
     engine = make_engine(url)
+    if engine.url.get_backend_name() != "sqlite":  # a migration may rewrite a large table: no timeouts
+        event.listen(engine, "connect", partial(_set_timeouts, {"statement_timeout": 0, "lock_timeout": 0}))
     if engine.url.get_backend_name() == "sqlite":
 
         @event.listens_for(engine, "connect")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from app.db import Database, schema_revision, sqlite_file
+from app.db import READ_ONLY_CAUSE, Database, schema_revision, sqlite_file
 from app.services import workers
 
 Check = Callable[[], None]  # raises when what it checks is not ready
@@ -49,6 +49,10 @@ class DiskFull(Exception):
     """The disk holding the SQLite database has (almost) no space left: every write fails."""
 
 
+class ReadOnly(Exception):
+    """The database answers but refuses writes (PostgreSQL: a standby, or `default_transaction_read_only`)."""
+
+
 MIN_FREE_BYTES = 1024 * 1024  # below this a write (a WAL frame, a page) may not fit
 
 
@@ -58,6 +62,9 @@ def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
     with db.engine.connect() as conn:
         conn.execute(text("SELECT 1"))
         problem = schema.problem(schema_revision(conn)) if schema is not None else None
+        read_only = conn.dialect.name == "postgresql" and conn.scalar(text("SHOW transaction_read_only")) == "on"
+    if read_only:  # every write a 503: the check said `ok` (a probe set default_transaction_read_only)
+        raise ReadOnly(READ_ONLY_CAUSE)
     if problem is not None:
         raise SchemaNotCurrent(f"{problem}: run `neurules-admin migrate`")
     path = sqlite_file(db.engine)

@@ -374,3 +374,98 @@ def test_a_database_file_deleted_or_replaced_underneath_is_503_not_a_lost_decisi
     assert answers["predict"].json()["error"]["code"] in ("audit_unavailable", "database_unavailable")
     ready = client.get("/readyz")
     assert ready.status_code == 503 and "deleted or replaced" in ready.text, ready.text
+
+
+def _terminate_backends(db_name: str) -> None:
+    """End every server connection to `db_name` (new ones read the database's settings again)."""
+    from sqlalchemy import text
+
+    from tests.conftest import PG_ADMIN_URL
+
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"
+            ),
+            {"db": db_name},
+        )
+    admin.dispose()
+
+
+def _alter_database(db_name: str, setting: str) -> None:
+    from sqlalchemy import text
+
+    from tests.conftest import PG_ADMIN_URL
+
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'ALTER DATABASE "{db_name}" {setting}'))
+    admin.dispose()
+
+
+@pytest.mark.integration
+def test_a_read_only_postgresql_is_503_and_not_ready(tmp_path: Any, doc: dict[str, Any]) -> None:
+    """A fault probe made PostgreSQL read-only (as a standby after a failover): every write was a 500 (the driver's
+    ReadOnlySqlTransaction is an InternalError) and /readyz said the database was ok."""
+    from app.admin import migrate
+    from tests.conftest import fresh_pg_database, make_api, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    url, drop = fresh_pg_database()
+    db_name = url.rsplit("/", 1)[1]
+    try:
+        migrate(url)
+        for api in make_api(tmp_path, "postgresql", url):
+            api.import_model(doc)
+            _alter_database(db_name, "SET default_transaction_read_only = on")
+            _terminate_backends(db_name)
+            r = api.client.post("/v1/models", json={"name": "risk", "rule_list": doc}, headers=api.h())
+            assert_unavailable(r, ("database_unavailable",))
+            assert "read-only" in r.json()["error"]["message"], r.text
+            r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
+            assert_unavailable(r, ("database_unavailable",))
+            ready = api.client.get("/readyz")
+            assert ready.status_code == 503 and "read-only" in ready.json()["checks"]["database"], ready.text
+            _alter_database(db_name, "RESET default_transaction_read_only")
+            _terminate_backends(db_name)
+            r = api.client.put("/v1/registered-models/risk/aliases/production", json={"version": 1}, headers=api.h())
+            assert r.status_code == 200, r.text
+            assert api.client.get("/readyz").status_code == 200
+    finally:
+        drop()
+
+
+@pytest.mark.integration
+def test_postgresql_sessions_bound_statements_and_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request waited 24 s behind a `LOCK TABLE` a probe held (no statement or lock timeout): a lock wait beyond
+    the bound is now an outage (503), and a migration's connections have no bound."""
+    from sqlalchemy import text
+
+    from app import db as app_db
+    from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    url, drop = fresh_pg_database()
+    try:
+        engine, migration = app_db.make_engine(url), app_db.make_migration_engine(url)
+        with engine.connect() as c:
+            assert (c.scalar(text("SHOW statement_timeout")), c.scalar(text("SHOW lock_timeout"))) == ("30s", "10s")
+        with migration.connect() as c:
+            assert (c.scalar(text("SHOW statement_timeout")), c.scalar(text("SHOW lock_timeout"))) == ("0", "0")
+        monkeypatch.setattr(app_db, "LOCK_TIMEOUT_MS", 300)
+        quick = app_db.make_engine(url)
+        with engine.begin() as holder:
+            holder.execute(text("CREATE TABLE t (x int)"))
+        with engine.connect() as holder:
+            holder.execute(text("LOCK TABLE t"))
+            with pytest.raises(exc.DBAPIError) as info, quick.connect() as c:
+                c.execute(text("SELECT * FROM t"))
+            assert is_unavailable_error(info.value)
+            holder.rollback()
+        for e in (engine, migration, quick):
+            e.dispose()
+    finally:
+        drop()
