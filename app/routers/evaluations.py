@@ -74,7 +74,7 @@ def create_evaluation(
 ) -> JSONResponse:
     """201 with the stored result for datasets up to NEURULES_EVALUATION_SYNC_MAX_ROWS rows, else 202 (queued)."""
     req = EvaluationRequest(body.dataset_id, body.target, body.slice_by)
-    row = evaluations.create_evaluation(
+    row, version = evaluations.create_evaluation(
         session,
         state.queue,
         principal.tenant_id,
@@ -82,7 +82,7 @@ def create_evaluation(
         req,
         sync_max_rows=state.settings.evaluation_sync_max_rows,
     )
-    answer = public(row, evaluations.version_of(session, row))
+    answer = public(row, version)
     status = 201 if row.state == JobState.SUCCEEDED else 202
     return JSONResponse(answer.model_dump(mode="json", by_alias=True), status_code=status)
 

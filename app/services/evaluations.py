@@ -149,11 +149,15 @@ def _new_row(tenant_id: str, mv: ModelVersion, ds: Dataset, target: str, slice_b
 
 def create_evaluation(
     session: Session, queue: JobQueue, tenant_id: str, ref: str, req: EvaluationRequest, *, sync_max_rows: int
-) -> Evaluation:
+) -> tuple[Evaluation, VersionRef]:
     """Score now (a dataset and a training file of up to `sync_max_rows` rows: a succeeded row) or queue it (a
-    queued row); committed.
-    Bad input raises before anything is stored; a broker that refuses the message leaves nothing either."""
+    queued row), committed, and the version it scores.
+    Bad input raises before anything is stored; a broker that refuses the message leaves nothing either. The row
+    stays loaded after its commit: the answer is made without reading it back (a database gone right after the
+    commit made a 503 for an evaluation that then ran)."""
+    session.expire_on_commit = False
     mv = registry.resolve(session, tenant_id, ref)
+    version = version_ref(session, mv)
     ds = datasets.get_dataset(session, tenant_id, req.dataset_id)
     rule_list = RuleList.from_dict(mv.rule_list)
     target = req.target if req.target is not None else rule_list.target
@@ -168,12 +172,12 @@ def create_evaluation(
         row.n_rows_in_file, row.n_rows, row.result = stored.n_rows_in_file, stored.n_rows, stored.blocks
         session.add(row)
         session.commit()
-        return row
+        return row, version
     row.state, row.heartbeat_at = JobState.QUEUED, utcnow()  # on a queued row: when it was last enqueued
     session.add(row)
     session.commit()
     send_or_undo(session, queue.send_evaluation, row, "evaluation")
-    return row
+    return row, version
 
 
 def get_evaluation(session: Session, tenant_id: str, evaluation_id: str) -> Evaluation:

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.db import is_unavailable_error
 from app.services import job_history
 from app.services.errors import Conflict, NotFound, Unavailable
 from app.services.job_states import FINAL_JOB_STATES, JobState
@@ -38,18 +39,41 @@ class JobQueue(Protocol):
 
 def send_or_undo(session: Session, send: Callable[[str], None], row: Job | Evaluation, what: str) -> None:
     """Send a committed queued row's id to the workers; when the broker refuses it, delete the row and raise
-    Unavailable (so a 503 leaves nothing behind)."""
+    Unavailable (so a 503 leaves nothing behind). When the database cannot delete it either (both down), the
+    503 says so: the row stays queued, and the reaper sends it once the broker is back (a probe was told
+    "nothing was created" and the job trained later)."""
     try:
         send(row.id)
     except Exception as e:  # noqa: BLE001 -- any broker failure: undo the row, answer 503
         log.error(f"could not enqueue {what}", extra={f"{what}_id": row.id, "error": repr(e)})
+        problem = _broker_problem(e)
         table = type(row)
-        session.execute(delete(table).where(table.id == row.id))
-        session.commit()
-        raise Unavailable(
-            "the job broker is unreachable; nothing was created, try again later", dependency="broker"
-        ) from None
+        try:
+            session.execute(delete(table).where(table.id == row.id))
+            session.commit()
+        except Exception as undo:
+            if not is_unavailable_error(undo):
+                raise
+            session.rollback()
+            raise Unavailable(
+                f"{problem}, and the database could not withdraw {what} {row.id}: it stays queued and is sent when "
+                f"the broker is back; do not submit it again (it shows in GET /v1/{what}s/{row.id})",
+                dependency="broker",
+            ) from None
+        raise Unavailable(f"{problem}; nothing was created, try again later", dependency="broker") from None
     log.info(f"{what} queued", extra={f"{what}_id": row.id, "tenant_id": row.tenant_id})
+
+
+def _broker_problem(e: BaseException) -> str:
+    """What the broker did, in words: a refusal with its reason (Redis out of memory...), else unreachable."""
+    seen: BaseException | None = e
+    for _ in range(5):  # the client library may wrap it (kombu's OperationalError around redis-py's)
+        if seen is None:
+            break
+        if type(seen).__name__ == "ResponseError":  # the broker answered, and refused (redis-py's reply error)
+            return f"the job broker refused the message ({str(seen)[:160]})"
+        seen = seen.__cause__ or seen.__context__
+    return "the job broker is unreachable"
 
 
 def _changed_one(result: Any) -> bool:

@@ -469,3 +469,86 @@ def test_postgresql_sessions_bound_statements_and_lock_waits(monkeypatch: pytest
             e.dispose()
     finally:
         drop()
+
+
+class ResponseError(Exception):
+    """Named as redis-py's error for a reply: the broker answered, and refused."""
+
+
+class _DeadSession:
+    """A session whose database went away: every statement fails as an outage."""
+
+    def execute(self, *_: Any) -> None:
+        raise exc.OperationalError("DELETE FROM jobs", {}, Exception("server closed the connection"))
+
+    def commit(self) -> None:
+        raise AssertionError("nothing to commit")
+
+    def rollback(self) -> None:
+        pass
+
+
+def _refusing(error: BaseException) -> Any:
+    def send(_id: str) -> None:
+        raise error
+
+    return send
+
+
+def test_a_broker_refusal_says_why_and_a_row_the_database_cannot_withdraw_is_named() -> None:
+    """A fault probe: with Redis out of memory every job was a 503 "the job broker is unreachable" (it answered,
+    and refused); with the database gone too, the 503 said "nothing was created" and the job trained later."""
+    from app.services.errors import Unavailable
+    from app.services.jobs import send_or_undo
+    from app.tables import Job
+
+    row = Job(id="job_0123", tenant_id="tn_1")
+    oom = ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+    wrapped = RuntimeError("send failed")
+    wrapped.__cause__ = oom  # as kombu wraps redis-py's error
+    with pytest.raises(Unavailable) as info:
+        send_or_undo(_DeadSession(), _refusing(wrapped), row, "job")  # type: ignore[arg-type]
+    message = info.value.message
+    assert "refused the message (OOM command not allowed" in message, message
+    assert "job_0123" in message and "stays queued" in message and "GET /v1/jobs/job_0123" in message, message
+    assert info.value.code == "broker_unavailable"
+    with pytest.raises(Unavailable) as info:
+        send_or_undo(_DeadSession(), _refusing(ConnectionError("refused")), row, "evaluation")  # type: ignore[arg-type]
+    assert info.value.message.startswith("the job broker is unreachable, and the database could not withdraw")
+    assert "GET /v1/evaluations/job_0123" in info.value.message
+
+
+def test_a_queued_job_and_evaluation_are_answered_without_reading_them_back(sqlite_api: Api, doc: dict) -> None:
+    """The answer to a queued evaluation was a 503 when the database went away right after its commit and send
+    (the version and the row were read again to make it), and the evaluation then ran: a client retrying made
+    two. The answer is now made from what was stored, with the session closed (no read possible)."""
+    from app.schemas.jobs import JobCreate
+    from app.services import evaluations
+    from app.services.auth import Principal
+    from app.services.job_submission import JobLimits, submit_job
+
+    c, h = sqlite_api.client, sqlite_api.h()
+    ds = c.post(
+        "/v1/datasets",
+        files={"file": ("d.csv", b"age,income,smoker,y\n" + b"50,3,yes,0\n70,1,no,1\n" * 10, "text/csv")},
+        headers=h,
+    )
+    assert ds.status_code == 201, ds.text
+    v = sqlite_api.import_model(doc)
+    service = sqlite_api.app.state.service
+    session = service.db.sessionmaker()
+    caller = Principal(tenant_id=sqlite_api.tenant_a, key_id=None)
+    body = JobCreate.model_validate({"dataset_id": ds.json()["id"], "target": "y"})
+    job = submit_job(session, sqlite_api.queue, caller, body, JobLimits(10, 50, 500, 8))
+    request = evaluations.EvaluationRequest(ds.json()["id"], "y")
+    row, version = evaluations.create_evaluation(
+        session, sqlite_api.queue, sqlite_api.tenant_a, v["id"], request, sync_max_rows=0
+    )
+    session.close()  # any read of an expired attribute now raises
+    from app.schemas.jobs import JobPublic
+
+    assert JobPublic.from_row(job).id == job.id and job.id in sqlite_api.queue.sent
+    assert row.state == "queued" and row.id in sqlite_api.queue.evaluations and version.id == v["id"]
+    from app.routers.evaluations import public
+
+    assert public(row, version).id == row.id
