@@ -53,6 +53,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport": broker_files.TRANSPORT if url.startswith("filesystem") else None,
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,  # a worker outlives any broker outage (Celery's 100 tries: ~46 min)
         "broker_connection_timeout": 5,
         "task_default_queue": settings.queue,
         "task_routes": {task: {"queue": settings.queue} for task in (TRAIN_TASK, EVALUATE_TASK, REAP_TASK)},
@@ -94,6 +95,9 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
+READY_KEY = "neurules:readyz"  # the broker check's write (it expires after 10 s)
+
+
 class CeleryQueue:
     """JobQueue backed by Celery: sends the job or evaluation id only."""
 
@@ -114,13 +118,16 @@ class CeleryQueue:
         self.app.send_task(task, args=[ident], queue=self.queue, retry=True, retry_policy=retry_policy)
 
     def check(self) -> None:
-        """Raise when the broker is unreachable."""
+        """Raise when the broker is unreachable or refuses writes (a Redis out of memory answered PING, and the
+        check said ok while every job was refused)."""
         with self.app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=3)
             if self.app.conf.broker_url.startswith("filesystem"):
                 opts = self.app.conf.broker_transport_options
                 if not os.access(opts["data_folder_in"], os.W_OK):
                     raise OSError(f"broker folder {opts['data_folder_in']} is not writable")
+            elif self.app.conf.broker_url.startswith("redis"):
+                conn.default_channel.client.set(READY_KEY, "1", px=10_000)  # a write, as a job's message is
 
 
 _app: Celery | None = None

@@ -70,8 +70,8 @@ def _broker_problem(e: BaseException) -> str:
     for _ in range(5):  # the client library may wrap it (kombu's OperationalError around redis-py's)
         if seen is None:
             break
-        if type(seen).__name__ == "ResponseError":  # the broker answered, and refused (redis-py's reply error)
-            return f"the job broker refused the message ({str(seen)[:160]})"
+        if any(c.__name__ == "ResponseError" for c in type(seen).__mro__):  # redis-py: the broker answered, no
+            return f"the job broker refused the message ({str(e)[:200]})"
         seen = seen.__cause__ or seen.__context__
     return "the job broker is unreachable"
 
