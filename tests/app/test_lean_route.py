@@ -1,4 +1,5 @@
-"""The lean route of the prediction endpoint answers exactly as FastAPI's own handler does, for good and bad input."""
+"""The lean route of the prediction endpoint answers exactly as FastAPI's own handler does, for good and bad input,
+but for one thing: it checks the key before it reads the body (a body without a valid key is a 401, never parsed)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,10 @@ def test_lean_route_answers_as_fastapi_does(sqlite_api, doc, ref_kind: str) -> N
     for label, kwargs in _cases(api.key_a, api.key_b):
         lean = api.client.post(f"/v1/models/{ref}/predict", **kwargs)
         std = api.client.post(f"/std/v1/models/{ref}/predict", **kwargs)
+        if label == "no key, bad JSON":  # the key first, as every other route: FastAPI's handler parses first
+            assert (lean.status_code, std.status_code) == (401, 422), (lean.text, std.text)
+            statuses.append(lean.status_code)
+            continue
         assert (lean.status_code, _unnumbered(lean.json())) == (std.status_code, _unnumbered(std.json())), label
         if lean.status_code == 200:  # each decision has its own audit record: the next one in the chain
             assert _audit_seqs(std.json()) == [s + 1 for s in _audit_seqs(lean.json())], label
@@ -106,3 +111,24 @@ def test_lean_route_honours_dependency_overrides(sqlite_api, doc) -> None:
         assert api.client.post(f"/v1/models/{v['id']}/predict", json=GOOD).status_code == 200
     finally:
         api.app.dependency_overrides.clear()
+
+
+def test_a_large_body_without_a_key_is_refused_before_it_is_parsed(sqlite_api, monkeypatch) -> None:
+    """A probe's 42 MB body with no key held the event loop for a second (parsed, then refused 401), and a
+    malformed one without a key was a 422 (every other route answers 401 first)."""
+    from app.http import lean_route
+
+    parsed: list[int] = []
+    real = lean_route._parse_json
+    monkeypatch.setattr(lean_route, "_parse_json", lambda raw: parsed.append(len(raw)) or real(raw))
+    big = b'{"records": [' + b",".join([b'{"age": 1, "income": 2, "smoker": "no"}'] * 20_000) + b"]}"
+    for body in (big, b"{"):
+        r = sqlite_api.client.post(
+            "/v1/models/mv_any/predict", content=body, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 401, r.text
+    assert parsed == []
+    r = sqlite_api.client.post(
+        "/v1/models/mv_any/predict", content=big, headers={**sqlite_api.h(), "content-type": "application/json"}
+    )
+    assert r.status_code == 413 and parsed == [len(big)], r.text  # with the key: parsed (off the loop), counted
