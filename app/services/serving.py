@@ -146,7 +146,7 @@ def validate_records(model: ServedModel, records: list[Any]) -> None:
                     continue
                 if v - v == 0.0:  # finite: right for every field
                     continue
-            elif t is str and n not in numeric:
+            elif t is str and n not in numeric and "\x00" not in v:  # a NUL: `_value_problem` names it
                 if v != v.strip() or v in CSV_MISSING_TOKENS:
                     rec[n] = as_csv_cell(model, n, v)
                 continue
@@ -203,6 +203,8 @@ def _value_problem(model: ServedModel, name: str, v: Any) -> str | None:
         return f"expected a string, number, boolean or null, got {_type_name(v)}"
     if t is float and math.isinf(v):  # Infinity would be echoed back as invalid JSON
         return "must be a finite number, a string, a boolean or null"
+    if t is str and "\x00" in v:  # as predict.csv refuses the cell: both paths decide and audit a record alike
+        return "holds a NUL character (\\u0000): not text"
     return None
 
 

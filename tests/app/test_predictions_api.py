@@ -415,3 +415,21 @@ def test_a_level_in_another_unicode_form_decides_as_the_level(sqlite_api, doc, e
     lines = r.text.splitlines()
     rule_col = lines[0].split(",").index("rule_id")
     assert [line.split(",")[rule_col] for line in lines[1:]] == ["1", "1"], r.text
+
+
+def test_a_nul_character_in_a_categorical_value_is_refused_as_in_a_csv(sqlite_api, doc) -> None:
+    """A client probe: `"ma\\u0000le"` was decided (as an unseen category) and audited over JSON, while the same cell
+    in a predict.csv is a 422 `csv_nul_byte`: the two paths decided one record differently."""
+    v = sqlite_api.import_model(doc)
+    before = sqlite_api.count("audit_log")
+    rec = {"age": 50, "income": 3, "smoker": "ye\u0000s"}
+    r = sqlite_api.client.post(f"/v1/models/{v['id']}/predict", json={"records": [rec]}, headers=sqlite_api.h())
+    assert r.status_code == 422, r.text
+    detail = r.json()["error"]["details"][0]
+    assert detail["field"] == "records[0].smoker" and "NUL" in detail["message"], detail
+    assert sqlite_api.count("audit_log") == before
+    csv = b"age,income,smoker\n50,3,ye\x00s\n"
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", csv, "text/csv")}, headers=sqlite_api.h()
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "csv_nul_byte", r.text
