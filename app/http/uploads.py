@@ -67,12 +67,14 @@ def _check_headers(request: Request, limit: int) -> None:
 
 async def _decoded(request: Request, limit: int) -> Request:
     """The request with its body gunzipped when it came with `Content-Encoding: gzip`."""
-    encoding = request.headers.get("content-encoding", "").strip().lower()
-    if encoding in ("", "identity"):
+    # every Content-Encoding line, in order, as one list (a second line was ignored), `identity` dropped
+    sent = ", ".join(request.headers.getlist("content-encoding"))
+    codings = [c for c in (t.strip().lower() for t in sent.split(",")) if c and c != "identity"]
+    if not codings:
         return request
-    if encoding not in GZIP_CODINGS:
-        raise Unsupported(f"Content-Encoding {encoding!r} is not supported; send the body as is or gzip-compressed")
-    body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body")
+    if len(codings) > 1 or codings[0] not in GZIP_CODINGS:
+        raise Unsupported(f"Content-Encoding {sent!r} is not supported; send the body as is or gzip-compressed once")
+    body = await run_in_threadpool(gunzip, await request.body(), limit + MULTIPART_OVERHEAD, "body", limit)
 
     async def receive() -> Message:
         return {"type": "http.request", "body": body, "more_body": False}

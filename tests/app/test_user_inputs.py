@@ -273,3 +273,36 @@ def test_unreadable_json_is_a_documented_422(sqlite_api, doc, body: bytes, words
     documented = sqlite_api.app.openapi()["paths"]["/v1/models/{ref}/predict"]["post"]["responses"]
     assert "422" in documented and "400" not in documented
     assert json.loads(io.BytesIO(r.content).read())  # a valid JSON error body
+
+
+def test_content_encoding_on_two_lines_is_read_as_one_list(sqlite_api) -> None:
+    """A client probe: `Content-Encoding: identity` then `Content-Encoding: gzip` on two lines read only the first
+    (a gzip body parsed as multipart: 400 "Invalid multipart data"); the lines are one list (RFC 9110)."""
+    import httpx
+
+    api = sqlite_api
+    body, ctype = _multipart("p.csv", PLAIN)
+    for lines in (
+        [("content-encoding", "identity"), ("content-encoding", "gzip")],
+        [("content-encoding", "gzip, identity")],
+    ):
+        headers = httpx.Headers([*api.h().items(), ("content-type", ctype), *lines])
+        r = api.client.post("/v1/datasets", content=gzip.compress(body), headers=headers)
+        assert r.status_code == 201 and r.json()["n_rows"] == 40, r.text
+    twice = httpx.Headers(
+        [*api.h().items(), ("content-type", ctype), ("content-encoding", "gzip"), ("content-encoding", "gzip")]
+    )
+    r = api.client.post("/v1/datasets", content=gzip.compress(gzip.compress(body)), headers=twice)
+    assert r.status_code == 415 and "'gzip, gzip'" in r.json()["error"]["message"], r.text
+
+
+def test_a_gzip_body_over_the_limit_names_the_configured_limit(tmp_path) -> None:
+    """The 413 named the limit plus the multipart framing's room (165536 for a limit of 100000)."""
+    from tests.conftest import make_api
+
+    for api in make_api(tmp_path, "sqlite", max_upload_bytes=100_000):
+        body, ctype = _multipart("p.csv", PLAIN + b"1,2\n" * 60_000)
+        headers = {**api.h(), "content-type": ctype, "content-encoding": "gzip"}
+        r = api.client.post("/v1/datasets", content=gzip.compress(body), headers=headers)
+        assert r.status_code == 413, r.text
+        assert "more than 100000 bytes" in r.json()["error"]["message"], r.text
