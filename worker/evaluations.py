@@ -28,6 +28,7 @@ from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion
 from models.rulelist import RuleList
 from worker.beat import Beat, OfflineAware
+from worker.failure_text import failure_text
 from worker.patience import with_database
 
 log = logging.getLogger("neurules.worker")
@@ -111,9 +112,7 @@ def run_evaluation(db: Database, settings: Settings, evaluation_id: str, *, work
         if is_unavailable_error(e):
             raise
         log.exception("evaluation failed", extra={"evaluation_id": evaluation_id})
-        end = partial(
-            _fail, db, evaluation_id, worker_id, "evaluation_failed", f"evaluation failed: {type(e).__name__}: {e}"
-        )
+        end = partial(_fail, db, evaluation_id, worker_id, "evaluation_failed", failure_text("evaluation", e))
     else:
         end = partial(_succeed, db, evaluation_id, worker_id, result)
     return with_database(end, patience_s=settings.stale_after_s, what="end evaluation")

@@ -28,6 +28,7 @@ from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
 from worker.beat import Beat, OfflineAware
 from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
+from worker.failure_text import failure_text
 from worker.liveness import heartbeat_step
 from worker.patience import retry_countdown, with_database
 from worker.pending import Scan, broker_scan
@@ -197,7 +198,7 @@ def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome
         msg = str(e)  # a model whose registry event chain is broken)
     else:
         log.error("training failed", extra={"job_id": job_id}, exc_info=e)
-        msg = f"training failed: {type(e).__name__}: {e}"[:2000]
+        msg = failure_text("training", e)
     with db.session() as s:
         jobsvc.finish(s, job_id, worker_id, JobState.FAILED, error=msg)
     return "failed"

@@ -194,6 +194,22 @@ def test_unexpected_error_is_failed_not_stuck(api) -> None:
     assert job.state == "failed" and "RuntimeError: GPU fell off the bus" in (job.error or "")
 
 
+def test_a_database_error_fails_the_job_without_its_statement(api) -> None:
+    """A worker newer than its database failed a job with the whole INSERT and its parameters as the reason (a
+    fault probe read it through GET /v1/jobs): the statement stays in the worker's log."""
+    from sqlalchemy.exc import ProgrammingError
+
+    jid = make_job(api)
+    st = api.app.state.service
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise ProgrammingError("INSERT INTO secret_table (a) VALUES (%(a)s)", {"a": "tenant data"}, Exception("no col"))
+
+    assert run_job(st.db, st.settings, jid, trainer=boom) == "failed"
+    error = job_row(api, jid).error or ""
+    assert "a database error (Exception)" in error and "secret_table" not in error and "tenant data" not in error
+
+
 class RecordingApp:
     """Stands in for the Celery app: records the job ids the reaper sends."""
 
