@@ -88,8 +88,24 @@ def run_worker(settings: Settings, extra: Sequence[str]) -> None:
     from worker.celery_app import make_celery
 
     configure_logging(settings.log_level)
+    behind = schema_behind(settings)
+    if behind is not None:  # it would train whole jobs, then fail each storing its result
+        sys.exit(f"neurules-admin worker: {behind}: run `neurules-admin migrate` first")
     argv = ["worker", "-P", "solo", "-Q", settings.queue, "--without-mingle", "--without-gossip"]
     make_celery(settings).worker_main([*argv, "-l", settings.log_level, *extra])
+
+
+def schema_behind(settings: Settings) -> str | None:
+    """Why the database's schema is behind this code (a worker upgraded before `migrate`), else None; a database
+    that cannot be read now is not refused here (the worker waits for it, as for any outage)."""
+    schema = admin.expected_schema()
+    if schema is None:
+        return None
+    try:
+        found = admin.schema_revision_of(settings.resolved_database_url)
+    except (DBAPIError, sqlite3.Error, OSError):
+        return None
+    return schema.problem(found)
 
 
 def reap(settings: Settings) -> list[dict[str, Any]]:

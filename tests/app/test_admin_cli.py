@@ -394,3 +394,33 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_a_worker_refuses_a_database_behind_its_code(tmp_path, monkeypatch) -> None:
+    """A worker upgraded before `migrate` trained a whole job, then failed it storing the result (a column its code
+    writes did not exist yet): it now exits at start naming the schema; an unreachable database is waited for."""
+    from alembic import command
+
+    from app.admin import alembic_config, migrate
+    from app.db import make_migration_engine
+    from app.settings import Settings
+    from worker.cli import schema_behind
+
+    url = f"sqlite:///{tmp_path / 'w.sqlite3'}"
+    migrate(url)
+    assert schema_behind(Settings(database_url=url, data_dir=tmp_path)) is None
+    cfg = alembic_config()
+    engine = make_migration_engine(url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0009")
+    engine.dispose()
+    behind = schema_behind(Settings(database_url=url, data_dir=tmp_path))
+    assert behind is not None and "0009" in behind, behind
+    monkeypatch.setenv("NEURULES_DATABASE_URL", url)
+    monkeypatch.setenv("NEURULES_DATA_DIR", str(tmp_path))
+    with pytest.raises(SystemExit) as info:
+        main(["worker"])
+    assert "0009" in str(info.value) and "neurules-admin migrate" in str(info.value)
+    gone = Settings(database_url="postgresql+psycopg://nobody@127.0.0.1:1/none", data_dir=tmp_path)
+    assert schema_behind(gone) is None
