@@ -716,6 +716,9 @@ def list_records(
         q = q.where(AuditRecord.seq == seq)
     if before_id:
         q = q.where(AuditRecord.id < before_id)
-    rows = session.execute(q.order_by(AuditRecord.id.desc()).limit(limit)).mappings()
+    # newest first by `seq`, the chain's order (the writer gives a tenant's rows ids in the same order): on the
+    # (tenant_id, seq) index, read backwards; `ORDER BY id` sorted every row of the tenant first (a probe: 1.1 s
+    # for one record of 700,000)
+    rows = session.execute(q.order_by(AuditRecord.seq.desc()).limit(limit)).mappings()
     parse_time = audit_read.time_parser(session.get_bind().dialect)
     return [audit_read.decode(m, parse_time) for m in rows]
