@@ -469,6 +469,9 @@ def _header_state(
     try:
         header = csvdata.read_header(text, delimiter, unnamed_ok=ignore_extra)  # unnamed columns are extra ones
     except CSVError as e:
+        if e.code == "csv_empty_column_name":  # R's row names, a trailing comma: say how to decide the file anyway
+            hint = f"{e.message}; ?ignore_extra=true ignores it (a column this model does not read)"
+            return CSVError(e.code, hint, field="header")
         return e
     state = _Check(model, header, delimiter, max_rows, ignore_extra, _lines(head, head.count(b"\n")))
     state.utf8.decode(head, head.count(b"\n"))

@@ -433,3 +433,18 @@ def test_a_nul_character_in_a_categorical_value_is_refused_as_in_a_csv(sqlite_ap
         f"/v1/models/{v['id']}/predict.csv", files={"file": ("x.csv", csv, "text/csv")}, headers=sqlite_api.h()
     )
     assert r.status_code == 422 and r.json()["error"]["code"] == "csv_nul_byte", r.text
+
+
+def test_an_unnamed_column_in_predict_csv_says_how_to_ignore_it(sqlite_api, doc) -> None:
+    """R writes its row names as a first column with no name: the 422 said "column 1 has no name" and not that
+    `?ignore_extra=true` decides the file anyway."""
+    v = sqlite_api.import_model(doc)
+    csv = b',age,income,smoker\n"1",50,3,yes\n'
+    url = f"/v1/models/{v['id']}/predict.csv"
+    r = sqlite_api.client.post(url, files={"file": ("x.csv", csv, "text/csv")}, headers=sqlite_api.h())
+    assert r.status_code == 422 and r.json()["error"]["code"] == "csv_empty_column_name", r.text
+    assert "column 1 has no name" in r.text and "?ignore_extra=true" in r.text, r.text
+    ok = sqlite_api.client.post(
+        url + "?ignore_extra=true", files={"file": ("x.csv", csv, "text/csv")}, headers=sqlite_api.h()
+    )
+    assert ok.status_code == 200, ok.text
