@@ -14,7 +14,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from app import db_roles
-from app.db import Database, make_engine, make_migration_engine, schema_revision, sqlite_path
+from app.db import CONNECT_TIMEOUT_S, Database, make_engine, make_migration_engine, schema_revision, sqlite_path
 from app.services import audit_verify, registry_events, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
@@ -127,7 +127,7 @@ def schema_revision_of(url: str) -> str | None:
                 return None
             row = raw.execute("SELECT version_num FROM alembic_version").fetchone()
             return None if row is None else str(row[0])
-    engine = create_engine(url)
+    engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})  # a host that does not answer
     try:
         with engine.connect() as conn:
             return schema_revision(conn)

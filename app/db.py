@@ -33,11 +33,8 @@ DRIVER_OUTAGE_CLASSES = {"OperationalError", "InterfaceError"}  # PEP 249 names:
 # after a failover, `default_transaction_read_only` on: an InternalError, so every write was a 500)
 PG_OUTAGE_SQLSTATES = {"25006"}
 READ_ONLY_CAUSE = "the database is read-only (a standby after a failover?): point the service at the primary"
-# a statement or a lock wait longer than these is cancelled by the server (a 503): without them a request waited
-# for as long as PostgreSQL was slow or a lock was held (a probe: 24 s behind a `LOCK TABLE`); TCP keepalives and
-# TCP_USER_TIMEOUT end a connection whose server vanished from the network, which no server-side timeout can
-STATEMENT_TIMEOUT_MS = 30_000
-LOCK_TIMEOUT_MS = 10_000
+# TCP keepalives and TCP_USER_TIMEOUT end a connection whose server vanished from the network, which no
+# server-side timeout can (the statement and lock timeouts: `make_engine`'s `timeouts_ms`)
 PG_CONNECT_ARGS = {
     "connect_timeout": CONNECT_TIMEOUT_S,
     "keepalives": 1,
@@ -110,12 +107,16 @@ def _driver_outage(exc: BaseException) -> bool:
 SqliteSynchronous = Literal["full", "normal"]
 
 
-def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Engine:
+def make_engine(
+    url: str, sqlite_synchronous: SqliteSynchronous = "full", timeouts_ms: tuple[int, int] = (0, 0)
+) -> Engine:
     """Create an engine with the pragmas/pool settings the service relies on.
 
     SQLite runs in WAL mode; `sqlite_synchronous` "full" syncs the log at every commit, so a commit
     survives a power loss or an OS crash; "normal" syncs only at checkpoints: a commit survives the
     process crashing, and the last ones can be lost with the machine (faster: docs/audit.md).
+    PostgreSQL: `timeouts_ms` (statement, lock; 0: none) bound each session's statements and lock waits: without
+    them a request waited for as long as the server was slow or a lock held (a probe: 24 s behind a LOCK TABLE).
     """
     if sqlite_synchronous not in get_args(SqliteSynchronous):  # it goes into a PRAGMA as text
         raise ValueError(f"sqlite_synchronous must be one of {get_args(SqliteSynchronous)}, not {sqlite_synchronous!r}")
@@ -158,14 +159,16 @@ def make_engine(url: str, sqlite_synchronous: SqliteSynchronous = "full") -> Eng
         pool_timeout=10,
         connect_args=dict(PG_CONNECT_ARGS),
     )
-    timeouts = {"statement_timeout": STATEMENT_TIMEOUT_MS, "lock_timeout": LOCK_TIMEOUT_MS}
-    event.listen(engine, "connect", partial(_set_timeouts, timeouts))
+    if any(timeouts_ms):
+        timeouts = {"statement_timeout": timeouts_ms[0], "lock_timeout": timeouts_ms[1]}
+        event.listen(engine, "connect", partial(_set_timeouts, timeouts))
     return engine
 
 
 def _set_timeouts(timeouts: dict[str, int], dbapi_conn: Any, _record: Any) -> None:
     """SET each timeout (milliseconds; 0: none) for the session of a new connection (SET, not a startup option,
-    which connection poolers such as PgBouncer refuse)."""
+    which PgBouncer refuses unless told to ignore it; in its transaction pooling mode a session SET does not hold:
+    set the timeouts on the role there, and these to 0)."""
     autocommit = dbapi_conn.autocommit
     dbapi_conn.autocommit = True  # a SET in a transaction rolled back later would be undone
     try:
@@ -184,9 +187,7 @@ def make_migration_engine(url: str) -> Engine:
     revision number. Here the driver's own handling is off and SQLAlchemy's begin issues BEGIN (SQLAlchemy's
     documented recipe for pysqlite), so a failed upgrade or downgrade changes nothing.
     """
-    engine = make_engine(url)
-    if engine.url.get_backend_name() != "sqlite":  # a migration may rewrite a large table: no timeouts
-        event.listen(engine, "connect", partial(_set_timeouts, {"statement_timeout": 0, "lock_timeout": 0}))
+    engine = make_engine(url)  # no statement or lock timeout: a migration may rewrite a large table
     if engine.url.get_backend_name() == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -225,9 +226,11 @@ def schema_revision(conn: Connection) -> str | None:
 class Database:
     """An engine plus its session factory."""
 
-    def __init__(self, url: str, sqlite_synchronous: SqliteSynchronous = "full") -> None:
+    def __init__(
+        self, url: str, sqlite_synchronous: SqliteSynchronous = "full", timeouts_ms: tuple[int, int] = (0, 0)
+    ) -> None:
         self.url = url
-        self.engine = make_engine(url, sqlite_synchronous)
+        self.engine = make_engine(url, sqlite_synchronous, timeouts_ms)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager

@@ -182,7 +182,9 @@ def create_app(
     """Build the API from its collaborators (the composition root, `worker.service`, wires the real ones)."""
     if configure_logs:
         configure_logging(settings.log_level)
-    database = db or Database(settings.resolved_database_url, settings.sqlite_synchronous)
+    database = db or Database(
+        settings.resolved_database_url, settings.sqlite_synchronous, settings.database_timeouts_ms
+    )
     metrics = Metrics(partial(_jobs_by_state, database))
     state = ServiceState(
         settings, database, queue, metrics, broker_check=broker_check, worker_check=worker_check, schema=schema

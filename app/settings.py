@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     queue: str = "neurules-training"
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
     sqlite_synchronous: SqliteSynchronous = "full"  # normal: faster, the last commits lost with the machine
+    # PostgreSQL, for the API and the workers (not migrations, not the admin commands): a statement running longer,
+    # or a lock waited for longer, is cancelled by the server (a 503); 0: no bound
+    database_statement_timeout_s: float = Field(30.0, ge=0, le=86400)
+    database_lock_timeout_s: float = Field(10.0, ge=0, le=86400)
 
     # an empty host is every interface to a socket: a `--host "$HOST"` with HOST unset must not expose the API
     host: str = Field("127.0.0.1", min_length=1, pattern=r"^\S+$")
@@ -92,6 +96,11 @@ class Settings(BaseSettings):
     # check FastAPI makes on every request (~9 us) when nothing would be recorded. "on" checks per request.
     opentelemetry: Literal["auto", "on", "off"] = "auto"
     migrate_on_start: bool = True
+
+    @property
+    def database_timeouts_ms(self) -> tuple[int, int]:
+        """(statement, lock) timeouts of the service's PostgreSQL sessions, in milliseconds (0: none)."""
+        return round(self.database_statement_timeout_s * 1000), round(self.database_lock_timeout_s * 1000)
 
     @field_validator("sqlite_synchronous", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ answer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import httptools
@@ -65,8 +66,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._began = 0.0  # when that request began
         self._last_data = 0.0
         self._stall_timer: asyncio.TimerHandle | None = None
-        self._upgrade_ignored = False  # the head asked to Upgrade: parsed again without it (`_parse_without_upgrade`)
-        self._replaying = False
+        self._upgrade_ignored = False  # the head asked to Upgrade: parsed again without it (`_without_upgrade`)
         self._half_closed = False  # the client closed its side after a complete request: answer it, then close
 
     def data_received(self, data: bytes) -> None:
@@ -82,36 +82,38 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._stall_timer = self.loop.call_later(self.stall_s, self._check_stall)
 
     def _feed(self, data: bytes) -> None:
-        """uvicorn's parse of `data`, but an Upgrade (which the parser ends the request at) is ignored."""
+        """uvicorn's parse of `data`, but a request asking to Upgrade (which the parser ends at its head) is parsed
+        again without it, with what follows its head (each such request of the read in turn)."""
         self._unset_keepalive_if_required()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self.logger.warning("Invalid HTTP request received.")
-            self.send_400_response("Invalid HTTP request received.")
-        except httptools.HttpParserUpgrade as e:
-            self._parse_without_upgrade(data[int(e.args[0]) :])
+        while data:
+            try:
+                self.parser.feed_data(data)
+                return
+            except httptools.HttpParserError:
+                self.logger.warning("Invalid HTTP request received.")
+                self.send_400_response("Invalid HTTP request received.")
+                return
+            except httptools.HttpParserUpgrade as e:
+                data = self._without_upgrade(data[int(e.args[0]) :])
 
-    def _parse_without_upgrade(self, rest: bytes) -> None:
-        """Parse the request whose head asked to Upgrade again, from a head without `Upgrade`, its `Connection`
-        token and `HTTP2-Settings`, followed by the bytes after the head (its body, any pipelined request); a
-        CONNECT (a tunnel, which an upgrade is for it) is a 400."""
+    def _without_upgrade(self, rest: bytes) -> bytes:
+        """The bytes to parse instead, on a new parser: the head of the request that asked to Upgrade without
+        `Upgrade`, its `Connection` token and `HTTP2-Settings` (so it cannot ask again), then `rest` (its body,
+        any pipelined request). A CONNECT (a tunnel, for which the parser always stops) is a 400: nothing."""
         method, version = self.parser.get_method(), self.parser.get_http_version()
         self._upgrade_ignored = False
-        if method == b"CONNECT" or self._replaying:
+        if method == b"CONNECT":
             self.send_400_response("CONNECT and protocol upgrades are not supported.")
-            return
+            return b""
         head = [method, b" ", self.url, b" HTTP/", version.encode("ascii"), b"\r\n"]
         for name, value in self.headers:
             kept = _without_upgrade_tokens(value) if name == b"connection" else value
             if kept and name not in _UPGRADE_HEADERS:
                 head += [name, b": ", kept, b"\r\n"]
         self.parser = httptools.HttpRequestParser(self)
-        self._replaying = True
-        try:
-            self._feed(b"".join(head) + b"\r\n" + rest)
-        finally:
-            self._replaying = False
+        with contextlib.suppress(AttributeError):  # as uvicorn makes its parser (httptools >= 0.6.3)
+            self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        return b"".join(head) + b"\r\n" + rest
 
     def _count_head(self, data: bytes) -> int:
         """The head's bytes so far with `data`: up to its blank line when `data` holds it (the body is not the

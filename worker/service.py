@@ -39,7 +39,7 @@ def build_service(settings: Settings, *, configure_logs: bool = True) -> FastAPI
         log.warning("the embedded worker runs in sibling pid %s; this process serves the API only", e.holder)
         settings = settings.model_copy(update={"embedded_worker": False})
         sole_worker = False
-    db = Database(settings.resolved_database_url, settings.sqlite_synchronous)
+    db = Database(settings.resolved_database_url, settings.sqlite_synchronous, settings.database_timeouts_ms)
     celery_app = make_celery(settings)
     queue = CeleryQueue(celery_app, settings.queue)
     services: list[BackgroundService] = []

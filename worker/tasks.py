@@ -278,7 +278,8 @@ class _LazyDatabase:
         """The database, created on first call."""
         with self._lock:
             if self._db is None:
-                self._db = Database(self.settings.resolved_database_url, self.settings.sqlite_synchronous)
+                s = self.settings
+                self._db = Database(s.resolved_database_url, s.sqlite_synchronous, s.database_timeouts_ms)
             return self._db
 
 

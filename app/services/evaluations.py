@@ -152,10 +152,9 @@ def create_evaluation(
 ) -> tuple[Evaluation, VersionRef]:
     """Score now (a dataset and a training file of up to `sync_max_rows` rows: a succeeded row) or queue it (a
     queued row), committed, and the version it scores.
-    Bad input raises before anything is stored; a broker that refuses the message leaves nothing either. The row
-    stays loaded after its commit: the answer is made without reading it back (a database gone right after the
-    commit made a 503 for an evaluation that then ran)."""
-    session.expire_on_commit = False
+    Bad input raises before anything is stored; a broker that refuses the message leaves nothing either. The
+    version is read before the commit: the answer needs no read after it (a database gone right after the commit
+    made a 503 for an evaluation that then ran)."""
     mv = registry.resolve(session, tenant_id, ref)
     version = version_ref(session, mv)
     ds = datasets.get_dataset(session, tenant_id, req.dataset_id)

@@ -140,9 +140,7 @@ def check_job(body: JobCreate, ds: Dataset, limits: JobLimits) -> str:
 
 def submit_job(session: Session, queue: JobQueue, caller: Principal, body: JobCreate, limits: JobLimits) -> Job:
     """Check, store and enqueue a job (with the caller's key, which its version's creation will name); when the
-    broker refuses, the row is removed and Unavailable raised. The row stays loaded after its commit: the 202 is
-    made without reading it back (a database gone right after the commit would make a 503 for a queued job)."""
-    session.expire_on_commit = False
+    broker refuses, the row is removed and Unavailable raised."""
     tenant_id = caller.tenant_id
     ds = datasets.get_dataset(session, tenant_id, body.dataset_id)
     model_name = check_job(body, ds, limits)

@@ -438,25 +438,28 @@ def test_a_read_only_postgresql_is_503_and_not_ready(tmp_path: Any, doc: dict[st
 
 
 @pytest.mark.integration
-def test_postgresql_sessions_bound_statements_and_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A request waited 24 s behind a `LOCK TABLE` a probe held (no statement or lock timeout): a lock wait beyond
-    the bound is now an outage (503), and a migration's connections have no bound."""
+def test_postgresql_sessions_bound_statements_and_lock_waits(tmp_path: Any) -> None:
+    """A request waited 24 s behind a `LOCK TABLE` a probe held (no statement or lock timeout): the service's
+    sessions are bounded (NEURULES_DATABASE_STATEMENT_TIMEOUT_S, _LOCK_TIMEOUT_S), a lock wait beyond the bound is
+    an outage (503); migrations and the admin commands are not bounded."""
     from sqlalchemy import text
 
     from app import db as app_db
+    from app.settings import Settings
     from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
 
     if not pg_available():
         skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
     url, drop = fresh_pg_database()
     try:
-        engine, migration = app_db.make_engine(url), app_db.make_migration_engine(url)
+        timeouts = Settings(database_url=url, data_dir=tmp_path).database_timeouts_ms
+        assert timeouts == (30_000, 10_000)
+        engine, migration = app_db.make_engine(url, timeouts_ms=timeouts), app_db.make_migration_engine(url)
         with engine.connect() as c:
             assert (c.scalar(text("SHOW statement_timeout")), c.scalar(text("SHOW lock_timeout"))) == ("30s", "10s")
         with migration.connect() as c:
             assert (c.scalar(text("SHOW statement_timeout")), c.scalar(text("SHOW lock_timeout"))) == ("0", "0")
-        monkeypatch.setattr(app_db, "LOCK_TIMEOUT_MS", 300)
-        quick = app_db.make_engine(url)
+        quick = app_db.make_engine(url, timeouts_ms=(0, 300))
         with engine.begin() as holder:
             holder.execute(text("CREATE TABLE t (x int)"))
         with engine.connect() as holder:

@@ -146,7 +146,7 @@ def _exchange(port: int, *parts: bytes, half_close: bool = False, answers: int =
             s.shutdown(socket.SHUT_WR)
         data = b""
         try:
-            while data.count(b"HTTP/1.1 ") < answers or not data.endswith((b"}", b"\r\n\r\n", b"x", b".")):
+            while data.count(b"HTTP/1.1 ") < answers or not data.endswith((b"}", b"\r\n\r\n", b"x", b".", b" ")):
                 chunk = s.recv(1 << 16)
                 if not chunk:
                     break
@@ -220,3 +220,15 @@ def test_an_http_1_0_client_gets_no_100_continue(echo_port: int) -> None:
     head = b"POST /p HTTP/1.0\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
     data = _exchange(echo_port, head, b"{}")
     assert data.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in data and data.endswith(b"POST /p {}"), data
+
+
+def test_upgrade_requests_pipelined_in_one_read_are_each_answered(echo_port: int) -> None:
+    """A reviewer: a second Upgrade request in the same read was a 400 that lost the first one's answer, and a
+    request with `Connection: close` followed by more bytes after an Upgrade request was a 400 (the new parser
+    lacked uvicorn's leniency for data after close)."""
+    head = H2C % len(BODY)
+    two = _exchange(echo_port, head + BODY + head + BODY, answers=2)
+    assert two.count(b"HTTP/1.1 200 ") == 2 and two.endswith(b"POST /predict " + BODY), two
+    closing = b"GET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /c HTTP/1.1\r\nHost: t\r\n\r\n"
+    data = _exchange(echo_port, head + BODY + closing, answers=2, wait_s=1.5)
+    assert data.count(b"HTTP/1.1 200 ") == 2 and data.endswith(b"GET /b "), data
