@@ -83,6 +83,18 @@ def outage_cause(exc: BaseException) -> str | None:
     return next((cause for prefix, cause in SQLITE_OUTAGE_CAUSES.items() if text.startswith(prefix)), None)
 
 
+SCHEMA_MISSING_SQLITE = ("no such table", "no such column")
+SCHEMA_MISSING_SQLSTATES = {"42P01", "42703"}  # undefined table, undefined column
+
+
+def is_schema_missing(exc: BaseException) -> bool:
+    """A table or column the code uses is not in the database: it was not migrated to this release."""
+    orig = getattr(exc, "orig", exc)
+    if isinstance(orig, sqlite3.OperationalError):
+        return str(orig).lower().startswith(SCHEMA_MISSING_SQLITE)
+    return _sqlstate(orig) in SCHEMA_MISSING_SQLSTATES
+
+
 def is_sqlite_read_only(exc: BaseException) -> bool:
     """SQLite's "attempt to write a readonly database" (raised by the driver, or wrapped by SQLAlchemy)."""
     orig = getattr(exc, "orig", exc)

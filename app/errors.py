@@ -23,7 +23,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from app.db import is_unavailable_error, outage_cause
+from app.db import is_schema_missing, is_unavailable_error, outage_cause
 from app.http.bodies import AllowedMethods, is_unreadable_body, not_json_message, unreadable_body_message
 from app.http.validation import plain_message
 from app.schemas.errors import Error
@@ -205,6 +205,10 @@ async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
         cause = outage_cause(exc)
         message = f"{DATABASE_UNAVAILABLE} ({cause})" if cause else DATABASE_UNAVAILABLE
+        return domain_error_response(Unavailable(message, dependency="database"))
+    if is_schema_missing(exc):  # an operator's step, not a bug: started without `migrate` (a 500 before)
+        log.error("database schema behind the code on %s %s: %s", request.method, request.url.path, exc)
+        message = f"{DATABASE_UNAVAILABLE} (its schema is behind this release: run `neurules-admin migrate`)"
         return domain_error_response(Unavailable(message, dependency="database"))
     log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
     return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)

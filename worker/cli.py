@@ -364,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         run(args, settings)
     except (DomainError, RoleError) as e:
-        sys.exit(f"neurules-admin: {getattr(e, 'message', e)}")
+        where = f" (in {database_label(settings)})" if isinstance(e, NotFound) else ""  # run elsewhere: another db
+        sys.exit(f"neurules-admin: {getattr(e, 'message', e)}{where}")
     except DBAPIError as e:  # only the database's own errors: a bug elsewhere keeps its traceback
         owner = args.cmd in COMMANDS_AS_OWNER
         url = settings.resolved_migration_database_url if owner else settings.resolved_database_url

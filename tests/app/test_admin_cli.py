@@ -54,6 +54,12 @@ def test_create_tenant_and_key_say_which_database(env, capsys, monkeypatch, tmp_
     main(["create-key", "acme"])
     out = capsys.readouterr()
     assert out.out.strip().startswith("nrk_") and str(tmp_path / "var" / "neurules.sqlite3") in out.err
+    other = tmp_path / "elsewhere"  # a newcomer in another directory: a tenant unknown there says which database
+    other.mkdir()
+    monkeypatch.chdir(other)
+    with pytest.raises(SystemExit) as info:
+        main(["create-key", "acme"])
+    assert "no tenant 'acme'" in str(info.value) and str(other / "var" / "neurules.sqlite3") in str(info.value)
 
 
 def test_migrate_config_reap(env, capsys) -> None:

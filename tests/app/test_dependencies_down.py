@@ -555,3 +555,20 @@ def test_a_queued_job_and_evaluation_are_answered_without_reading_them_back(sqli
     from app.routers.evaluations import public
 
     assert public(row, version).id == row.id
+
+
+def test_a_database_not_migrated_is_a_503_saying_to_migrate() -> None:
+    """A README probe started the API without `migrate`: /readyz said so, but every /v1 call was a 500 (`no such
+    table: api_keys`). A table or column missing is an operator's step, not a bug."""
+    import psycopg
+
+    for missing in (
+        _orig(sqlite3.OperationalError("no such table: api_keys")),
+        exc.ProgrammingError("SELECT", {}, psycopg.errors.UndefinedTable('relation "api_keys" does not exist')),
+        exc.ProgrammingError("SELECT", {}, psycopg.errors.UndefinedColumn('column "model_name" does not exist')),
+    ):
+        r = _raising(missing).get("/boom")
+        assert_unavailable(r, ("database_unavailable",))
+        assert "neurules-admin migrate" in r.json()["error"]["message"], r.text
+    r = _raising(exc.ProgrammingError("SELECT", {}, psycopg.errors.SyntaxError("syntax error"))).get("/boom")
+    assert r.status_code == 500  # a bug stays a 500
