@@ -17,7 +17,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/neurules
 
-# dependencies first (cached layer): torch, then the project's service extra
+# torch first, in a layer cached until TORCH_SPEC or pyproject.toml changes; the project and its service extra
+# install after the sources are copied (the `pip install -e` below)
 COPY pyproject.toml README.md ./
 RUN pip install ${PIP_EXTRA_INDEX_URL:+--extra-index-url "$PIP_EXTRA_INDEX_URL"} "$TORCH_SPEC"
 
@@ -35,5 +36,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
 
-# one server process per core, each with its own SO_REUSEPORT listener (not uvicorn --workers)
+# one server process by default (NEURULES_WORKERS, or `serve --workers N`: one per core is best, each with its own
+# SO_REUSEPORT listener, not uvicorn --workers)
 CMD ["neurules-admin", "serve", "--host", "0.0.0.0", "--port", "8000"]
