@@ -103,7 +103,10 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     """Apply migrations, then run `workers` server processes on host:port."""
     configure_logging(settings.log_level)
     if port_in_use(host, port):
-        sys.exit(f"neurules-admin: {host}:{port} is already in use (another server?); pick another --port (NEURULES_PORT for make run)")
+        sys.exit(
+            f"neurules-admin: {host}:{port} is already in use (another server?); "
+            "pick another --port (NEURULES_PORT for make run)"
+        )
     check_listen(host, port)  # before the lock and the migrations: a bad address changes nothing
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
