@@ -59,13 +59,14 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-@pytest.fixture()
-def guarded_port() -> Iterator[int]:
-    """uvicorn with the guard (stall bound 1 s) serving `_app` on a free port."""
+def _serving(app: Any, stall_s: float) -> Iterator[int]:
+    """uvicorn with the guard (as `neurules-admin serve` runs it: no websockets) serving `app` on a free port."""
     from worker.http_guard import guarded_protocol
 
     port = free_port()
-    config = uvicorn.Config(_app, port=port, loop="uvloop", http=guarded_protocol(8192, 1.0), log_level="warning")
+    config = uvicorn.Config(
+        app, port=port, loop="uvloop", http=guarded_protocol(8192, stall_s), ws="none", log_level="warning"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -76,6 +77,12 @@ def guarded_port() -> Iterator[int]:
     yield port
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture()
+def guarded_port() -> Iterator[int]:
+    """`_app` served with a stall bound of 1 s."""
+    yield from _serving(_app, 1.0)
 
 
 def test_a_pipelined_head_waiting_behind_a_slow_answer_is_not_a_stall(guarded_port: int) -> None:
@@ -115,23 +122,8 @@ async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture()
 def echo_port() -> Iterator[int]:
-    """uvicorn with the guard (as `neurules-admin serve` runs it: no websockets) serving `_echo`."""
-    from worker.http_guard import guarded_protocol
-
-    port = free_port()
-    config = uvicorn.Config(
-        _echo, port=port, loop="uvloop", http=guarded_protocol(8192, 2.0), ws="none", log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    """`_echo` served with a stall bound of 2 s."""
+    yield from _serving(_echo, 2.0)
 
 
 def _exchange(port: int, *parts: bytes, half_close: bool = False, answers: int = 1, wait_s: float = 5) -> bytes:
