@@ -279,7 +279,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.target not in df.columns:
         names = list(df.columns)
         shown = f"{names[:20]} and {len(names) - 20} more" if len(names) > 20 else str(names)
-        print(f"error: target column {args.target!r} not in {shown}", file=sys.stderr)
+        print(f"error: {args.data}: target column {args.target!r} not in {shown}", file=sys.stderr)
         return 2
     _name_stray_text(df, args.target)
     X, y = _training_rows(df, args.target)
@@ -319,7 +319,10 @@ def _predict(args: argparse.Namespace) -> int:
     categorical = frozenset(f.name for f in rl.features if f.type == "categorical")
     df = _read_csv(args.data, text=categorical, commas_in=numeric.__contains__)
     _check_numbers(rl, df)
-    header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
+    try:
+        header, rows = decision_table(rl, df)  # the service's predict.csv writes the same columns
+    except ValueError as e:  # a column the model needs is missing: say in which file
+        raise ValueError(f"{args.data}: {e}") from None
     out = pd.DataFrame(rows, columns=header)
     if args.out:
         out.to_csv(args.out, index=False)
