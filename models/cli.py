@@ -252,14 +252,16 @@ def _train(clf: Any, X: pd.DataFrame, y: np.ndarray, quiet: bool) -> None:
         try:
             from tqdm import tqdm
 
-            bar = tqdm(total=None, desc="training", unit="epoch", file=sys.stderr)
+            # a log (stderr no terminal) gets a line every few seconds, not one per epoch (hundreds per fit)
+            interval = 0.1 if sys.stderr.isatty() else 5.0
+            bar = tqdm(total=None, desc="training", unit="epoch", file=sys.stderr, mininterval=interval)
         except ImportError:  # pragma: no cover
             bar = None
 
     def progress(p: dict[str, Any]) -> None:
         if bar is not None:
             bar.total = p["n_epochs"]
-            bar.set_postfix(loss=f"{p['loss']:.4f}")
+            bar.set_postfix(loss=f"{p['loss']:.4f}", refresh=False)  # drawn by update, at its interval
             bar.update(1)
 
     try:

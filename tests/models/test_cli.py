@@ -362,3 +362,16 @@ def test_a_missing_target_or_model_column_names_the_file(tmp_path: Path, small_m
     assert r.returncode == 2 and r.stderr.startswith(f"error: {data}: target column 'nosuch' not in"), r.stderr
     r = _run("predict", str(small_model), str(data))
     assert r.returncode == 2 and r.stderr.startswith(f"error: {data}: ") and "missing" in r.stderr, r.stderr
+
+
+def test_progress_into_a_log_is_a_few_lines_not_one_per_epoch(tmp_path: Path) -> None:
+    """A README probe: `neurules fit` without --quiet wrote one progress update per epoch into a captured log
+    (about 360 for heart)."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=80)
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": a, "y": (a > 0).astype(int)}).to_csv(data, index=False)
+    r = _run("fit", str(data), "--target", "y", "--epochs", "60", "--out", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    updates = r.stderr.replace("\r", "\n").count("training")
+    assert 1 <= updates <= 6, r.stderr
