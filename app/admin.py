@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -177,9 +178,9 @@ def create_key(url: str, tenant: str, label: str = "", scope: str = "full") -> t
     return row.id, key
 
 
-def revoke_key(url: str, key_id: str) -> None:
-    """Revoke an API key by id (NotFound when there is none)."""
-    _run(url, lambda s: tenants.revoke_key(s, key_id))
+def revoke_key(url: str, key_id: str) -> datetime | None:
+    """Revoke an API key by id (NotFound when there is none); when it was revoked already, that time."""
+    return _run(url, lambda s: tenants.revoke_key(s, key_id))
 
 
 def list_tenants(url: str) -> list[dict[str, Any]]:

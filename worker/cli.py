@@ -340,11 +340,14 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
             file=sys.stderr,
         )
     elif args.cmd == "revoke-key":
-        admin.revoke_key(url, args.key_id)
-        print(
-            f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
-            f"{settings.auth_cache_ttl_s:g} s)"
-        )
+        before = admin.revoke_key(url, args.key_id)
+        if before is not None:
+            print(f"{args.key_id} was revoked already, at {before.isoformat()}: nothing changed")
+        else:
+            print(
+                f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
+                f"{settings.auth_cache_ttl_s:g} s)"
+            )
     elif args.cmd == "list-tenants":
         print(json.dumps(admin.list_tenants(url), indent=2))
     elif args.cmd == "reap":

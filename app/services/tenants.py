@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import String, select
@@ -99,12 +100,16 @@ def create_key(session: Session, tenant: str, label: str = "", scope: str = "ful
     return row, key
 
 
-def revoke_key(session: Session, key_id: str) -> None:
-    """Revoke an API key by id; NotFound when there is none."""
+def revoke_key(session: Session, key_id: str) -> datetime | None:
+    """Revoke an API key by id; NotFound when there is none. A key revoked already keeps its first revocation's
+    time (revoking again moved it, so who could use the key until when was lost): that time, else None."""
     row = session.get(ApiKey, key_id)
     if row is None:
         raise NotFound(f"no key {key_id!r}")
+    if row.revoked_at is not None:
+        return row.revoked_at
     row.revoked_at = utcnow()
+    return None
 
 
 def tenant_keys(session: Session, tenant_id: str) -> list[ApiKey]:

@@ -35,9 +35,14 @@ def test_tenant_key_lifecycle(env, capsys) -> None:
     main(["list-tenants"])
     listed = json.loads(capsys.readouterr().out)
     assert listed[0]["name"] == "acme" and listed[0]["keys"][0]["label"] == "ci" and key not in json.dumps(listed)
-    main(["revoke-key", listed[0]["keys"][0]["id"]])
-    main(["list-tenants"])
-    capsys.readouterr()
+    key_id = listed[0]["keys"][0]["id"]
+    main(["revoke-key", key_id])
+    assert capsys.readouterr().out.startswith(f"revoked {key_id}")
+    main(["revoke-key", key_id])  # again: the first revocation's time stays (it was moved to now)
+    first = capsys.readouterr().out
+    assert "was revoked already, at" in first
+    main(["revoke-key", key_id])
+    assert capsys.readouterr().out == first
     with pytest.raises(SystemExit, match="no tenant"):
         main(["create-key", "nobody"])
 
