@@ -61,6 +61,7 @@ class JobPublic(BaseModel):
                 {
                     "id": "job_0a1b2c3d4e5f60718293a4b5",
                     "dataset_id": "ds_4f1c2a9e0b7d6c5a3e2f1a0b",
+                    "dataset_sha256": "3b7f0c6f0e5d4c2b1a0918273645546372819a0b1c2d3e4f5a6b7c8d9e0f1a2b",
                     "target": "target",
                     "model_name": "heart-disease",
                     "parameters": {
@@ -88,7 +89,12 @@ class JobPublic(BaseModel):
     )
 
     id: str
-    dataset_id: str | None
+    dataset_id: str | None = Field(description="the dataset it trains on (null once that dataset was deleted)")
+    dataset_sha256: str | None = Field(
+        None,
+        description="SHA-256 of the training file, kept when the dataset is deleted (null for a job from before "
+        "this was recorded)",
+    )
     target: str
     model_name: str
     parameters: dict[str, object]
@@ -117,6 +123,7 @@ class JobPublic(BaseModel):
         return cls(
             id=job.id,
             dataset_id=job.dataset_id,
+            dataset_sha256=job.dataset_sha256,
             target=job.target,
             model_name=job.model_name,
             parameters=job.parameters,

@@ -267,3 +267,16 @@ def test_delete_dataset_in_use_is_409(api) -> None:
     _job(api, {"dataset_id": ds, "target": "target"})
     r = api.client.delete(f"/v1/datasets/{ds}", headers=api.h())
     assert r.status_code == 409 and api.count("datasets") == 1
+
+
+def test_a_job_keeps_its_training_files_digest_when_the_dataset_is_deleted(api) -> None:
+    """A reviewer probe: deleting a finished job's dataset made its `dataset_id` null, and nothing in the job said
+    which file it had trained on any more; its digest stays."""
+    ds = dataset(api)
+    sha = api.client.get(f"/v1/datasets/{ds}", headers=api.h()).json()["sha256"]
+    job = _job(api, {"dataset_id": ds, "target": "target"}).json()
+    assert job["dataset_sha256"] == sha
+    assert api.client.post(f"/v1/jobs/{job['id']}/cancel", headers=api.h()).status_code == 202
+    assert api.client.delete(f"/v1/datasets/{ds}", headers=api.h()).status_code == 204
+    got = api.client.get(f"/v1/jobs/{job['id']}", headers=api.h()).json()
+    assert got["dataset_id"] is None and got["dataset_sha256"] == sha, got
