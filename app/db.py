@@ -31,7 +31,8 @@ SQLITE_OUTAGES = (
 DRIVER_OUTAGE_CLASSES = {"OperationalError", "InterfaceError"}  # PEP 249 names: psycopg, psycopg2, ...
 # PostgreSQL errors of other classes that mean "cannot be used now": 25006 read_only_sql_transaction (a standby
 # after a failover, `default_transaction_read_only` on: an InternalError, so every write was a 500)
-PG_OUTAGE_SQLSTATES = {"25006"}
+READ_ONLY_SQLSTATE = "25006"
+PG_OUTAGE_SQLSTATES = {READ_ONLY_SQLSTATE}
 READ_ONLY_CAUSE = "the database is read-only (a standby after a failover?): point the service at the primary"
 # TCP keepalives and TCP_USER_TIMEOUT end a connection whose server vanished from the network, which no
 # server-side timeout can (the statement and lock timeouts: `make_engine`'s `timeouts_ms`)
@@ -75,7 +76,7 @@ def outage_cause(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite_identity.DatabaseFileChanged):
         return str(exc)
     orig = getattr(exc, "orig", exc)
-    if _sqlstate(orig) == "25006":
+    if _sqlstate(orig) == READ_ONLY_SQLSTATE:
         return READ_ONLY_CAUSE
     if not isinstance(orig, sqlite3.OperationalError):
         return None

@@ -210,12 +210,22 @@ def version_state_break(events: list[dict[str, Any]], versions: set[int]) -> Cha
     return None
 
 
-def _version_contents(session: Session, model_id: str) -> dict[int, str | None]:
-    """version number -> the seal its stored rule list and text give (None: the rule list does not read)."""
-    q = select(ModelVersion.version, cast(ModelVersion.rule_list, Text), ModelVersion.text).where(
-        ModelVersion.registered_model_id == model_id
-    )
-    return {int(v): _stored_sha256(stored, text) for v, stored, text in session.execute(q).all()}
+def _version_seals(session: Session, model_id: str) -> tuple[dict[int, str | None], dict[int, str | None]]:
+    """version number -> the seal its stored rule list and text give, and -> the details seal its stored metrics,
+    input schema and provenance give (None: what it seals does not read), from one read of the versions."""
+    q = select(
+        ModelVersion.version,
+        cast(ModelVersion.rule_list, Text),
+        ModelVersion.text,
+        cast(ModelVersion.metrics, Text),
+        cast(ModelVersion.input_schema, Text),
+        cast(ModelVersion.provenance, Text),
+    ).where(ModelVersion.registered_model_id == model_id)
+    contents, details = {}, {}
+    for v, stored, text, metrics, schema, provenance in session.execute(q).all():
+        contents[int(v)] = _stored_sha256(stored, text)
+        details[int(v)] = _stored_details(metrics, schema, provenance)
+    return contents, details
 
 
 def _stored_sha256(stored: str | None, text: Any) -> str | None:
@@ -237,18 +247,6 @@ def content_break(events: list[dict[str, Any]], contents: dict[int, str | None])
             msg = f"version {version}'s rule list or text is not the one its event (seq {e['seq']}) sealed"
             return ChainBreak("version_content_mismatch", msg, None, e["seq"])
     return None
-
-
-def _version_details(session: Session, model_id: str) -> dict[int, str | None]:
-    """version number -> the details seal its stored metrics, input schema and provenance give (None: one does not
-    read as JSON)."""
-    q = select(
-        ModelVersion.version,
-        cast(ModelVersion.metrics, Text),
-        cast(ModelVersion.input_schema, Text),
-        cast(ModelVersion.provenance, Text),
-    ).where(ModelVersion.registered_model_id == model_id)
-    return {int(v): _stored_details(m, i, p) for v, m, i, p in session.execute(q).all()}
 
 
 def _stored_details(metrics: str | None, input_schema: str | None, provenance: str | None) -> str | None:
@@ -306,7 +304,7 @@ def _check_model(session: Session, model_id: str, name: str) -> tuple[int, Chain
                 break
         aliases, versions = _current_aliases(session, model_id), _current_versions(session, model_id)
         foreign = _foreign_alias_break(session, model_id)
-        contents, details = _version_contents(session, model_id), _version_details(session, model_id)
+        contents, details = _version_seals(session, model_id)
         head_after = _model_head(session, model_id)
         broken = checker.finish(head_before, head_after)
         if broken is not None:

@@ -23,13 +23,13 @@ from app.services.evaluation import (
     check_scorable,
     code_labels,
     decisions,
-    label_key,
+    meeting_key,
     require_target,
     rule_ids_in_order,
     typed_records,
 )
 from app.services.rule_texts import condition_text, rule_text
-from models.rulelist import ClassLabel, Condition, Rule, RuleList, category_key
+from models.rulelist import ClassLabel, Condition, Rule, RuleList
 
 ConditionKey = tuple[str, str, float | None, float | None, frozenset[str | None]]
 LabelKey = Callable[[ClassLabel], Any]
@@ -46,13 +46,10 @@ def _typed(label: ClassLabel) -> Any:
 
 
 def label_matcher(base: RuleList, other: RuleList) -> LabelKey:
-    """The key on which the two versions' classes meet: as an evaluation meets a target value with a class (`1`,
-    `"1"` and `"1.0"` alike: a version trained on a target read as text has the classes `"0"`, `"1"`), unless that
-    would merge two classes of one version; then stricter keys, down to value and type."""
-    for key in (label_key, category_key):
-        if all(len({key(c) for c in rl.classes}) == len(rl.classes) for rl in (base, other)):
-            return key
-    return _typed
+    """The key on which the two versions' classes meet: as an evaluation meets a target value with a class
+    (`evaluation.meeting_key`: `1`, `"1"` and `"1.0"` alike, a version trained on a target read as text has the
+    classes `"0"`, `"1"`), unless that would merge two classes of one version; then value and type."""
+    return meeting_key(base.classes, other.classes) or _typed
 
 
 def diff_conditions(

@@ -79,13 +79,21 @@ class CodedLabels:
         }
 
 
-def _class_keys(classes: Sequence[ClassLabel]) -> tuple[Callable[[Any], CategoryKey], dict[CategoryKey, int]]:
-    """The key function and class index; the loose `label_key` unless it would merge two classes."""
+def meeting_key(*class_lists: Sequence[ClassLabel]) -> Callable[[Any], CategoryKey] | None:
+    """The key on which values meet classes: the loose `label_key` unless it would merge two classes of one of
+    the lists, else `category_key` unless that would; None when both would."""
     for key in (label_key, category_key):
-        index = {key(c): i for i, c in enumerate(classes)}
-        if len(index) == len(classes):
-            return key, index
-    raise ValueError("the document's classes are not distinct as category keys")
+        if all(len({key(c) for c in classes}) == len(classes) for classes in class_lists):
+            return key
+    return None
+
+
+def _class_keys(classes: Sequence[ClassLabel]) -> tuple[Callable[[Any], CategoryKey], dict[CategoryKey, int]]:
+    """The key function (`meeting_key`) and class index."""
+    key = meeting_key(classes)
+    if key is None:
+        raise ValueError("the document's classes are not distinct as category keys")
+    return key, {key(c): i for i, c in enumerate(classes)}
 
 
 def code_labels(classes: Sequence[ClassLabel], values: Sequence[Any] | np.ndarray) -> CodedLabels:
@@ -356,6 +364,7 @@ __all__ = [
     "evaluate_split",
     "evaluate_table",
     "label_key",
+    "meeting_key",
     "require_target",
     "rule_stats",
     "score",

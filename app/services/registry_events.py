@@ -80,14 +80,14 @@ def record(
     return event
 
 
-def bind_names(session: Session, tenant_id: str | None = None) -> list[RegisteredModel]:
-    """Record a `name_bound` event for each model (of the tenant, or of all) whose events carry no name yet (made
-    before migration 0010, or by an older release since): its name is then in its chain. The models bound."""
+def bind_names(session: Session) -> list[RegisteredModel]:
+    """Record a `name_bound` event for each model whose events carry no name yet (made before migration 0010, or
+    by an older release since): its name is then in its chain. The models bound."""
     named = select(RegistryEvent.id).where(
         RegistryEvent.registered_model_id == RegisteredModel.id, RegistryEvent.model_name.is_not(None)
     )
     q = select(RegisteredModel).where(~named.exists()).order_by(RegisteredModel.tenant_id, RegisteredModel.name)
-    models = list(session.scalars(q if tenant_id is None else q.where(RegisteredModel.tenant_id == tenant_id)))
+    models = list(session.scalars(q))
     for rm in models:
         record(session, rm, "name_bound", SYSTEM)
     return models
