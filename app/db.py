@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -120,6 +121,15 @@ def _driver_outage(exc: BaseException) -> bool:
 SqliteSynchronous = Literal["full", "normal"]
 
 
+def _create_private(path: Path) -> None:
+    """Create a SQLite file's folder (0700) and the empty file (0600) where missing: it holds every tenant's
+    datasets, audit trail and key hashes, and SQLite gives its WAL and shm files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # an existing file keeps its operator's mode; any other failure SQLite reports as it opens the file
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
 def make_engine(
     url: str, sqlite_synchronous: SqliteSynchronous = "full", timeouts_ms: tuple[int, int] = (0, 0)
 ) -> Engine:
@@ -136,7 +146,7 @@ def make_engine(
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
-            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(u.database))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")

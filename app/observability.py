@@ -167,6 +167,8 @@ class _JobsCollector(Collector):
 
 
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+# an API answer is one tenant's data fetched with a key header (not Authorization, which shared caches skip)
+NO_STORE = (b"cache-control", b"no-store")
 
 
 class RequestMetricsMiddleware:
@@ -205,6 +207,7 @@ class RequestMetricsMiddleware:
             return
         if self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives
             receive = _limited(receive, self.max_body)
+        api = scope["path"].startswith("/v1/")
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
 
         async def _send(message: Message) -> None:
@@ -217,6 +220,8 @@ class RequestMetricsMiddleware:
                 message["headers"] = [*headers, (b"x-request-id", rid.encode("latin-1"))]
                 if not any(k == b"x-content-type-options" for k, _ in headers):  # the pages set their own
                     message["headers"].append(NOSNIFF)  # a browser must not read an answer as another type
+                if api and not any(k == b"cache-control" for k, _ in headers):
+                    message["headers"].append(NO_STORE)  # no proxy or browser cache keeps a tenant's answer
             await send(message)
 
         try:

@@ -109,7 +109,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
         )
     check_listen(host, port)  # before the lock and the migrations: a bad address changes nothing
     try:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # every tenant's data
     except OSError as e:
         sys.exit(f"neurules-admin: cannot create the data folder {settings.data_dir}: {e.strerror}")
     lock = _lock_database(settings)

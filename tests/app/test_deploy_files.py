@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -15,15 +16,29 @@ def compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
+# what an operator's .env gives the variables compose requires (`${VAR:?message}`)
+OPERATOR_ENV = {"POSTGRES_PASSWORD": "owner-pw", "NEURULES_APP_PASSWORD": "app-pw", "NEURULES_METRICS_TOKEN": "m" * 24}
+REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
+DEFAULTED = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
 def _env(service: dict) -> dict[str, str]:
-    defaults = {"${POSTGRES_PASSWORD:-neurules}": "neurules", "${NEURULES_APP_PASSWORD:-neurules_app}": "neurules_app"}
     out = {}
     for k, v in service["environment"].items():
-        text = str(v)
-        for var, default in defaults.items():
-            text = text.replace(var, default)
-        out[k] = text
+        text = REQUIRED.sub(lambda m: OPERATOR_ENV[m.group(1)], str(v))
+        out[k] = DEFAULTED.sub(lambda m: m.group(2), text)
     return out
+
+
+def test_secrets_have_no_shipped_default() -> None:
+    """The compose file gave the database roles the passwords `neurules` / `neurules_app` and left /metrics (every
+    tenant's model names and decision counts, on a published port) open when no token was set: compose now refuses
+    to start without the three (`${VAR:?...}`), and nothing else in it names a default for them."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert set(REQUIRED.findall(text)) == set(OPERATOR_ENV)
+    assert not [m for m in DEFAULTED.findall(text) if m[0] in OPERATOR_ENV]
+    api = _settings(_env(compose()["services"]["api"]))
+    assert api.metrics_token is not None and api.metrics_token.get_secret_value() == "m" * 24
 
 
 def _settings(env: dict[str, str]) -> Settings:

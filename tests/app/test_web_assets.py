@@ -233,3 +233,25 @@ def test_a_500_says_nosniff_too(sqlite_api: Api, monkeypatch: Any) -> None:
     monkeypatch.setattr(datasets.datasets, "list_datasets", broken)
     r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/v1/datasets", headers=sqlite_api.h())
     assert r.status_code == 500 and r.headers.get_list("x-content-type-options") == ["nosniff"], r.headers
+
+
+def test_api_answers_are_never_stored_by_caches(sqlite_api: Api, doc: dict) -> None:
+    """An API answer is one tenant's data fetched with an X-API-Key header, which shared caches do not treat as
+    a credential (RFC 9111 skips only Authorization): every /v1 answer, the directly dispatched prediction
+    among them, says `Cache-Control: no-store`; the console's pages keep their own revalidation rule."""
+    c, h = sqlite_api.client, sqlite_api.h()
+    v = sqlite_api.import_model(doc)
+    answers = [
+        c.get("/v1/audit", headers=h),
+        c.get("/v1/keys", headers=h),
+        c.get(f"/v1/models/{v['id']}/export?format=sql&table=t", headers=h),
+        c.post(
+            f"/v1/models/{v['id']}/predict", json={"records": [{"age": 67, "income": 50, "smoker": "yes"}]}, headers=h
+        ),
+        c.head("/v1/datasets", headers=h),
+        c.get("/v1/keys"),
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 200, 200, 200, 401]
+    for r in answers:
+        assert r.headers.get_list("cache-control") == ["no-store"], (r.url, r.headers)
+    assert c.get("/console/").headers.get_list("cache-control") == ["no-cache"]

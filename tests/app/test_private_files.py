@@ -1,0 +1,43 @@
+"""The embedded database's files are readable by the service's user only (they hold every tenant's data)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from sqlalchemy import text
+
+from app.db import make_engine
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_sqlite_database_its_log_and_folder_are_private(tmp_path: Path) -> None:
+    """Created with the process's umask (0644 under 0022): any local user could read the datasets, the audit
+    trail and the key hashes. Now the folder is 0700 and the file, its WAL and shm 0600."""
+    folder = tmp_path / "data"
+    engine = make_engine(f"sqlite:///{folder}/neurules.sqlite3")
+    with engine.begin() as c:
+        c.execute(text("CREATE TABLE t (a INTEGER)"))
+        c.execute(text("INSERT INTO t VALUES (1)"))
+    with engine.connect() as c:  # the WAL and shm exist while a connection is open
+        assert c.execute(text("SELECT a FROM t")).scalar() == 1
+        files = sorted(p.name for p in folder.iterdir())
+        assert files == ["neurules.sqlite3", "neurules.sqlite3-shm", "neurules.sqlite3-wal"]
+        assert {name: _mode(folder / name) for name in files} == dict.fromkeys(files, 0o600)
+    assert _mode(folder) == 0o700
+    engine.dispose()
+
+
+def test_an_existing_database_keeps_the_mode_its_operator_gave_it(tmp_path: Path) -> None:
+    """A file shared on purpose with a backup user's group stays as it was."""
+    path = tmp_path / "db.sqlite3"
+    path.touch(mode=0o640)
+    path.chmod(0o640)
+    engine = make_engine(f"sqlite:///{path}")
+    with engine.begin() as c:
+        c.execute(text("CREATE TABLE t (a INTEGER)"))
+    assert _mode(path) == 0o640
+    engine.dispose()
