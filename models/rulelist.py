@@ -547,9 +547,13 @@ def check_new_document(rl: RuleList, doc: Mapping[str, Any] | None = None) -> No
     read without these checks, so a version stored before them stays readable: no key the format does not
     have (`doc`, the document as sent), feature names without a NUL character or blanks around them (no CSV
     header, SQL name or most clients' record keys hold one), each category listed once and written as a CSV
-    cell reads it, a numeric feature's min at most its max."""
+    cell reads it, each text class written as a CSV cell reads it (an evaluation's label column holds it), a
+    numeric feature's min at most its max."""
     if doc is not None:
         _check_keys(doc)
+    for i, c in enumerate(rl.classes):  # a label file's cell "None" is missing: its rows would never be scored
+        if isinstance(c, str) and csv_cell_value(c) != c:
+            _Doc.fail(f"classes[{i}]", f"{c!r} is read from a CSV cell as {_read_as(c)}: {_READ_RULE}")
     for i, f in enumerate(rl.features):
         path = f"features[{i}]"
         if "\x00" in f.name:
@@ -572,13 +576,23 @@ def _check_levels(levels: Sequence[CategoryKey], path: str, *, unique: bool = Tr
             _Doc.fail(f"{path}[{j}]", f"{c!r} is listed twice")
         seen.add(c)
         if c is not None and csv_cell_value(c) != c:
-            why = "a missing value" if csv_cell_value(c) is None else f"{csv_cell_value(c)!r}"
             _Doc.fail(
                 f"{path}[{j}]",
-                f"{c!r} is read from a CSV cell or a record as {why} (blanks around a value are dropped; "
-                f"{', '.join(repr(t) for t in sorted(CSV_MISSING_TOKENS) if t)} are missing): write the level as "
-                "it is read, or null for the missing level",
+                f"{c!r} is read from a CSV cell or a record as {_read_as(c)}: {_READ_RULE}; write the level as it "
+                "is read, or null for the missing level",
             )
+
+
+_READ_RULE = (
+    f"blanks around a value are dropped, and {', '.join(repr(t) for t in sorted(CSV_MISSING_TOKENS) if t)} "
+    "or an empty cell are missing"
+)
+
+
+def _read_as(text: str) -> str:
+    """What a CSV cell holding `text` is read as, in words."""
+    read = csv_cell_value(text)
+    return "a missing value" if read is None else repr(read)
 
 
 def _check_keys(doc: Mapping[str, Any]) -> None:

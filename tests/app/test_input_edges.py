@@ -626,3 +626,15 @@ def test_an_import_that_reading_allows_but_no_client_could_use_is_a_422(sqlite_a
     err = r.json()["error"]
     assert err["code"] == "invalid_rule_list" and err["details"][0]["field"] == field, err
     assert sqlite_api.count("model_versions") == 0
+
+
+@pytest.mark.parametrize(("classes", "index"), [(["None", "Severe"], 0), (["low", "NA"], 1), (["A ", "B"], 0)])
+def test_an_imported_class_a_label_file_cannot_hold_is_a_422(sqlite_api, doc, classes, index) -> None:
+    """Classes `None` / `Severe` were imported; an evaluation then read every `None` cell of the label column as
+    missing and scored the `Severe` rows alone (accuracy = Severe's recall, `None` support 0, "missing_target: 4")."""
+    doc["classes"] = classes
+    r = sqlite_api.client.post("/v1/models", json={"name": "imp", "rule_list": doc}, headers=sqlite_api.h())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_rule_list" and err["details"][0]["field"] == f"rule_list.classes[{index}]", err
+    assert repr(classes[index]) in err["message"] and sqlite_api.count("model_versions") == 0
