@@ -17,14 +17,13 @@ from typing import Literal
 from celery import Celery
 
 from app.db import Database, is_unavailable_error
+from app.services import datasets, evaluations
 from app.services import evaluation_runs as runs
-from app.services import evaluations
-from app.services.errors import DomainError
+from app.services.errors import DomainError, NotFound
 from app.services.evaluations import StoredResult
 from app.services.lost_messages import Resend
 from app.services.training_overlap import NoTrainingFile, TrainingFile
 from app.settings import Settings
-from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion
 from models.rulelist import RuleList
 from worker.beat import Beat, OfflineAware
@@ -66,7 +65,10 @@ def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
         ds = s.get(Dataset, row.dataset_id)
         if ds is None or ds.tenant_id != row.tenant_id:
             raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored")
-        data = DatabaseBlobStore(s).get(ds.blob_key)
+        try:
+            data = datasets.file_bytes(s, ds)
+        except NotFound:
+            raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored") from None
         training = evaluations.training_file(s, mv)
         return EvaluationInputs(RuleList.from_dict(mv.rule_list), data, row.target, row.slice_by, training)
 

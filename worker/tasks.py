@@ -18,13 +18,12 @@ from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.exc import IntegrityError
 
 from app.db import Database, is_unavailable_error
+from app.services import datasets, registry
 from app.services import jobs as jobsvc
-from app.services import registry
-from app.services.errors import Conflict, Invalid
+from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend
 from app.settings import Settings
-from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Job
 from worker.beat import Beat, OfflineAware
 from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
@@ -86,7 +85,10 @@ def _load_inputs(db: Database, job_id: str) -> JobInputs:
         ds = s.get(Dataset, job.dataset_id) if job.dataset_id else None
         if ds is None:
             raise TrainingInputError("the dataset was deleted before training started")
-        data = DatabaseBlobStore(s).get(ds.blob_key)
+        try:
+            data = datasets.file_bytes(s, ds)
+        except NotFound:
+            raise TrainingInputError("the dataset was deleted before training started") from None
         return JobInputs(data, job.target, dict(job.parameters), job.tenant_id, job.model_name, ds.id, ds.sha256)
 
 

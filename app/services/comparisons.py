@@ -13,7 +13,6 @@ from app.services.csvdata import categorical_names, parse_csv
 from app.services.errors import Invalid
 from app.services.evaluations import VersionRef, training_file, version_ref
 from app.services.training_overlap import training_overlap
-from app.storage import DatabaseBlobStore
 from models.rulelist import RuleList
 
 
@@ -73,7 +72,7 @@ def compare_versions(
         # a column categorical in both lists keeps its commas; one numeric in either reads them as before
         text = categorical_names(base)
         keep = categorical_names(other_rl)
-        table = parse_csv(DatabaseBlobStore(session).get(ds.blob_key), keep_text=lambda n: text(n) and keep(n))
+        table = parse_csv(datasets.file_bytes(session, ds), keep_text=lambda n: text(n) and keep(n))
         if target is None and base.target in table.columns:
             target = base.target
         block = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}

@@ -10,7 +10,6 @@ from itertools import islice
 from sqlalchemy.orm import Session
 
 from app.services import datasets
-from app.storage import DatabaseBlobStore
 from models.csvtext import sniff_delimiter
 from models.rulelist import csv_cell_value
 
@@ -40,7 +39,7 @@ def head(data: bytes, limit: int) -> Preview:
 def preview(session: Session, tenant_id: str, dataset_id: str, limit: int) -> Preview:
     """The first `limit` rows (at most 100) of one of the tenant's datasets; NotFound otherwise."""
     ds = datasets.get_dataset(session, tenant_id, dataset_id)
-    return head(DatabaseBlobStore(session).get(ds.blob_key), limit)
+    return head(datasets.file_bytes(session, ds), limit)
 
 
 __all__ = ["MAX_PREVIEW_ROWS", "Preview", "head", "preview"]

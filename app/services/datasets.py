@@ -63,6 +63,15 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
     return ds
 
 
+def file_bytes(session: Session, ds: Dataset) -> bytes:
+    """The dataset's file; NotFound when a delete committed since its row was read (the row and its file are
+    two statements apart: a concurrent DELETE made the second read a KeyError, a 500)."""
+    try:
+        return DatabaseBlobStore(session).get(ds.blob_key)
+    except KeyError:
+        raise NotFound(f"dataset {ds.id!r} not found (deleted meanwhile)") from None
+
+
 MAX_NAME_CHARS = 200  # the dataset row's name column
 
 

@@ -30,7 +30,6 @@ from app.services.training_overlap import (
     TrainingFile,
     training_overlap,
 )
-from app.storage import DatabaseBlobStore
 from app.tables import Dataset, Evaluation, ModelVersion, new_id, utcnow
 from models.rulelist import RuleList
 
@@ -96,7 +95,10 @@ def training_file(session: Session, mv: ModelVersion, *, max_rows: int | None = 
     ds, target = found
     if max_rows is not None and ds.n_rows > max_rows:
         return NoTrainingFile(ds.id, TRAINING_FILE_TOO_LARGE)
-    return TrainingFile(ds.id, DatabaseBlobStore(session).get(ds.blob_key), target)
+    try:
+        return TrainingFile(ds.id, datasets.file_bytes(session, ds), target)
+    except NotFound:
+        return NoTrainingFile(ds.id, TRAINING_DATASET_DELETED)
 
 
 def score_file(
@@ -163,7 +165,7 @@ def create_evaluation(
     check_columns(rule_list, [c["name"] for c in ds.columns], target, req.slice_by)
     row = _new_row(tenant_id, mv, ds, target, req.slice_by)
     if max(ds.n_rows, training_rows(session, mv)) <= sync_max_rows:  # the training file is read to check rows
-        data = DatabaseBlobStore(session).get(ds.blob_key)
+        data = datasets.file_bytes(session, ds)
         result = score_file(rule_list, data, target, req.slice_by, training_file(session, mv))
         now = utcnow()
         stored = StoredResult.of(result)

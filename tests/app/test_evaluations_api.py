@@ -226,3 +226,37 @@ def test_the_background_path_refuses_a_feature_as_target_before_queueing(tmp_pat
         assert api.count("evaluations") == 0 and api.queue.evaluations == []
     finally:
         gen.close()
+
+
+def test_a_dataset_deleted_between_its_row_and_its_file_is_a_404(api, doc, monkeypatch) -> None:
+    """An evaluation, a comparison and a preview read the dataset's row, then its file: a DELETE committing
+    between the two (PostgreSQL's read committed) made the file read a KeyError, a 500. Here the file goes
+    right after the row is read, as that DELETE would take it."""
+    from sqlalchemy import delete
+
+    from app.services import datasets
+    from app.tables import Blob
+
+    v = api.import_model(doc)
+    rows = labelled_rows(40, seed=5)
+    real = datasets.get_dataset
+
+    def row_then_file_gone(session: Any, *args: Any, **kwargs: Any) -> Any:
+        ds = real(session, *args, **kwargs)
+        session.execute(delete(Blob).where(Blob.key == ds.blob_key))
+        return ds
+
+    monkeypatch.setattr(datasets, "get_dataset", row_then_file_gone)
+    ds_e = upload(api, csv_bytes(rows))
+    answers = [evaluate(api, v["id"], dataset_id=ds_e["id"])]
+    ds_c, ds_p = upload(api, csv_bytes(rows)), upload(api, csv_bytes(rows))
+    answers.append(
+        api.client.get(
+            f"/v1/models/{v['id']}/compare", params={"other": v["id"], "dataset_id": ds_c["id"]}, headers=api.h()
+        )
+    )
+    answers.append(api.client.get(f"/v1/datasets/{ds_p['id']}/preview", headers=api.h()))
+    for r in answers:
+        assert r.status_code == 404, r.text
+        assert "deleted meanwhile" in r.json()["error"]["message"], r.text
+    assert api.count("evaluations") == 0
