@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -11,8 +12,16 @@ from pydantic_core import PydanticCustomError
 ISO_DATETIME_MESSAGE = "must be an ISO 8601 date-time, e.g. 2026-11-27T10:00:00Z"
 
 
+# pydantic reads a bare number as Unix time, in milliseconds above 2e10: `until=99999999999` (meant as seconds)
+# became a window in 1973 with no decisions and no alert
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
 def _iso_datetime(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A time that does not parse, in plain words (not pydantic's "Input should be a valid datetime or date")."""
+    """A time that does not parse, in plain words (not pydantic's "Input should be a valid datetime or date");
+    a number is refused the same way (the contract is ISO 8601)."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise PydanticCustomError("datetime_parsing", ISO_DATETIME_MESSAGE)
     try:
         return handler(value)
     except ValidationError:
