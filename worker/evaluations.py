@@ -134,13 +134,24 @@ def _fail(db: Database, evaluation_id: str, worker_id: str, code: str, message: 
 
 
 def reap_evaluations(
-    db: Database, settings: Settings, app: Celery | None, resend: Resend | None = None
+    db: Database,
+    settings: Settings,
+    app: Celery | None,
+    resend: Resend | None = None,
+    dead_worker_prefix: tuple[str, ...] = (),
 ) -> list[runs.ReapAction]:
-    """Requeue or fail evaluations whose worker went silent; re-send queued ones whose message is gone
-    (`resend`; by default those queued over `NEURULES_RESEND_QUEUED_AFTER_S`)."""
+    """Requeue or fail evaluations whose worker went silent or is known to be dead (`dead_worker_prefix`);
+    re-send queued ones whose message is gone (`resend`; by default those queued over
+    `NEURULES_RESEND_QUEUED_AFTER_S`)."""
     resend = resend or Resend(timer_s=settings.resend_queued_after_s)
     with db.session() as s:
-        actions = runs.reap(s, stale_after_s=settings.stale_after_s, max_attempts=settings.max_attempts, resend=resend)
+        actions = runs.reap(
+            s,
+            stale_after_s=settings.stale_after_s,
+            max_attempts=settings.max_attempts,
+            resend=resend,
+            dead_worker_prefix=dead_worker_prefix,
+        )
     for a in actions:
         log.warning("reaped evaluation", extra={"evaluation_id": a.evaluation_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:

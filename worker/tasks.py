@@ -399,7 +399,8 @@ def reap_and_requeue(
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
             app.send_task(TRAIN_TASK, args=[a.job_id], queue=settings.queue)
-    reap_evaluations(db, settings, app, resend)
+    dead = (dead_worker_prefix,) if isinstance(dead_worker_prefix, str) else dead_worker_prefix or ()
+    reap_evaluations(db, settings, app, resend, dead)  # the dead worker's evaluations too, not 2.5 min later
     return actions
 
 

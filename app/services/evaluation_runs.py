@@ -111,14 +111,25 @@ class ReapAction:
 
 
 def reap(
-    session: Session, *, stale_after_s: float, max_attempts: int, resend: Resend | None, now: datetime | None = None
+    session: Session,
+    *,
+    stale_after_s: float,
+    max_attempts: int,
+    resend: Resend | None,
+    now: datetime | None = None,
+    dead_worker_prefix: tuple[str, ...] = (),
 ) -> list[ReapAction]:
-    """Running evaluations without a heartbeat for `stale_after_s`: requeued while attempts are left, else
-    failed; queued ones whose message is gone (`resend`, see `app.services.lost_messages`): stamped and
-    reported "resent"."""
+    """Running evaluations without a heartbeat for `stale_after_s`, or held by a worker known to be dead (its
+    name starts with one of `dead_worker_prefix`, as for jobs): requeued while attempts are left, else failed;
+    queued ones whose message is gone (`resend`, see `app.services.lost_messages`): stamped and reported
+    "resent"."""
     now = now or utcnow()
     out = [ReapAction(i, "resent") for i in (stamp_lost(session, Evaluation, resend, now) if resend else [])]
-    stale = and_(Evaluation.state == JobState.RUNNING, Evaluation.heartbeat_at < now - timedelta(seconds=stale_after_s))
+    silent = or_(
+        Evaluation.heartbeat_at < now - timedelta(seconds=stale_after_s),
+        *(Evaluation.worker.startswith(prefix, autoescape=True) for prefix in dead_worker_prefix),
+    )
+    stale = and_(Evaluation.state == JobState.RUNNING, silent)
     rows = session.scalars(
         update(Evaluation)
         .where(stale, Evaluation.attempts < max_attempts)

@@ -138,3 +138,21 @@ def test_reaper_requeues_resends_then_fails(bg_api, doc) -> None:
     assert app.sent == [(EVALUATE_TASK, ev_id)] * st.settings.max_attempts
     row = _row(api, ev_id)
     assert row.state == "failed" and row.error_code == "worker_lost"
+
+
+def test_the_evaluation_a_dead_embedded_worker_held_is_requeued_at_once(bg_api, doc) -> None:
+    """A review: the start-up sweep of a restarted embedded worker requeued its predecessor's jobs at once and left
+    its evaluation `running` (frozen progress) until the heartbeat went stale and a later sweep came, ~2.5 minutes.
+    A live worker's evaluation is left alone."""
+    from worker.embedded import EMBEDDED_HOLDERS, EMBEDDED_HOST
+    from worker.tasks import reap_and_requeue
+
+    api = bg_api
+    orphan, alive = _queued(api, doc), _queued(api, doc)
+    st = api.app.state.service
+    with st.db.session() as s:  # both with a fresh heartbeat; only the first one's holder is provably gone
+        assert runs.claim(s, orphan, f"{EMBEDDED_HOST}/123/deadbeef", stale_after_s=st.settings.stale_after_s)
+        assert runs.claim(s, alive, "gpu-7/55/cafe", stale_after_s=st.settings.stale_after_s)
+    reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=EMBEDDED_HOLDERS)
+    assert (_row(api, orphan).state, _row(api, orphan).worker) == ("queued", None)
+    assert (_row(api, alive).state, _row(api, alive).worker) == ("running", "gpu-7/55/cafe")
