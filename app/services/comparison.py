@@ -199,12 +199,15 @@ def _to_union(rl: RuleList, labels: list[ClassLabel], pred: np.ndarray, key: Lab
     return mapped
 
 
-def compare_on_table(base: RuleList, other: RuleList, table: Table, target: str | None) -> dict[str, Any]:
+def compare_on_table(
+    base: RuleList, other: RuleList, table: Table, target: str | None, other_table: Table | None = None
+) -> dict[str, Any]:
     """The `dataset` block of a comparison (without `dataset_id`): disagreement and cross-table over
     all rows; metrics side by side on the rows whose target is a class of both versions
-    (`target` None: no metrics)."""
+    (`target` None: no metrics). `other_table`: the same rows as the other version reads them (default `table`)."""
     records = typed_records(base, table)
-    other_records = records if other.features == base.features else typed_records(other, table)
+    same = other.features == base.features and (other_table is None or other_table is table)
+    other_records = records if same else typed_records(other, other_table or table)
     d_base = decisions(base, base.apply(records))
     d_other = decisions(other, other.apply(other_records))
     key = label_matcher(base, other)

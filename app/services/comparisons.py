@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.services import datasets, registry
 from app.services.comparison import compare_on_table, diff_rule_lists
-from app.services.csvdata import categorical_names, parse_csv
+from app.services.csvdata import Table, categorical_names, parse_csv
 from app.services.errors import Invalid
 from app.services.evaluations import VersionRef, training_file, version_ref
 from app.services.training_overlap import training_overlap
@@ -69,21 +69,33 @@ def compare_versions(
     if dataset_id is not None:
         ds = datasets.get_dataset(session, tenant_id, dataset_id)
         check_size(ds.n_rows, sync_max_rows)
-        # a column categorical in both lists keeps its commas; one numeric in either reads them as before
-        text = categorical_names(base)
-        keep = categorical_names(other_rl)
-        table = parse_csv(datasets.file_bytes(session, ds), keep_text=lambda n: text(n) and keep(n))
+        table, other_table = tables_as_read(datasets.file_bytes(session, ds), base, other_rl)
         if target is None and base.target in table.columns:
             target = base.target
-        block = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target)}
+        block = {"dataset_id": ds.id, **compare_on_table(base, other_rl, table, target, other_table)}
         if target is not None:  # the rows each version was trained on, found by value (a file cut from one)
-            sides = (("base", base, mv_base), ("other", other_rl, mv_other))
+            sides = (("base", base, mv_base, table), ("other", other_rl, mv_other, other_table))
             block["training_overlap"] = {
-                side: training_overlap(rl, table, target, training_file(session, mv, max_rows=sync_max_rows))
-                for side, rl, mv in sides
+                side: training_overlap(rl, t, target, training_file(session, mv, max_rows=sync_max_rows))
+                for side, rl, mv, t in sides
             }
         out["dataset"] = block
     return out
 
 
-__all__ = ["check_same_target", "check_size", "compare_versions"]
+def tables_as_read(data: bytes, base: RuleList, other: RuleList) -> tuple[Table, Table]:
+    """The file as each version reads it (the same rows): a column categorical in one list keeps its decimal
+    commas there and is read as a number in the other. One parse for both read with the commas of a column
+    categorical in only one list rewritten (`1,5` -> `1.5`), which that list's levels never matched: its side
+    was scored wrong, and the versions "disagreed" on rows where they agree."""
+    table = parse_csv(data, keep_text=categorical_names(base))
+    if _categorical(base) == _categorical(other):
+        return table, table
+    return table, parse_csv(data, keep_text=categorical_names(other))
+
+
+def _categorical(rl: RuleList) -> frozenset[str]:
+    return frozenset(f.name for f in rl.features if f.type == "categorical")
+
+
+__all__ = ["check_same_target", "check_size", "compare_versions", "tables_as_read"]

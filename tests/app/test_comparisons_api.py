@@ -182,3 +182,44 @@ def test_a_target_mostly_not_the_classes_gets_no_metrics_and_says_why(sqlite_api
     )
     d = r.json()["dataset"]
     assert d["base_metrics"] is not None and d["metrics_withheld"] is None
+
+
+def _dose_list(feature: dict[str, Any], condition: dict[str, Any]) -> dict[str, Any]:
+    """A one-rule list on `dose` predicting 1 where the condition holds."""
+    return {
+        "format": "neurules.rulelist",
+        "version": 1,
+        "target": "y",
+        "classes": [0, 1],
+        "features": [feature],
+        "rules": [{"conditions": [condition], "class_counts": [1, 9], "probabilities": [2 / 12, 10 / 12]}],
+        "default": {"class_counts": [9, 1], "probabilities": [10 / 12, 2 / 12]},
+        "smoothing": 1.0,
+        "metadata": {},
+    }
+
+
+def test_a_column_categorical_in_one_version_keeps_its_decimal_commas_there(sqlite_api) -> None:
+    """A review: a `;` file with decimal commas was parsed once for both versions, with `1,5` rewritten to `1.5`
+    in a column numeric in the other version: the version reading it as a category matched none of its levels
+    (accuracy 0.5 against 1.0 in its own evaluation) and the two "disagreed" on 2 of 4 rows where they agree."""
+    api = sqlite_api
+    level = _dose_list(
+        {"name": "dose", "type": "categorical", "categories": ["0,5", "1,5"]},
+        {"feature": "dose", "op": "in", "values": ["1,5"]},
+    )
+    number = _dose_list(
+        {"name": "dose", "type": "numeric", "fill_value": 0.0, "min": 0.0, "max": 2.0},
+        {"feature": "dose", "op": "between", "low": 1.0, "high": None},
+    )
+    v1, v2 = api.import_model(level, name="dose"), api.import_model(number, name="dose")
+    ds = upload(api, b"dose;y\n1,5;1\n1,5;1\n0,5;0\n0,5;0\n")
+    own = api.client.post(f"/v1/models/{v1['id']}/evaluations", json={"dataset_id": ds["id"]}, headers=api.h())
+    assert own.status_code == 201 and own.json()["metrics"]["accuracy"] == 1.0, own.text
+    for base, other in ((v1, v2), (v2, v1)):
+        params = {"other": other["id"], "dataset_id": ds["id"]}
+        r = api.client.get(f"/v1/models/{base['id']}/compare", params=params, headers=api.h())
+        assert r.status_code == 200, r.text
+        block = r.json()["dataset"]
+        assert (block["n_rows"], block["n_disagree"]) == (4, 0), block
+        assert block["base_metrics"]["accuracy"] == block["other_metrics"]["accuracy"] == 1.0, block
