@@ -62,11 +62,14 @@ class VersionInfo:
 
 
 def bucket_edges(since: datetime, until: datetime, n: int) -> list[tuple[datetime, datetime]]:
-    """`n` equal time buckets covering [since, until)."""
+    """`n` equal time buckets covering [since, until): each starts at the first microsecond `bucket_of` puts in
+    it (a start rounded to the nearest microsecond could lie in the bucket before, where a window of 7 days
+    does not divide into 13)."""
     if n < 1 or until <= since:
         raise ValueError("need at least one bucket and until after since")
-    width = (until - since) / n
-    return [(since + i * width, until if i == n - 1 else since + (i + 1) * width) for i in range(n)]
+    width = micros(until) - micros(since)
+    starts = [since + timedelta(microseconds=-(-i * width // n)) for i in range(n)] + [until]
+    return list(zip(starts[:-1], starts[1:], strict=True))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
