@@ -12,6 +12,7 @@ buckets, so they equal the number of decisions made.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -69,7 +70,7 @@ def bucket_edges(since: datetime, until: datetime, n: int) -> list[tuple[datetim
         raise ValueError("need at least one bucket and until after since")
     width = micros(until) - micros(since)
     starts = [since + timedelta(microseconds=-(-i * width // n)) for i in range(n)] + [until]
-    return list(zip(starts[:-1], starts[1:], strict=True))
+    return list(itertools.pairwise(starts))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
