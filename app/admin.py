@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app import db_roles
 from app.db import CONNECT_TIMEOUT_S, Database, make_engine, make_migration_engine, schema_revision, sqlite_path
-from app.services import audit_verify, registry_events, tenants
+from app.services import audit_verify, registry_events, reviews, tenants
 from app.services.audit_verify import ChainReport
 from app.services.readiness import ExpectedSchema
 
@@ -183,6 +183,16 @@ def revoke_key(url: str, key_id: str) -> datetime | None:
     return _run(url, lambda s: tenants.revoke_key(s, key_id))
 
 
+def set_policy(url: str, tenant: str, require_approval: bool) -> tuple[str, bool]:
+    """Set a tenant's (by name or id) approval policy (`reviews.set_policy`); (tenant id, the policy before)."""
+
+    def action(s: Session) -> tuple[str, bool]:
+        found, before = reviews.set_policy(s, tenant, require_approval)
+        return found.id, before
+
+    return _run(url, action)
+
+
 def list_tenants(url: str) -> list[dict[str, Any]]:
-    """Tenants with their keys (ids, labels, revocation; never the keys)."""
+    """Tenants with their approval policy and their keys (ids, labels, revocation; never the keys)."""
     return _run(url, tenants.list_tenants)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -99,6 +100,10 @@ class Tenant(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # the operator's policy (`neurules-admin set-policy`, migration 0011): an alias may point only at a version whose
+    # latest review approved it (`app.services.reviews`); when that policy was last set (NULL: never)
+    require_approval: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    approval_policy_changed_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class ApiKey(Base):
@@ -318,7 +323,7 @@ class Evaluation(Base):
 
 
 class RegistryEvent(Base):
-    """A change of the registry (alias set / moved / deleted, version created), written with the change."""
+    """A change of the registry (alias set / moved / deleted, version created or reviewed), written with the change."""
 
     __tablename__ = "registry_events"
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
@@ -340,6 +345,11 @@ class RegistryEvent(Base):
     # the model's name when the event was recorded (every event since migration 0010; `bind_names` records a
     # `name_bound` event for a model made before), so a name changed in the database no longer matches the chain
     model_name: Mapped[str | None] = mapped_column(String(100), default=None)
+    # version_reviewed (migration 0011): the decision (`approve` / `reject`), the reviewer's note and the ids of the
+    # succeeded evaluations of the version it rests on (comma-separated, newest first); NULL for other events
+    decision: Mapped[str | None] = mapped_column(String(16), default=None)
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+    evaluation_ids: Mapped[str | None] = mapped_column(Text, default=None)
     # the model's event chain (`registry_chain`): this event's place, the previous event's hash, its own
     seq: Mapped[int] = mapped_column(Integer)
     prev_hash: Mapped[str] = mapped_column(String(64))

@@ -1,4 +1,5 @@
-"""`neurules-admin`: serve, migrate, the app role, tenants and API keys, audit verification, reaper sweep, worker.
+"""`neurules-admin`: serve, migrate, the app role, tenants, their policy and API keys, audit verification, reaper
+sweep, worker.
 
 `neurules-admin serve` with no environment starts the embedded service: SQLite under ./var,
 migrations applied, a Celery worker thread on the filesystem broker, http://127.0.0.1:8000.
@@ -36,6 +37,7 @@ ADMIN_COMMANDS_THAT_MIGRATE = (
     "revoke-key",
     "verify-audit",
     "bind-model-names",
+    "set-policy",
 )
 COMMANDS_AS_OWNER = ("migrate", "create-app-role")  # they connect with NEURULES_MIGRATION_DATABASE_URL
 SERVE_FLAGS = ("host", "port", "workers")  # `serve` flags that override the settings of the same name
@@ -283,9 +285,16 @@ def parser() -> argparse.ArgumentParser:
         help="full: everything the tenant may do (default); predict: ask for decisions only (a backend's key); "
         "read: read everything, change nothing, no decisions (a reviewer's or auditor's key)",
     )
+    sp = sub.add_parser(
+        "set-policy",
+        help="set a tenant's governance policy: with --require-approval on, an alias may point only at a version "
+        "whose latest review approved it (list-tenants shows the policy)",
+    )
+    sp.add_argument("tenant", help="tenant name or id")
+    sp.add_argument("--require-approval", choices=("on", "off"), required=True)
     sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
     sp.add_argument("key_id")
-    sub.add_parser("list-tenants", help="tenants and their key ids (as JSON)")
+    sub.add_parser("list-tenants", help="tenants, their approval policy and their key ids (as JSON)")
     sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
     sp = sub.add_parser("worker", help="run a Celery training worker (distributed mode)")
     sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
@@ -348,6 +357,13 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
                 f"revoked {args.key_id} (running servers refuse it within NEURULES_AUTH_CACHE_TTL_S = "
                 f"{settings.auth_cache_ttl_s:g} s)"
             )
+    elif args.cmd == "set-policy":
+        on = args.require_approval == "on"
+        tenant_id, was_on = admin.set_policy(url, args.tenant, on)
+        if was_on == on:
+            print(f"tenant {tenant_id}: require_approval was {args.require_approval} already: nothing changed")
+        else:
+            print(f"tenant {tenant_id}: require_approval {'on' if was_on else 'off'} -> {args.require_approval}")
     elif args.cmd == "list-tenants":
         print(json.dumps(admin.list_tenants(url), indent=2))
     elif args.cmd == "reap":

@@ -11,6 +11,7 @@ from app.deps import CurrentTenant, DbSession
 from app.errors import responses
 from app.http.strict_query import StrictQueryRoute
 from app.schemas.models import ModelCreate, ModelVersionList, ModelVersionPublic, ModelVersionSummary
+from app.schemas.reviews import ApprovalPublic
 from app.services import registry, versions
 from app.services.errors import Invalid
 from app.services.versions import ExportFormat, NamedVersion
@@ -44,6 +45,7 @@ def public(v: NamedVersion) -> ModelVersionPublic:
         input_schema=mv.input_schema,
         provenance=mv.provenance,
         aliases=v.aliases,
+        approval=ApprovalPublic.from_approval(v.approval),
     )
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from sqlalchemy.orm import Session
 
 from app.deps import AppState, CurrentTenant, DbSession
 from app.errors import responses
 from app.http.strict_query import StrictQueryRoute
+from app.schemas.errors import Error
 from app.schemas.models import AliasPublic, AliasUpdate, RegisteredModelList, RegisteredModelPublic
 from app.schemas.registry_events import RegistryEventList, RegistryEventPublic
-from app.services import aliases, registry, registry_events
+from app.schemas.reviews import ReviewCreate, ReviewPublic
+from app.services import aliases, registry, registry_events, reviews
 from app.tables import RegisteredModel
 
 router = APIRouter(prefix="/v1/registered-models", tags=["registered models"], route_class=StrictQueryRoute)
@@ -53,7 +55,8 @@ def read_model(name: str, session: DbSession, principal: CurrentTenant) -> Regis
     "/{name}/aliases/{alias}",
     response_model=AliasPublic,
     responses=responses(401, 404, 409, 422),
-    summary="Create or move an alias, e.g. production -> version 3",
+    summary="Create or move an alias, e.g. production -> version 3 (where the tenant requires approval, only to an "
+    "approved version: 409 version_not_approved)",
 )
 def put_alias(
     name: str, alias: str, body: AliasUpdate, session: DbSession, principal: CurrentTenant, state: AppState
@@ -70,6 +73,41 @@ def put_alias(
         api_key_id=principal.key_id,
     )
     return AliasPublic(name=t.name, alias=t.alias, version=t.version, version_id=t.version_id, updated_at=t.updated_at)
+
+
+@router.post(
+    "/{name}/versions/{version}/reviews",
+    status_code=201,
+    response_model=ReviewPublic,
+    responses={
+        **responses(401, 404, 409, 422),
+        403: {
+            "description": "`self_review`: the key that created the version may not review it (or the key's scope "
+            "does not allow this operation)",
+            "model": Error,
+        },
+    },
+    summary="Approve or reject a version (another key than its creator's; an approval needs an evaluation)",
+)
+def review_version(
+    name: str,
+    version: Annotated[int, Path(ge=1, le=2**31 - 1)],
+    body: ReviewCreate,
+    session: DbSession,
+    principal: CurrentTenant,
+) -> ReviewPublic:
+    """Record a review of a version in the model's registry events: 403 `self_review` for the key that created
+    it, 409 `evaluation_required` for an approval of a version with no succeeded evaluation."""
+    r = reviews.review_version(
+        session,
+        principal.tenant_id,
+        name,
+        version,
+        decision=body.decision,
+        note=body.note,
+        api_key_id=principal.key_id,
+    )
+    return ReviewPublic.from_review(r)
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses=responses(401, 404))

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.schemas.reviews import ApprovalPublic
+
 EXAMPLE_RULE_LIST: dict[str, Any] = {
     "format": "neurules.rulelist",
     "version": 1,
@@ -96,6 +98,15 @@ class ModelVersionPublic(ModelVersionSummary):
                         "packages": {"numpy": "2.4.6", "torch": "2.13.0"},
                     },
                     "aliases": ["production"],
+                    "approval": {
+                        "state": "approved",
+                        "required": True,
+                        "api_key_id": "key_9a8b7c6d5e4f30211203a4b5",
+                        "at": "2026-11-26T09:00:00Z",
+                        "note": "read the rules; evaluated on the 2026 holdout; compared with version 2",
+                        "evaluation_ids": ["ev_0a1b2c3d4e5f60718293a4b5"],
+                        "seq": 9,
+                    },
                 }
             ]
         }
@@ -110,6 +121,9 @@ class ModelVersionPublic(ModelVersionSummary):
     input_schema: list[dict[str, Any]]
     provenance: dict[str, Any]
     aliases: list[str] = Field(default_factory=list)
+    approval: ApprovalPublic = Field(
+        description='the latest review of the version (docs/governance-api.md, "Reviews and the approval gate")'
+    )
 
 
 class ModelVersionList(BaseModel):

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.services import registry, registry_events
+from app.services import registry, registry_events, reviews
 from app.services.errors import NotFound
 from app.services.model_store import ModelStore
 from app.tables import ModelAlias, ModelVersion
@@ -36,11 +36,14 @@ def put_alias(
     version_id: str | None,
     api_key_id: str | None = None,
 ) -> AliasTarget:
-    """Point `name@alias` at a version of that model (by number or id), with its event; committed."""
+    """Point `name@alias` at a version of that model (by number or id), with its event; committed. Where the tenant
+    requires approval, only at a version whose latest review approved it (`reviews.check_promotable`)."""
     registry.serialize_on_sqlite(session)  # the alias row is read, then changed: one change at a time
     rm = registry.get_model(session, tenant_id, name, lock=True)  # the model before its alias, as a new version does
     registry.check_alias(alias)
     mv = registry.find_version(session, tenant_id, rm, version=version, version_id=version_id)
+    if mv.registered_model_id == rm.id:  # another model's version: `set_alias` says so (422), as before
+        reviews.check_promotable(session, rm, mv, alias)
     row = registry.set_alias(session, rm, alias, mv, registry_events.Actor(api_key_id=api_key_id))
     session.commit()
     store.forget_alias(tenant_id, name, alias)

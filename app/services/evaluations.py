@@ -54,7 +54,7 @@ class VersionRef:
 
 def version_ref(session: Session, mv: ModelVersion) -> VersionRef:
     """The version's id, model name and number."""
-    return VersionRef(mv.id, versions.describe(session, mv).name, mv.version)
+    return VersionRef(mv.id, versions.model_name(session, mv), mv.version)
 
 
 def check_columns(rule_list: RuleList, header: Sequence[str], target: str, slice_by: str | None) -> None:

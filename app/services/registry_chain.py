@@ -12,7 +12,9 @@ The model's row keeps the head (`events_seq`, `events_hash`), moved in the trans
 body when set: events from before it was recorded hash as they did), so changing a stored rule list breaks its seal;
 since migration 0010 it carries the SHA-256 of the version's metrics, input schema and provenance too
 (`details_sha256`), and every event the model's name (`model_name`), so a model renamed (or two models' names
-swapped) in the database no longer matches its chain. Each is in the body only when set.
+swapped) in the database no longer matches its chain. Since migration 0011 a `version_reviewed` event carries the
+review itself (`decision`, `note`, `evaluation_ids`), so a review changed in the database breaks its hash. Each is in
+the body only when set.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ BODY_COLUMNS = (
 SEAL_COLUMN = "content_sha256"  # in the body only when set (migration 0009 added it)
 DETAILS_COLUMN = "details_sha256"  # migration 0010: in the body only when set
 NAME_COLUMN = "model_name"  # migration 0010: in the body only when set
-OPTIONAL_COLUMNS = (SEAL_COLUMN, DETAILS_COLUMN, NAME_COLUMN)
+REVIEW_COLUMNS = ("decision", "note", "evaluation_ids")  # migration 0011 (version_reviewed): in the body when set
+OPTIONAL_COLUMNS = (SEAL_COLUMN, DETAILS_COLUMN, NAME_COLUMN, *REVIEW_COLUMNS)
 
 
 def canonical_event(row: Mapping[str, Any]) -> str:
@@ -89,6 +92,7 @@ __all__ = [
     "HASH_PREFIX",
     "NAME_COLUMN",
     "OPTIONAL_COLUMNS",
+    "REVIEW_COLUMNS",
     "SEAL_COLUMN",
     "canonical_event",
     "details_sha256",

@@ -1,4 +1,4 @@
-"""Registry events: which alias moved or was deleted and which version was created, by whom, when.
+"""Registry events: which alias moved or was deleted, which version was created or reviewed, by whom, when.
 
 `record` adds the event to the caller's session, so it commits (or rolls back) with the change itself, linked into
 its model's hash chain (`registry_chain`) after the head it reads with the model's row locked.
@@ -18,8 +18,9 @@ from app.services.errors import Conflict
 from app.services.paging import Page, page_of_scalars
 from app.tables import RegisteredModel, RegistryEvent, utcnow
 
-# name_bound: recorded by `bind_names` for a model whose events carry no name (made before migration 0010)
-Action = Literal["alias_set", "alias_deleted", "version_created", "name_bound"]
+# name_bound: recorded by `bind_names` for a model whose events carry no name (made before migration 0010);
+# version_reviewed: a person's approval or rejection of a version (`app.services.reviews`, migration 0011)
+Action = Literal["alias_set", "alias_deleted", "version_created", "name_bound", "version_reviewed"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ def record(
     to_version: int | None = None,
     content_sha256: str | None = None,
     details_sha256: str | None = None,
+    decision: str | None = None,
+    note: str | None = None,
+    evaluation_ids: str | None = None,
 ) -> RegistryEvent:
     """Add one event to the session (it is written in the same transaction as the change), chained after the
     model's head: the head is read with the model's row locked (PostgreSQL; SQLite's writers hold its write lock)
@@ -71,6 +75,9 @@ def record(
         "content_sha256": content_sha256,
         "details_sha256": details_sha256,
         "model_name": rm.name,
+        "decision": decision,
+        "note": note,
+        "evaluation_ids": evaluation_ids,
     }
     head = registry_chain.link_event(row, Link(seq, head_hash))
     event = RegistryEvent(**row)

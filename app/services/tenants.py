@@ -119,7 +119,8 @@ def tenant_keys(session: Session, tenant_id: str) -> list[ApiKey]:
 
 
 def list_tenants(session: Session) -> list[dict[str, Any]]:
-    """Tenants with their keys (ids, labels, revocation; never the keys)."""
+    """Tenants with their approval policy (`require_approval`, set by the operator with `set-policy`, and when it was
+    last changed) and their keys (ids, labels, revocation; never the keys)."""
     out = []
     for t in session.scalars(select(Tenant).order_by(Tenant.name)):
         ks = tenant_keys(session, t.id)
@@ -127,6 +128,10 @@ def list_tenants(session: Session) -> list[dict[str, Any]]:
             {
                 "id": t.id,
                 "name": t.name,
+                "require_approval": bool(t.require_approval),
+                "approval_policy_changed_at": (
+                    None if t.approval_policy_changed_at is None else t.approval_policy_changed_at.isoformat()
+                ),
                 "keys": [
                     {"id": k.id, "label": k.label, "scope": k.scope, "revoked": k.revoked_at is not None} for k in ks
                 ],

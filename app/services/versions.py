@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.services import registry
+from app.services import registry, reviews
 from app.services.errors import Conflict, Invalid
 from app.services.paging import Page, page_of_rows
 from app.services.rule_texts import condition_texts as texts_of
@@ -28,20 +28,26 @@ MEASURED_KEYS = ("holdout", "holdout_evaluation", "train", "test_size", "n_rules
 
 @dataclass(frozen=True)
 class NamedVersion:
-    """A version with its model's name and the aliases that point at it."""
+    """A version with its model's name, the aliases that point at it and its approval state."""
 
     version: ModelVersion
     name: str
     aliases: list[str]
+    approval: reviews.Approval
+
+
+def model_name(session: Session, mv: ModelVersion) -> str:
+    """The name of a version's model."""
+    return session.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
 
 
 def describe(session: Session, mv: ModelVersion) -> NamedVersion:
-    """A version with its model's name and aliases."""
-    name = session.scalar(select(RegisteredModel.name).where(RegisteredModel.id == mv.registered_model_id)) or ""
+    """A version with its model's name, aliases and approval state."""
+    name = model_name(session, mv)
     aliases = session.scalars(
         select(ModelAlias.alias).where(ModelAlias.version_id == mv.id).order_by(ModelAlias.alias)
     ).all()
-    return NamedVersion(mv, name, list(aliases))
+    return NamedVersion(mv, name, list(aliases), reviews.approval_of(session, mv))
 
 
 def import_version(

@@ -435,3 +435,34 @@ def test_a_worker_refuses_a_database_behind_its_code(tmp_path, monkeypatch) -> N
     assert "0009" in str(info.value) and "neurules-admin migrate" in str(info.value)
     gone = Settings(database_url="postgresql+psycopg://nobody@127.0.0.1:1/none", data_dir=tmp_path)
     assert schema_behind(gone) is None
+
+
+def test_set_policy_is_the_operators_and_list_tenants_shows_it(env, capsys, caplog) -> None:
+    """The approval gate is set by the operator (no API key can lift it); each change is logged and dated."""
+    main(["create-tenant", "acme"])
+    tenant_id = capsys.readouterr().out.strip()
+    main(["list-tenants"])
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["require_approval"] is False and listed["approval_policy_changed_at"] is None
+    with caplog.at_level("WARNING", logger="neurules.governance"):
+        main(["set-policy", "acme", "--require-approval", "on"])
+    assert capsys.readouterr().out.strip() == f"tenant {tenant_id}: require_approval off -> on"
+    (logged,) = [r for r in caplog.records if r.name == "neurules.governance"]
+    assert logged.getMessage() == "approval policy changed" and logged.require_approval is True  # type: ignore[attr-defined]
+    assert logged.tenant_id == tenant_id and logged.before is False  # type: ignore[attr-defined]
+    main(["list-tenants"])
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["require_approval"] is True and listed["approval_policy_changed_at"] is not None
+    changed_at = listed["approval_policy_changed_at"]
+    main(["set-policy", tenant_id, "--require-approval", "on"])  # by id; again: nothing changes, nothing logged
+    assert "already: nothing changed" in capsys.readouterr().out
+    main(["list-tenants"])
+    assert json.loads(capsys.readouterr().out)[0]["approval_policy_changed_at"] == changed_at
+    main(["set-policy", "acme", "--require-approval", "off"])
+    assert capsys.readouterr().out.strip() == f"tenant {tenant_id}: require_approval on -> off"
+    with pytest.raises(SystemExit, match="no tenant 'nobody'"):
+        main(["set-policy", "nobody", "--require-approval", "on"])
+    with pytest.raises(SystemExit):
+        main(["set-policy", "acme", "--require-approval", "yes"])
+    with pytest.raises(SystemExit):
+        main(["set-policy", "acme"])

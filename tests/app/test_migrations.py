@@ -487,3 +487,80 @@ def test_0010_leaves_the_chains_and_bind_model_names_binds_the_models_already_th
     assert broken is not None and broken.kind == "model_name_mismatch" and broken.model == "other", broken
     with pytest.raises(RuntimeError, match="2 registry event\\(s\\) carry a model name"):
         _alembic(url, command.downgrade, "0009")
+
+
+def test_0011_adds_the_approval_policy_off_and_goes_back_until_a_review_or_a_gate_exists(tmp_path) -> None:
+    """Tenants that exist get `require_approval` off (nothing changes for them); a downgrade is refused while a review
+    is recorded (its event's hash holds the columns it would drop) or a tenant requires approval (the gate would be
+    lifted silently); without either it goes down and up again."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.admin import set_policy
+    from app.db import Database
+    from app.services import registry, reviews, tenants
+    from app.tables import Evaluation, new_id
+    from tests.conftest import rule_list_doc
+
+    url = _sqlite_at(tmp_path, "gate.sqlite3", "0010")
+    eng = make_engine(url)
+    with eng.begin() as c:
+        c.execute(text(TENANT_ROW))
+        assert "require_approval" not in {col["name"] for col in inspect(c).get_columns("tenants")}
+    migrate(url)
+    with eng.connect() as c:
+        assert c.execute(text("SELECT require_approval, approval_policy_changed_at FROM tenants")).one() == (0, None)
+    _alembic(url, command.downgrade, "0010")  # nothing recorded: down and up freely
+    migrate(url)
+    assert _diff(url) == []
+    set_policy(url, "a", True)
+    with pytest.raises(RuntimeError, match="1 tenant\\(s\\) require approval"):
+        _alembic(url, command.downgrade, "0010")
+    set_policy(url, "a", False)
+    db = Database(url)
+    with db.session() as s:
+        other = tenants.create_tenant(s, "acme")
+        mv = registry.add_version(
+            s, tenant_id=other.id, name="risk", document=rule_list_doc(), metrics={}, provenance={}
+        )
+        s.add(
+            Evaluation(
+                id=new_id("ev"),
+                tenant_id=other.id,
+                model_version_id=mv.id,
+                dataset_id="ds_x",
+                target="risk",
+                state="succeeded",
+            )
+        )
+        s.commit()
+    with db.session() as s:
+        reviews.review_version(s, other.id, "risk", 1, decision="approve", note="ok", api_key_id="key_reviewer")
+    db.dispose()
+    with pytest.raises(RuntimeError, match="1 registry event\\(s\\) record a review"):
+        _alembic(url, command.downgrade, "0010")
+    assert _diff(url) == []  # nothing changed
+    eng.dispose()
+
+
+@pytest.mark.integration
+def test_0011_goes_down_and_up_on_postgresql() -> None:
+    from alembic import command
+
+    from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable")
+    url, drop = fresh_pg_database()
+    try:
+        migrate(url)
+        _alembic(url, command.downgrade, "0010")
+        eng = make_engine(url)
+        with eng.connect() as conn:
+            assert "require_approval" not in {c["name"] for c in inspect(conn).get_columns("tenants")}
+            assert "decision" not in {c["name"] for c in inspect(conn).get_columns("registry_events")}
+        eng.dispose()
+        migrate(url)
+        assert _diff(url) == []
+    finally:
+        drop()

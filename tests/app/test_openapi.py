@@ -32,6 +32,7 @@ EXPECTED_IDS = {
     ("get", "/v1/registered-models/{name}"): "registered_models_get",
     ("put", "/v1/registered-models/{name}/aliases/{alias}"): "registered_models_aliases_update",
     ("delete", "/v1/registered-models/{name}/aliases/{alias}"): "registered_models_aliases_delete",
+    ("post", "/v1/registered-models/{name}/versions/{version}/reviews"): "registered_models_versions_reviews",
     ("get", "/v1/audit"): "audit_list",
     ("post", "/v1/models/{ref}/evaluations"): "models_evaluations_create",
     ("get", "/v1/models/{ref}/evaluations"): "models_evaluations_list",
@@ -169,6 +170,22 @@ def test_training_parameters_are_typed(spec) -> None:
     assert options["max_conditions"]["anyOf"][0]["type"] == "integer"
     assert "conditions" in options["max_conditions"]["description"]
     assert all(o.get("description") for o in options.values())
+
+
+def test_reviews_and_the_approval_are_documented(spec) -> None:
+    """The review operation documents its refusals (403 `self_review`, 409 `evaluation_required`) and the version
+    answer its approval state; the alias move its 409 (`version_not_approved`)."""
+    op = spec["paths"]["/v1/registered-models/{name}/versions/{version}/reviews"]["post"]
+    assert {"201", "403", "404", "409", "422"} <= set(op["responses"]) and "self_review" in op["responses"]["403"][
+        "description"
+    ]
+    schemas = spec["components"]["schemas"]
+    assert set(schemas["ReviewCreate"]["required"]) == {"decision", "note"}
+    assert schemas["ReviewCreate"]["properties"]["note"]["maxLength"] == 2000
+    assert "approval" in schemas["ModelVersionPublic"]["required"]
+    assert set(schemas["ApprovalPublic"]["properties"]["state"]["enum"]) == {"approved", "rejected", "pending"}
+    put = spec["paths"]["/v1/registered-models/{name}/aliases/{alias}"]["put"]
+    assert "version_not_approved" in put["summary"]
 
 
 def test_error_bodies_match_the_error_schema(sqlite_api) -> None:

@@ -327,6 +327,46 @@ def test_console_governance(tab: Tab, console: Console) -> None:
     expect(page.get_by_text(ev["dataset_sha256"])).to_be_visible()
 
 
+def test_the_version_page_shows_its_approval(tab: Tab, console: Console) -> None:
+    """A version's page says whether it was approved, by which key, when, with which note and on which evaluations
+    (docs/governance-api.md "Reviews and the approval gate"); a version nobody reviewed reads "pending"."""
+    from playwright.sync_api import expect
+
+    from tests.app.governance_helpers import csv_bytes, labelled_rows
+    from tests.conftest import rule_list_doc
+
+    for _ in range(2):
+        r = console.api.post("/v1/models", json={"name": "risk-reviewed", "rule_list": rule_list_doc()})
+        assert r.status_code == 201, r.text
+    upload = {"file": ("labelled.csv", csv_bytes(labelled_rows(60, seed=5)), "text/csv")}
+    ds = console.api.post("/v1/datasets", files=upload).json()
+    ev = console.api.post("/v1/models/risk-reviewed@1/evaluations", json={"dataset_id": ds["id"]}).json()
+    assert ev["state"] == "succeeded", ev
+    reviewer = console.create_key("reviewer", "full")
+    note = "read both rules; scored on a held-out file; compared with production"
+    r = console.api.post(
+        "/v1/registered-models/risk-reviewed/versions/1/reviews",
+        json={"decision": "approve", "note": note},
+        headers={"X-API-Key": reviewer},
+    )
+    assert r.status_code == 201, r.text
+    review = r.json()
+    sign_in(tab, console)
+    page = tab.page
+    page.goto(f"{console.url}/console/#/models/risk-reviewed/1")
+    approval = page.locator("section:has(h2:text-is('Approval'))")
+    expect(approval.locator(".approval-state")).to_have_text("approved")
+    expect(approval).to_contain_text(review["api_key_id"])
+    expect(approval.locator(".approval-note")).to_have_text(note)
+    expect(approval.locator(".approval-evaluations a")).to_have_text([ev["id"]])
+    expect(approval).to_contain_text("not required by this tenant's policy")
+    shot(tab, "18-version-approval")
+    page.goto(f"{console.url}/console/#/models/risk-reviewed/2")
+    approval = page.locator("section:has(h2:text-is('Approval'))")
+    expect(approval.locator(".approval-state")).to_have_text("pending")
+    expect(approval.locator(".approval-note")).to_have_count(0)
+
+
 def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Console) -> None:
     """A categorical field offers the known categories, "(missing)" and a free-text value; the page shows
     the server's decision for exactly the record it sent."""

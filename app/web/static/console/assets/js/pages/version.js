@@ -1,5 +1,5 @@
 // One model version: the rule list (if / else if / else, with support, class probabilities and
-// held-out accuracy per rule), metrics, provenance and evaluations (list and "run one").
+// held-out accuracy per rule), metrics, evaluations (list and "run one"), approval and provenance.
 
 import { get, getAll, post, qs, seg } from "../api.js";
 import { count, fmt, h, mount, when } from "../dom.js";
@@ -175,6 +175,25 @@ function provenanceView(mv) {
   ]);
 }
 
+/** The version's approval (its latest review, docs/governance-api.md "Reviews and the approval gate"), as text. */
+function approvalView(mv) {
+  const a = mv.approval || { state: "pending", required: false, evaluation_ids: [] };
+  const policy = a.required ? "required before an alias may point at a version (the operator's policy)" : "not required by this tenant's policy";
+  const rows = [
+    ["State", h("span", { class: "approval-state", text: a.state })],
+    ["Approval", h("span", { text: policy })],
+  ];
+  if (a.state !== "pending") {
+    rows.push(
+      ["Reviewed by key", h("code", { text: a.api_key_id ?? "—" })],
+      ["Reviewed", when(a.at)],
+      ["Note", h("span", { class: "approval-note", text: a.note ?? "" })],
+      ["Rests on", h("span", { class: "approval-evaluations" }, a.evaluation_ids.length ? a.evaluation_ids.map((id, i) => [i ? ", " : "", h("a", { href: `#/evaluations/${seg(id)}`, text: id })]) : "no evaluation")],
+    );
+  }
+  return facts(rows);
+}
+
 function datasetLink(id, names) {
   return names.has(id) ? h("a", { href: `#/datasets/${seg(id)}`, text: names.get(id) }) : h("span", { class: "muted", text: `${id} (deleted)` });
 }
@@ -271,6 +290,7 @@ export async function versionPage(ctx, name, version) {
     section("Rule list", h("p", { class: "muted small", text: "Read top to bottom: the first rule whose conditions all hold decides; the default rule decides when none does." }), heldout.note, ruleListView(doc, mv.condition_texts, heldout.map)),
     section("Metrics", metricsView(mv.metrics, isImported(mv))),
     section("Evaluations", evals, h("h3", { text: "Run an evaluation" }), evalForm),
+    section("Approval", approvalView(mv)),
     section("Provenance", provenanceView(mv)),
     section("Export", h("div", { class: "actions" }, h("span", { class: "muted", text: "Download as" }), ["text", "sql", "python", "json"].map((f) => h("button", { type: "button", class: "btn btn-secondary", "data-export": f, text: f, onclick: () => exportAs(exportMessage, ref, f) }))), exportMessage),
   );
