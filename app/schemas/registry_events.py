@@ -42,7 +42,9 @@ class RegistryEventPublic(BaseModel):
     )
 
     at: datetime
-    action: Literal["alias_set", "alias_deleted", "version_created", "name_bound", "version_reviewed"]
+    action: Literal[
+        "alias_set", "alias_deleted", "version_created", "name_bound", "version_reviewed", "training_file_deleted"
+    ]
     alias: str | None = Field(description="the alias (alias events)")
     from_version: int | None = Field(description="version the alias pointed at before (null: it was new)")
     to_version: int | None = Field(description="version the alias points at now, or the version created or reviewed")
@@ -62,7 +64,11 @@ class RegistryEventPublic(BaseModel):
     decision: Literal["approve", "reject"] | None = Field(
         None, description="version_reviewed: the reviewer's decision (null for other events)"
     )
-    note: str | None = Field(None, description="version_reviewed: the reviewer's note")
+    note: str | None = Field(
+        None,
+        description="version_reviewed: the reviewer's note; training_file_deleted: which file (id, name, rows, "
+        "SHA-256) was deleted",
+    )
     evaluation_ids: list[str] | None = Field(
         None, description="version_reviewed: the version's succeeded evaluations the review rests on"
     )

@@ -10,14 +10,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import Database
-from app.services import csvdata
+from app.services import csvdata, registry_events
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import ACTIVE_JOB_STATES
 from app.services.paging import Page, page_of_scalars
 from app.services.registry import serialize_on_sqlite
+from app.services.registry_events import Actor
 from app.services.text_checks import check_printable
 from app.storage import DatabaseBlobStore
-from app.tables import Dataset, Job, new_id
+from app.tables import Dataset, Job, ModelVersion, RegisteredModel, new_id
 
 log = logging.getLogger("neurules.datasets")
 
@@ -61,6 +62,22 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
     if ds is None or ds.tenant_id != tenant_id:
         raise NotFound(f"dataset {dataset_id!r} not found")
     return ds
+
+
+def _record_training_file_deleted(session: Session, ds: Dataset, api_key_id: str | None) -> None:
+    """A `training_file_deleted` event in the chain of every model with a version trained on the dataset (in the
+    deletion's transaction): a reviewer with a read key sees who removed the evidence a version rests on, when,
+    and which file it was (a log line on the operator's side was all there was)."""
+    trained = (
+        select(RegisteredModel, ModelVersion.version)
+        .join(ModelVersion, ModelVersion.registered_model_id == RegisteredModel.id)
+        .join(Job, Job.id == ModelVersion.job_id)
+        .where(Job.dataset_id == ds.id, RegisteredModel.tenant_id == ds.tenant_id)
+        .order_by(RegisteredModel.id, ModelVersion.version)
+    )
+    note = f"training file {ds.id} deleted: {ds.name!r}, {ds.n_rows} rows, sha256 {ds.sha256}"
+    for rm, version in session.execute(trained).all():
+        registry_events.record(session, rm, "training_file_deleted", Actor(api_key_id), to_version=version, note=note)
 
 
 def file_bytes(session: Session, ds: Dataset) -> bytes:
@@ -134,6 +151,7 @@ def delete_dataset(session: Session, tenant_id: str, dataset_id: str, api_key_id
         raise Conflict(
             f"dataset {dataset_id!r} has {active} queued/running job(s); cancel them first", code="dataset_in_use"
         )
+    _record_training_file_deleted(session, ds, api_key_id)
     DatabaseBlobStore(session).delete(ds.blob_key)
     session.delete(ds)
     session.commit()

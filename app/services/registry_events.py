@@ -20,7 +20,10 @@ from app.tables import RegisteredModel, RegistryEvent, utcnow
 
 # name_bound: recorded by `bind_names` for a model whose events carry no name (made before migration 0010);
 # version_reviewed: a person's approval or rejection of a version (`app.services.reviews`, migration 0011)
-Action = Literal["alias_set", "alias_deleted", "version_created", "name_bound", "version_reviewed"]
+# training_file_deleted: the dataset a version was trained on was deleted (`app.services.datasets`; `note` says which)
+Action = Literal[
+    "alias_set", "alias_deleted", "version_created", "name_bound", "version_reviewed", "training_file_deleted"
+]
 
 
 @dataclass(frozen=True)

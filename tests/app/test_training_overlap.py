@@ -278,3 +278,27 @@ def test_a_level_in_another_unicode_form_is_the_training_rows_value() -> None:
     table = parse_csv(scored, keep_text=categorical_names(rl))
     out = training_overlap(rl, table, "y", TrainingFile("ds_1", training, "y"))
     assert out["rows"] == 2 and out["scored_rows"] == 2, out
+
+
+def test_deleting_a_training_file_is_an_event_in_its_models_chain(api) -> None:
+    """A security probe: deleting the dataset a version (even the one in production) was trained on left only a log
+    line on the operator's side: a reviewer with a read key could not see who removed that evidence. It is now a
+    `training_file_deleted` event in the model's chain, by the deleting key, naming the file; other deletions add
+    nothing."""
+    version = _trained(api)
+    mv = api.client.get(f"/v1/models/{version}", headers=api.h()).json()
+    ds = api.client.get(f"/v1/datasets/{mv['provenance']['dataset_id']}", headers=api.h()).json()
+    unrelated = upload(api, _toy(TOY_ROWS[:10]), name="other.csv")
+    events = f"/v1/registered-models/{mv['name']}/events"
+    before = api.client.get(events, headers=api.h()).json()["total"]
+    assert api.client.delete(f"/v1/datasets/{unrelated['id']}", headers=api.h()).status_code == 204
+    assert api.client.get(events, headers=api.h()).json()["total"] == before
+    assert api.client.delete(f"/v1/datasets/{ds['id']}", headers=api.h()).status_code == 204
+    page = api.client.get(events, headers=api.h()).json()
+    newest = page["items"][0]
+    key_id = api.client.get("/v1/keys", headers=api.h()).json()["items"][0]["id"]
+    assert page["total"] == before + 1 and newest["action"] == "training_file_deleted", newest
+    assert (newest["to_version"], newest["api_key_id"]) == (mv["version"], key_id)
+    assert ds["id"] in newest["note"] and ds["sha256"] in newest["note"], newest
+    check = api.client.get("/v1/audit/verify", headers=api.h()).json()
+    assert check["intact"] and check["registry_events"]["intact"], check
