@@ -183,12 +183,13 @@ def revoke_key(url: str, key_id: str) -> datetime | None:
     return _run(url, lambda s: tenants.revoke_key(s, key_id))
 
 
-def set_policy(url: str, tenant: str, require_approval: bool) -> tuple[str, bool]:
-    """Set a tenant's (by name or id) approval policy (`reviews.set_policy`); (tenant id, the policy before)."""
+def set_policy(url: str, tenant: str, require_approval: bool) -> tuple[str, bool, list[str]]:
+    """Set a tenant's (by name or id) approval policy (`reviews.set_policy`); (tenant id, the policy before, the
+    aliases pointing at versions not approved, which go on serving until reviewed or moved)."""
 
-    def action(s: Session) -> tuple[str, bool]:
+    def action(s: Session) -> tuple[str, bool, list[str]]:
         found, before = reviews.set_policy(s, tenant, require_approval)
-        return found.id, before
+        return found.id, before, reviews.unapproved_aliases(s, found.id)
 
     return _run(url, action)
 

@@ -359,11 +359,19 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
             )
     elif args.cmd == "set-policy":
         on = args.require_approval == "on"
-        tenant_id, was_on = admin.set_policy(url, args.tenant, on)
+        tenant_id, was_on, unapproved = admin.set_policy(url, args.tenant, on)
         if was_on == on:
             print(f"tenant {tenant_id}: require_approval was {args.require_approval} already: nothing changed")
         else:
             print(f"tenant {tenant_id}: require_approval {'on' if was_on else 'off'} -> {args.require_approval}")
+        if on and unapproved:  # the gate checks alias moves: these were set before it and serve on
+            print(f"warning: aliases on versions not approved serve until reviewed or moved: {', '.join(unapproved)}")
+        if on:
+            print(
+                f"decisions now come only through aliases (within NEURULES_AUTH_CACHE_TTL_S = "
+                f"{settings.auth_cache_ttl_s:g} s); releases before migration 0011 do not know the policy: "
+                "run none of them on this database"
+            )
     elif args.cmd == "list-tenants":
         print(json.dumps(admin.list_tenants(url), indent=2))
     elif args.cmd == "reap":

@@ -26,7 +26,8 @@ from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
 from app.http.uploads import multipart_body, upload_stream
 from app.schemas.predictions import PredictionCreate, PredictionList
-from app.services import predictions
+from app.services import predictions, reviews
+from app.services.auth import Principal
 from app.services.errors import DomainError, Unavailable
 from app.services.serving import ServedModel
 from app.state import ServiceState
@@ -38,9 +39,12 @@ SPOOL_READ_BYTES = 1024**2
 router = APIRouter(prefix="/v1/models", tags=["predictions"], route_class=LeanRoute)  # see app.http.lean_route
 
 
-async def load_model(state: ServiceState, tenant_id: str, ref: str) -> ServedModel:
-    """The served model: from the caches, a miss loaded in a thread (never on the event loop)."""
-    return await state.models.get(tenant_id, ref)
+async def load_model(state: ServiceState, principal: Principal, ref: str) -> ServedModel:
+    """The served model: from the caches, a miss loaded in a thread (never on the event loop); under the tenant's
+    approval policy only through an alias (`reviews.check_decision_ref`)."""
+    if principal.require_approval:
+        reviews.check_decision_ref(ref)
+    return await state.models.get(principal.tenant_id, ref)
 
 
 class AnswerCutShort(Exception):
@@ -72,7 +76,7 @@ def count_decisions(state: ServiceState, model: ServedModel, rule_ids: list[int]
 @router.post(
     "/{ref}/predict",
     response_model=PredictionList,
-    responses=responses(401, 404, 413, 422, 503),
+    responses=responses(401, 403, 404, 413, 422, 503),
     summary="Decide records; each answer carries class, probabilities, rule and explanation",
 )
 async def predict(
@@ -94,7 +98,7 @@ async def predict(
         mode = predictions.explain_mode(body.explain, "explain" in body.model_fields_set, explain)
     with counted_rejections(state, "too_many_records"):
         predictions.check_record_count(len(body.records), state.settings.max_records_per_request)
-    model = await load_model(state, principal.tenant_id, ref)
+    model = await load_model(state, principal, ref)
     with counted_rejections(state, "invalid_record"):
         if mode == "counterfactual":  # a search per record: off the event loop
             results = await run_in_threadpool(predictions.decide_records, model, body.records, explain=mode)
@@ -126,7 +130,7 @@ async def predict(
                 }
             },
         },
-        **responses(401, 404, 413, 415, 422, 503),
+        **responses(401, 403, 404, 413, 415, 422, 503),
     },
     summary="Decide a CSV of records (multipart field 'file')",
 )
@@ -140,7 +144,7 @@ async def predict_csv(
     ] = False,
 ) -> Response:
     """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
-    model = await load_model(state, principal.tenant_id, ref)
+    model = await load_model(state, principal, ref)
     async with upload_stream(request, state.settings.max_upload_bytes) as upload:
         with counted_rejections(state, "invalid_csv"):
             batch = await run_in_threadpool(

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.db import Database
 from app.services import key_scopes, keys
-from app.tables import ApiKey
+from app.tables import ApiKey, Tenant
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class Principal:
     tenant_id: str
     key_id: str
     scope: str = "full"  # `key_scopes`: what the key may do
+    require_approval: bool = False  # the tenant's policy (`reviews`): decisions only through an alias
 
 
 def lookup_key(db: Database, key: str) -> Principal | None:
@@ -26,11 +27,13 @@ def lookup_key(db: Database, key: str) -> Principal | None:
     if prefix is None:
         return None
     with db.sessionmaker() as s:
+        columns = (ApiKey.id, ApiKey.tenant_id, ApiKey.prefix, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope)
         row = s.execute(
-            select(ApiKey.id, ApiKey.tenant_id, ApiKey.prefix, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.scope).where(
-                ApiKey.prefix.in_(key_scopes.stored_prefixes(prefix))
-            )
+            select(*columns, Tenant.require_approval)
+            .join(Tenant, Tenant.id == ApiKey.tenant_id)
+            .where(ApiKey.prefix.in_(key_scopes.stored_prefixes(prefix)))
         ).first()
     if row is None or row.revoked_at is not None or not keys.matches(key, row.key_hash):
         return None
-    return Principal(tenant_id=row.tenant_id, key_id=row.id, scope=key_scopes.scope_of(row.prefix, row.scope))
+    scope = key_scopes.scope_of(row.prefix, row.scope)
+    return Principal(row.tenant_id, row.id, scope, require_approval=bool(row.require_approval))

@@ -182,6 +182,8 @@ def review_version(
             code="self_review",
             details=[{"field": "api_key_id", "message": f"{creator} created this version"}],
         )
+    if decision == "reject":
+        check_rejectable(session, rm, mv)
     evaluation_ids = succeeded_evaluations(session, mv)
     if decision == "approve" and not evaluation_ids:
         session.rollback()
@@ -235,6 +237,47 @@ def check_promotable(session: Session, rm: RegisteredModel, mv: ModelVersion, al
         code="version_not_approved",
         details=[{"field": "version", "message": f"approval state {approval.state!r}"}],
     )
+
+
+def check_decision_ref(ref: str) -> None:
+    """Under the approval policy a decision comes only through an alias, which points only at an approved version
+    (`check_promotable`): `name@latest`, `name@3` or a version id served any version, reviewed or not (a backend
+    calling `@latest` took every import and training run live). Forbidden `alias_required` otherwise."""
+    parsed = registry.parse_ref(ref)
+    if parsed.alias is not None and parsed.alias != registry.LATEST:
+        return
+    raise Forbidden(
+        f"{ref!r} names a version, not an alias: this tenant requires an approval before a version decides, so "
+        "decisions come only through an alias (e.g. name@production), which points only at approved versions",
+        code="alias_required",
+        details=[{"field": "ref", "message": "use name@<alias>"}],
+    )
+
+
+def check_rejectable(session: Session, rm: RegisteredModel, mv: ModelVersion) -> None:
+    """Under the approval policy, Conflict `version_in_use` for a rejection of a version an alias points at: the
+    alias would go on serving a rejected version; move it first (deleting it or pointing it at an approved one)."""
+    pointing = sorted(a for a, v in registry.aliases_of(session, rm.id).items() if v == mv.id)
+    if pointing and requires_approval(session, rm.tenant_id):
+        session.rollback()
+        raise Conflict(
+            f"version {mv.version} of {rm.name!r} serves as {', '.join(f'{rm.name}@{a}' for a in pointing)}: "
+            "move the alias first (to an approved version, or delete it), then reject the version",
+            code="version_in_use",
+            details=[{"field": "decision", "message": f"aliases: {', '.join(pointing)}"}],
+        )
+
+
+def unapproved_aliases(session: Session, tenant_id: str) -> list[str]:
+    """`name@alias` of the tenant's aliases pointing at a version not approved (what turning the policy on leaves
+    serving until someone reviews it or moves the alias)."""
+    out = []
+    for rm in session.scalars(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id)):
+        for alias, version_id in sorted(registry.aliases_of(session, rm.id).items()):
+            mv = session.get(ModelVersion, version_id)
+            if mv is not None and approval_of(session, mv).state != "approved":
+                out.append(f"{rm.name}@{alias} (version {mv.version})")
+    return out
 
 
 def set_policy(session: Session, tenant: str, require_approval: bool) -> tuple[Tenant, bool]:

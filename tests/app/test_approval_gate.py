@@ -285,3 +285,67 @@ def test_a_review_events_hash_covers_the_review_and_older_events_hash_as_before(
     h = registry_chain.event_hash(review)
     for name, other in (("decision", "reject"), ("note", "ok!"), ("evaluation_ids", "ev_2")):
         assert registry_chain.event_hash({**review, name: other}) != h, name
+
+
+RECORD = {"age": 67, "income": 50, "smoker": "yes"}
+
+
+def test_under_the_policy_decisions_come_only_through_an_alias(api: Api, doc) -> None:
+    """A review of the gate: with the policy on, `risk@latest`, `risk@2` and a version id still served a version
+    nobody had reviewed (a backend calling `@latest` took every import live). Decisions now come only through an
+    alias, which points only at approved versions; without the policy every reference decides as before."""
+    v1 = api.import_model(doc)
+    v2 = api.import_model(doc)
+    _, reviewer = _reviewer(api)
+    _evaluated(api, v1["id"])
+    assert _review(api, 1, reviewer).status_code == 201
+    _policy(api, True)
+    assert api.client.put(f"{ALIAS}/production", json={"version": 1}, headers=api.h()).status_code == 200
+    body = {"records": [RECORD]}
+    for ref in ("risk@latest", "risk@2", "risk@1", v2["id"]):
+        r = api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h())
+        assert r.status_code == 403, (ref, r.text)
+        assert r.json()["error"]["code"] == "alias_required" and repr(ref) in r.json()["error"]["message"]
+        files = {"file": ("x.csv", b"age,income,smoker\n67,50,yes\n", "text/csv")}
+        r = api.client.post(f"/v1/models/{ref}/predict.csv", files=files, headers=api.h())
+        assert r.status_code == 403 and r.json()["error"]["code"] == "alias_required", (ref, r.text)
+    r = api.client.post("/v1/models/risk@production/predict", json=body, headers=api.h())
+    assert r.status_code == 200 and r.json()["model_version"]["version"] == 1, r.text
+    assert api.client.get("/v1/audit", headers=api.h()).json()["items"][0]["model_version_id"] == v1["id"]
+
+    _policy(api, False)
+    for ref in ("risk@latest", v2["id"]):
+        assert api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h()).status_code == 200
+
+
+def test_under_the_policy_a_version_serving_as_an_alias_is_not_rejected(api: Api, doc) -> None:
+    """A rejection left the alias serving the rejected version; under the policy the alias moves first."""
+    v1 = api.import_model(doc)
+    _, reviewer = _reviewer(api)
+    _evaluated(api, v1["id"])
+    assert _review(api, 1, reviewer).status_code == 201
+    _policy(api, True)
+    assert api.client.put(f"{ALIAS}/production", json={"version": 1}, headers=api.h()).status_code == 200
+    events = api.count("registry_events")
+    r = _review(api, 1, reviewer, "reject", "rule 2 is wrong")
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["code"] == "version_in_use" and "risk@production" in err["message"], err
+    assert api.count("registry_events") == events and _approval(api)["state"] == "approved"
+    assert api.client.delete(f"{ALIAS}/production", headers=api.h()).status_code == 204
+    assert _review(api, 1, reviewer, "reject", "rule 2 is wrong").status_code == 201
+
+
+def test_turning_the_policy_on_names_the_aliases_that_serve_unapproved_versions(api: Api, doc) -> None:
+    """The gate checks alias moves: an alias set before the policy keeps serving; the operator is told which."""
+    from app.admin import set_policy
+
+    v1 = api.import_model(doc)
+    api.import_model(doc)
+    assert api.client.put(f"{ALIAS}/production", json={"version": 1}, headers=api.h()).status_code == 200
+    assert api.client.put(f"{ALIAS}/staging", json={"version": 2}, headers=api.h()).status_code == 200
+    _, reviewer = _reviewer(api)
+    _evaluated(api, v1["id"])
+    assert _review(api, 1, reviewer).status_code == 201
+    _, was_on, unapproved = set_policy(api.url, "tenant-a", True)
+    assert was_on is False and unapproved == ["risk@staging (version 2)"]
