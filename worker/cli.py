@@ -368,7 +368,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
             print(f"warning: aliases on versions not approved serve until reviewed or moved: {', '.join(unapproved)}")
         if on:
             print(
-                f"decisions now come only through aliases (within NEURULES_AUTH_CACHE_TTL_S = "
+                f"predict keys now decide only through aliases (within NEURULES_AUTH_CACHE_TTL_S = "
                 f"{settings.auth_cache_ttl_s:g} s); releases before migration 0011 do not know the policy: "
                 "run none of them on this database"
             )

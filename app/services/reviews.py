@@ -240,15 +240,16 @@ def check_promotable(session: Session, rm: RegisteredModel, mv: ModelVersion, al
 
 
 def check_decision_ref(ref: str) -> None:
-    """Under the approval policy a decision comes only through an alias, which points only at an approved version
-    (`check_promotable`): `name@latest`, `name@3` or a version id served any version, reviewed or not (a backend
-    calling `@latest` took every import and training run live). Forbidden `alias_required` otherwise."""
+    """Under the approval policy a backend's decision (a `predict` key) comes only through an alias, which points
+    only at an approved version (`check_promotable`): `name@latest`, `name@3` or a version id served any version,
+    reviewed or not (a backend calling `@latest` took every import and training run live). Forbidden
+    `alias_required` otherwise."""
     parsed = registry.parse_ref(ref)
     if parsed.alias is not None and parsed.alias != registry.LATEST:
         return
     raise Forbidden(
         f"{ref!r} names a version, not an alias: this tenant requires an approval before a version decides, so "
-        "decisions come only through an alias (e.g. name@production), which points only at approved versions",
+        "a predict key decides only through an alias (e.g. name@production), which points only at approved versions",
         code="alias_required",
         details=[{"field": "ref", "message": "use name@<alias>"}],
     )

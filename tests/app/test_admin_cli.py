@@ -448,7 +448,7 @@ def test_set_policy_is_the_operators_and_list_tenants_shows_it(env, capsys, capl
         main(["set-policy", "acme", "--require-approval", "on"])
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0] == f"tenant {tenant_id}: require_approval off -> on" and len(out) == 2, out
-    assert "decisions now come only through aliases" in out[1] and "before migration 0011" in out[1], out
+    assert "predict keys now decide only through aliases" in out[1] and "before migration 0011" in out[1], out
     (logged,) = [r for r in caplog.records if r.name == "neurules.governance"]
     assert logged.getMessage() == "approval policy changed" and logged.require_approval is True  # type: ignore[attr-defined]
     assert logged.tenant_id == tenant_id and logged.before is False  # type: ignore[attr-defined]

@@ -292,30 +292,38 @@ RECORD = {"age": 67, "income": 50, "smoker": "yes"}
 
 def test_under_the_policy_decisions_come_only_through_an_alias(api: Api, doc) -> None:
     """A review of the gate: with the policy on, `risk@latest`, `risk@2` and a version id still served a version
-    nobody had reviewed (a backend calling `@latest` took every import live). Decisions now come only through an
-    alias, which points only at approved versions; without the policy every reference decides as before."""
+    nobody had reviewed (a backend calling `@latest` took every import live). A backend's `predict` key now decides
+    only through an alias, which points only at approved versions; a person's `full` key still tries records on any
+    version (the console's "Try a record" before approving); without the policy every reference decides as before."""
+    from app.admin import create_key
+
     v1 = api.import_model(doc)
     v2 = api.import_model(doc)
     _, reviewer = _reviewer(api)
+    _, backend = create_key(api.url, "tenant-a", "scoring backend", scope="predict")
     _evaluated(api, v1["id"])
     assert _review(api, 1, reviewer).status_code == 201
     _policy(api, True)
     assert api.client.put(f"{ALIAS}/production", json={"version": 1}, headers=api.h()).status_code == 200
     body = {"records": [RECORD]}
+    audited = api.count("audit_log")
     for ref in ("risk@latest", "risk@2", "risk@1", v2["id"]):
-        r = api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h())
+        r = api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h(backend))
         assert r.status_code == 403, (ref, r.text)
         assert r.json()["error"]["code"] == "alias_required" and repr(ref) in r.json()["error"]["message"]
         files = {"file": ("x.csv", b"age,income,smoker\n67,50,yes\n", "text/csv")}
-        r = api.client.post(f"/v1/models/{ref}/predict.csv", files=files, headers=api.h())
+        r = api.client.post(f"/v1/models/{ref}/predict.csv", files=files, headers=api.h(backend))
         assert r.status_code == 403 and r.json()["error"]["code"] == "alias_required", (ref, r.text)
-    r = api.client.post("/v1/models/risk@production/predict", json=body, headers=api.h())
+    assert api.count("audit_log") == audited  # nothing decided
+    r = api.client.post("/v1/models/risk@production/predict", json=body, headers=api.h(backend))
     assert r.status_code == 200 and r.json()["model_version"]["version"] == 1, r.text
     assert api.client.get("/v1/audit", headers=api.h()).json()["items"][0]["model_version_id"] == v1["id"]
+    r = api.client.post(f"/v1/models/{v2['id']}/predict", json=body, headers=api.h())  # a person tries version 2
+    assert r.status_code == 200 and r.json()["model_version"]["version"] == 2, r.text
 
     _policy(api, False)
     for ref in ("risk@latest", v2["id"]):
-        assert api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h()).status_code == 200
+        assert api.client.post(f"/v1/models/{ref}/predict", json=body, headers=api.h(backend)).status_code == 200
 
 
 def test_under_the_policy_a_version_serving_as_an_alias_is_not_rejected(api: Api, doc) -> None:
