@@ -145,8 +145,10 @@ def make_engine(
         raise ValueError(f"sqlite_synchronous must be one of {get_args(SqliteSynchronous)}, not {sqlite_synchronous!r}")
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            _create_private(Path(u.database))
+        if (path := sqlite_path(u)) is not None:
+            _create_private(Path(path))
+        elif u.database and u.database != ":memory:":  # a URI (`file:...?mode=memory&uri=true`): SQLite's to open
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")

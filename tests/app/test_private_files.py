@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
@@ -41,3 +42,13 @@ def test_an_existing_database_keeps_the_mode_its_operator_gave_it(tmp_path: Path
         c.execute(text("CREATE TABLE t (a INTEGER)"))
     assert _mode(path) == 0o640
     engine.dispose()
+
+
+def test_a_uri_address_creates_no_file(tmp_path: Path, monkeypatch: Any) -> None:
+    """A review: `sqlite:///file:memdb1?mode=memory&uri=true` left an empty file named `file:memdb1` behind."""
+    monkeypatch.chdir(tmp_path)
+    engine = make_engine("sqlite:///file:memdb1?mode=memory&uri=true")
+    with engine.connect() as c:
+        assert c.execute(text("SELECT 1")).scalar() == 1
+    engine.dispose()
+    assert list(tmp_path.iterdir()) == []
