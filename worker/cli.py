@@ -29,7 +29,8 @@ from app.services import key_scopes
 from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
-# verify-audit too, but only a database that exists and holds our schema: it never creates one (`nothing_to_verify`)
+# embedded mode: these create a new database's schema, and refuse one behind this release (`prepare_embedded`);
+# verify-audit only refuses (it never creates a database: `nothing_to_verify`)
 ADMIN_COMMANDS_THAT_MIGRATE = (
     "create-tenant",
     "create-key",
@@ -314,6 +315,29 @@ def database_label(settings: Settings) -> str:
     return f"database {url.render_as_string(hide_password=True)}"
 
 
+def prepare_embedded(settings: Settings, cmd: str) -> None:
+    """Give a new embedded database its schema (the admin commands work before the first `serve`); leave an
+    existing one as it is, and exit when it is behind this release. Migrating it here changed the evidence
+    database under a running older release (its alias moves then failed) and said nothing, even for a
+    read-only `verify-audit`."""
+    url = settings.resolved_database_url
+    try:
+        found = admin.schema_revision_of(url)
+    except (sqlite3.Error, OSError):
+        found = None  # not a database yet (no file): migrating creates it, or says why it cannot
+    if found is None and cmd != "verify-audit":
+        with contextlib.suppress(admin.SchemaAhead):
+            admin.migrate(url)
+        return
+    schema = admin.expected_schema()
+    problem = schema.problem(found) if schema is not None else None
+    if problem is not None:
+        sys.exit(
+            f"neurules-admin: {database_label(settings)}: {problem}; nothing was done. Stop the releases serving on it "
+            "that are older than this one, then run `neurules-admin migrate` (or start `neurules-admin serve`)"
+        )
+
+
 def run(args: argparse.Namespace, settings: Settings) -> None:
     """Carry out one parsed command."""
     url = settings.resolved_database_url
@@ -321,8 +345,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         print(f"neurules-admin: {why}", file=sys.stderr)
         sys.exit(2)
     if settings.is_sqlite and args.cmd in ADMIN_COMMANDS_THAT_MIGRATE:
-        with contextlib.suppress(admin.SchemaAhead):  # a newer release's schema: the commands work on it
-            admin.migrate(url)  # embedded mode: the admin commands work before the first `serve`
+        prepare_embedded(settings, args.cmd)
     if args.cmd == "serve":
         from worker.serve import serve
 

@@ -468,3 +468,27 @@ def test_set_policy_is_the_operators_and_list_tenants_shows_it(env, capsys, capl
         main(["set-policy", "acme", "--require-approval", "yes"])
     with pytest.raises(SystemExit):
         main(["set-policy", "acme"])
+
+
+@pytest.mark.parametrize("argv", [["verify-audit"], ["create-key", "acme"], ["list-tenants"]])
+def test_admin_commands_never_migrate_an_existing_embedded_database(env, capsys, argv) -> None:
+    """An operator probe: `verify-audit` (and list-tenants, create-key, ...) migrated an existing embedded database
+    to head without a word, under an older release serving on it (whose alias moves then failed with 500s). They
+    now create only a new database's schema, and refuse one behind this release, changing nothing."""
+    from pathlib import Path
+
+    from alembic import command
+
+    from app.admin import expected_schema, schema_revision_of
+    from tests.app.test_migrations import _alembic
+
+    main(["create-tenant", "acme"])  # a new database: created at head, as before
+    capsys.readouterr()
+    url = f"sqlite:///{Path(env) / 'var' / 'neurules.sqlite3'}"
+    _alembic(url, command.downgrade, "0010")
+    message = _exit_message(argv)
+    assert "older than the" in message and "neurules-admin migrate" in message, message
+    assert schema_revision_of(url) == "0010"
+    main(["migrate"])
+    schema = expected_schema()
+    assert schema is not None and schema_revision_of(url) == schema.head
