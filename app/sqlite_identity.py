@@ -70,7 +70,8 @@ class FileIdentity:
             self.looked = -math.inf  # every statement looks again, until the file is back
             raise DatabaseFileChanged(
                 f"the database file {self.path} was deleted or replaced while the service ran: put the file "
-                "back, or restart the service to open the one there now"
+                "back; to restore a backup, stop the service and run neurules-admin restore <backup> (a file "
+                "moved in place keeps the old -wal beside it, which SQLite would replay onto it at the next start)"
             )
         self.looked = time.monotonic()
 
