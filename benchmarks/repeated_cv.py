@@ -8,6 +8,7 @@ A variant maps the number of training rows n to estimator parameters (the same r
 dataset). Prints per dataset and variant the mean weighted F1 per shuffle and over the shuffles,
 and the change against the first variant; --cart adds CART-11 on the same folds. --raw appends
 one JSON line per finished fit; --from-raw FILE... only reports such files (no fits).
+Each record also has the seeding kind of the kept restart ("kind").
 Variants (issue 7, round 3; none adopted, see benchmarks/RESULTS.md): `mc_by_n`, `rows_floor`, and
 `rule_rows`, which needs `git apply benchmarks/patches/min_rule_rows.diff` (the `min_rule_rows`
 parameter is not in `models/`).
@@ -87,6 +88,7 @@ def run_one(path: Path, shuffle: int, fold: int, variant: str) -> dict[str, Any]
         "conditions": sum(sizes),
         "agree": float(np.mean(clf.predict_network(X.iloc[te]) == served)),
         "params": params,
+        "kind": clf.rule_list_.metadata.get("restart_kind"),
     }
 
 
