@@ -32,7 +32,10 @@ class Settings(BaseSettings):
     """All service settings; environment variables are `NEURULES_<NAME>`."""
 
     # hide_input_in_errors: a refused value (a secret such as the metrics token) is not echoed into logs
-    model_config = SettingsConfigDict(env_prefix="NEURULES_", extra="ignore", frozen=True, hide_input_in_errors=True)
+    # allow_inf_nan off: `inf` passed every `gt=0` bound (NEURULES_REAPER_INTERVAL_S=inf killed the reaper thread)
+    model_config = SettingsConfigDict(
+        env_prefix="NEURULES_", extra="ignore", frozen=True, hide_input_in_errors=True, allow_inf_nan=False
+    )
 
     mode: Literal["embedded", "distributed"] = "embedded"
     data_dir: Path = Path("./var")
@@ -141,6 +144,10 @@ class Settings(BaseSettings):
         db, broker = self.database_url, self.broker_url
         if db is not None and not db.startswith(("sqlite", "postgresql")):
             raise ValueError("NEURULES_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        if db is not None:
+            _url_part(db, "port", "DATABASE_URL")  # a malformed URL named here, not a traceback at first use
+        if broker is not None:
+            _check_broker_url(broker)
         self._check_migration_url()
         if self.mode == "distributed":
             if not db or not broker:
@@ -243,6 +250,20 @@ def _url_part(url: str, part: str, variable: str) -> str | None:
     except Exception:  # noqa: BLE001 -- sqlalchemy raises several kinds for a malformed URL
         raise ValueError(f"NEURULES_{variable} is not a valid database URL") from None
     return value
+
+
+def _check_broker_url(url: str) -> None:
+    """ValueError naming NEURULES_BROKER_URL when it cannot be a broker address (no scheme, a port that is no
+    number): a malformed address never comes right, unlike a broker that is down (which /readyz reports)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is no number
+    except ValueError:
+        raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0)") from None
+    if not parts.scheme or "://" not in url:
+        raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0): no scheme://")
 
 
 @lru_cache(maxsize=1)

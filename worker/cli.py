@@ -133,7 +133,7 @@ def effective_config(settings: Settings) -> dict[str, Any]:
         database_url=_hide_password(settings.resolved_database_url),
         migration_database_url=_hide_password(settings.resolved_migration_database_url),
         app_role=settings.app_role,
-        broker_url=settings.resolved_broker_url,
+        broker_url=_hide_broker_password(settings.resolved_broker_url),
         embedded_worker=settings.run_embedded_worker,
         ready_min_workers=settings.required_workers,
         pid=os.getpid(),
@@ -145,6 +145,18 @@ def _hide_password(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+def _hide_broker_password(url: str) -> str:
+    """A broker URL with its password as *** (`redis://:secret@host/0`): `config` output goes into tickets and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
 
 
 def migrate(settings: Settings) -> str:

@@ -30,6 +30,14 @@ def test_defaults_are_embedded() -> None:
         ({"broker_url": "memory://"}, "memory"),
         ({"port": 0}, "port"),
         ({"max_classes": 1}, "max_classes"),
+        # an operator probe: a traceback at first use, a reaper thread killed by `inf`, a broker never reachable
+        ({"database_url": "postgresql+psycopg://u:p@host:notaport/db"}, "NEURULES_DATABASE_URL is not a valid"),
+        ({"database_url": "postgresql://::::"}, "NEURULES_DATABASE_URL is not a valid"),
+        ({"broker_url": "redis://127.0.0.1:notaport/0"}, "NEURULES_BROKER_URL is not a valid"),
+        ({"broker_url": "redis//nope"}, "NEURULES_BROKER_URL is not a valid"),
+        ({"reaper_interval_s": "inf"}, "finite"),
+        ({"stale_after_s": float("inf")}, "finite"),
+        ({"drift_alert_psi": "infinity"}, "finite"),
     ],
 )
 def test_unsafe_values_fail_fast(kwargs: dict, text: str) -> None:
@@ -72,3 +80,18 @@ def test_train_threads() -> None:
     assert Settings(embedded_worker=False).resolved_train_threads is None
     assert Settings().resolved_train_threads >= 1
     assert Settings(train_threads=3).resolved_train_threads == 3
+
+
+def test_config_hides_the_brokers_password(monkeypatch, capsys) -> None:
+    """`config` masked the database passwords and the metrics token, and printed the Redis password in clear."""
+    import json
+
+    from worker.cli import main
+
+    monkeypatch.setenv("NEURULES_MODE", "distributed")
+    monkeypatch.setenv("NEURULES_DATABASE_URL", "postgresql+psycopg://app:S3cretPW@db/n")
+    monkeypatch.setenv("NEURULES_BROKER_URL", "redis://:RedisPW@redis:6379/0")
+    main(["config"])
+    out = capsys.readouterr().out
+    assert "RedisPW" not in out and "S3cretPW" not in out
+    assert json.loads(out)["broker_url"] == "redis://:***@redis:6379/0"
