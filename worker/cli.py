@@ -41,6 +41,7 @@ ADMIN_COMMANDS_THAT_MIGRATE = (
     "bind-model-names",
     "set-policy",
 )
+COMMANDS_THAT_CREATE = ("create-tenant",)  # the first command on a new machine: it makes the embedded database
 COMMANDS_AS_OWNER = ("migrate", "create-app-role")  # they connect with NEURULES_MIGRATION_DATABASE_URL
 SERVE_FLAGS = ("host", "port", "workers")  # `serve` flags that override the settings of the same name
 # "undefined table / column" (PostgreSQL's SQLSTATEs, SQLite's messages): the schema is missing or older
@@ -391,17 +392,26 @@ def prepare_embedded(settings: Settings, cmd: str) -> None:
         found = admin.schema_revision_of(url)
     except (sqlite3.Error, OSError):
         found = None  # not a database yet (no file): migrating creates it, or says why it cannot
-    if found is None and cmd != "verify-audit":
+    if found is None and cmd in COMMANDS_THAT_CREATE:
         with contextlib.suppress(admin.SchemaAhead):
             admin.migrate(url)
         return
+    if found is None:  # a mistyped path must not become a new, empty database that lists no tenant
+        print(
+            f"neurules-admin: {database_label(settings)} holds no NeuRules database: nothing to {cmd} "
+            "(check NEURULES_DATA_DIR / NEURULES_DATABASE_URL; create-tenant makes a new one)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     schema = admin.expected_schema()
     problem = schema.problem(found) if schema is not None else None
     if problem is not None:
-        sys.exit(
+        print(
             f"neurules-admin: {database_label(settings)}: {problem}; nothing was done. Stop the releases serving on it "
-            "that are older than this one, then run `neurules-admin migrate` (or start `neurules-admin serve`)"
+            "that are older than this one, then run `neurules-admin migrate` (or start `neurules-admin serve`)",
+            file=sys.stderr,
         )
+        sys.exit(2)  # nothing checked or changed: never 1, which verify-audit gives a broken chain
 
 
 def run(args: argparse.Namespace, settings: Settings) -> None:
@@ -483,6 +493,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = load_settings(**flag_overrides(args))
     try:
         run(args, settings)
+    except BrokenPipeError:  # `neurules-admin list-tenants | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        sys.exit(141)  # 128 + SIGPIPE, as a shell reports a filter ended by a closed pipe
+    except (FileExistsError, NotADirectoryError, PermissionError) as e:  # the SQLite file's folder (a file there)
+        sys.exit(
+            f"neurules-admin: cannot use {e.filename}: {e.strerror} (check NEURULES_DATA_DIR / NEURULES_DATABASE_URL)"
+        )
     except (DomainError, RoleError) as e:
         where = f" (in {database_label(settings)})" if isinstance(e, NotFound) else ""  # run elsewhere: another db
         sys.exit(f"neurules-admin: {getattr(e, 'message', e)}{where}")

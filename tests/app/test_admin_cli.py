@@ -59,9 +59,16 @@ def test_create_tenant_and_key_say_which_database(env, capsys, monkeypatch, tmp_
     main(["create-key", "acme"])
     out = capsys.readouterr()
     assert out.out.strip().startswith("nrk_") and str(tmp_path / "var" / "neurules.sqlite3") in out.err
-    other = tmp_path / "elsewhere"  # a newcomer in another directory: a tenant unknown there says which database
+    other = tmp_path / "elsewhere"  # a newcomer in another directory: no database there, which it names
     other.mkdir()
     monkeypatch.chdir(other)
+    with pytest.raises(SystemExit) as info:
+        main(["create-key", "acme"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "holds no NeuRules database" in err, err
+    assert str(other / "var" / "neurules.sqlite3") in err and not (other / "var" / "neurules.sqlite3").exists()
+    main(["create-tenant", "beta"])  # a database there now: an unknown tenant is named with it
+    capsys.readouterr()
     with pytest.raises(SystemExit) as info:
         main(["create-key", "acme"])
     assert "no tenant 'acme'" in str(info.value) and str(other / "var" / "neurules.sqlite3") in str(info.value)
@@ -486,9 +493,25 @@ def test_admin_commands_never_migrate_an_existing_embedded_database(env, capsys,
     capsys.readouterr()
     url = f"sqlite:///{Path(env) / 'var' / 'neurules.sqlite3'}"
     _alembic(url, command.downgrade, "0010")
-    message = _exit_message(argv)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    message = capsys.readouterr().err
+    assert info.value.code == 2, info.value.code  # nothing checked: never verify-audit's 1 of a broken chain
     assert "older than the" in message and "neurules-admin migrate" in message, message
     assert schema_revision_of(url) == "0010"
     main(["migrate"])
     schema = expected_schema()
     assert schema is not None and schema_revision_of(url) == schema.head
+
+
+def test_a_data_folder_that_is_a_file_is_named_not_a_traceback(env, monkeypatch, tmp_path) -> None:
+    """An operator probe: `migrate` / `create-tenant` with NEURULES_DATA_DIR naming a file gave a FileExistsError
+    traceback (serve said it in one line)."""
+    afile = tmp_path / "afile"
+    afile.write_text("hi")
+    for data_dir in (afile, afile / "sub"):
+        monkeypatch.setenv("NEURULES_DATA_DIR", str(data_dir))
+        for argv in (["migrate"], ["create-tenant", "x"]):
+            message = _exit_message(argv)
+            assert "cannot use" in message and "NEURULES_DATA_DIR" in message, message
+    assert afile.read_text() == "hi"
