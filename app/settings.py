@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # what `serve` lets one request's head hold (431 beyond) and a request stall (408 / dropped beyond)
     max_header_bytes: int = Field(64 * 1024, ge=4096, le=16 * 1024**2)
     request_stall_s: float = Field(20.0, gt=0, le=3600)
+    # on SIGTERM, requests in flight get this long to finish before they are cut (unbounded, a client uploading
+    # slowly held a stop for minutes, past any orchestrator's kill)
+    shutdown_grace_s: int = Field(30, ge=1, le=3600)
 
     training_time_limit_s: int = Field(3600, ge=2)
     training_soft_time_limit_s: int = Field(3300, ge=1)

@@ -87,6 +87,7 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
         access_log=False,
         log_config=None,
         timeout_keep_alive=30,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,  # a trickling upload held a SIGTERM for minutes
         server_header=False,
     )
     server = uvicorn.Server(config)
@@ -129,9 +130,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     if workers <= 1:
         _serve_process(0, host, port, settings)
         return
-    prom_dir = settings.data_dir / "prometheus"
-    shutil.rmtree(prom_dir, ignore_errors=True)
-    prom_dir.mkdir(parents=True)
+    prom_dir = metrics_folder(settings.data_dir / "prometheus")
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(prom_dir))  # /metrics aggregates every process
     ctx = multiprocessing.get_context("spawn")
     procs = [
@@ -146,6 +145,30 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     for p in procs:
         p.start()
     _supervise(procs)
+
+
+def metrics_folder(root: Path) -> Path:
+    """This supervisor's own, empty folder for its processes' metric files (`<root>/<pid>`), after removing those of
+    supervisors no longer running. One folder for every service on the data folder: a second `serve --workers N`
+    (an API-only service beside the first) wiped the first one's files, whose counters vanished and stayed gone."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for old in root.iterdir():
+        if old.is_dir() and old.name.isdigit() and not _running(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = root / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir()
+    return mine
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _lock_database(settings: Settings) -> Path | None:
