@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from celery import Celery
 
 from app.db import Database
+from app.services import evaluation_runs
+from app.services import jobs as jobsvc
 from app.settings import Settings
-from worker.embedded import EMBEDDED_HOLDERS, RunningWorker, start_embedded_worker, stop_embedded_worker
+from worker.embedded import EMBEDDED_HOLDERS, EMBEDDED_HOST, RunningWorker, start_embedded_worker, stop_embedded_worker
 from worker.tasks import broker_scan_for, reap_and_requeue
 
 log = logging.getLogger("neurules.app")
@@ -73,6 +76,16 @@ class EmbeddedWorker:
             raise RuntimeError("the embedded training worker thread has stopped")
 
     def stop(self) -> None:
-        """Stop the worker thread."""
+        """Stop the worker thread, then put the jobs it was training back in the queue, their attempt not counted
+        (a clean stop; after a crash the start-up sweep requeues them, counting it)."""
         if self._worker is not None:
             stop_embedded_worker(self._worker)
+        try:
+            mine = f"{EMBEDDED_HOST}/{os.getpid()}/"
+            with self.db.session() as s:
+                handed = jobsvc.hand_back(s, mine) + evaluation_runs.hand_back(s, mine)
+        except Exception:
+            log.warning("could not put the stopped worker's jobs back in the queue", exc_info=True)
+            return
+        for job_id in handed:
+            log.info("queued again at stop", extra={"id": job_id})

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db import is_unavailable_error
@@ -98,6 +98,34 @@ def claim(session: Session, job_id: str, worker: str, now: datetime | None = Non
         .execution_options(synchronize_session=False)
     )
     return _changed_one(res)
+
+
+HANDED_BACK = "the service stopped while this job trained; queued again (that attempt is not counted)"
+
+
+def hand_back(session: Session, worker_prefix: str, now: datetime | None = None) -> list[str]:
+    """Running jobs of a worker stopping cleanly (its name starts with `worker_prefix`), put back in the queue with
+    their attempt given back; their ids. A stop is no failure: two deploys during one long training failed it with
+    "worker lost" (the start-up sweep requeued the job, counting the attempt). Cancelled ones are left to the sweep."""
+    now = now or utcnow()
+    ids = session.scalars(
+        update(Job)
+        .where(
+            Job.state == JobState.RUNNING,
+            Job.worker.startswith(worker_prefix, autoescape=True),
+            Job.cancel_requested.is_(False),
+        )
+        .values(
+            state=JobState.QUEUED,
+            worker=None,
+            heartbeat_at=now,
+            attempts=case((Job.attempts > 0, Job.attempts - 1), else_=0),
+            error=HANDED_BACK,
+        )
+        .returning(Job.id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return list(ids)
 
 
 def heartbeat(session: Session, job_id: str, worker: str) -> bool:

@@ -155,3 +155,31 @@ def test_uvicorn_with_several_processes_runs_one_embedded_worker(tmp_path: Path)
             assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
     finally:
         server.stop()
+
+
+def test_a_clean_stop_during_training_gives_the_attempt_back(tmp_path: Path) -> None:
+    """An operator probe: two SIGTERMs during one long training failed the job ("worker lost ... resubmit"): the
+    job stayed `running` at each stop and the next start's sweep requeued it counting the attempt."""
+    env = clean_env()
+    admin(["create-tenant", "t"], env, tmp_path)
+    key = admin(["create-key", "t"], env, tmp_path)
+    db = tmp_path / "var" / "neurules.sqlite3"
+    port = str(free_port())
+    url = f"http://127.0.0.1:{port}"
+    job = ""
+    for stop in range(2):
+        proc = Proc([*ADMIN, "serve", "--port", port], env, tmp_path, tmp_path / f"serve{stop}.log")
+        try:
+            wait_ready(url, proc)
+            with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=10) as c:
+                if not job:
+                    ds = c.post("/v1/datasets", files={"file": ("d.csv", CSV.encode(), "text/csv")}).json()["id"]
+                    body = {"dataset_id": ds, "target": "target", "parameters": {"n_rules": 3, "epochs": 5000}}
+                    job = c.post("/v1/jobs", json=body).json()["id"]
+                deadline = time.monotonic() + 90  # queued again: the start's resend finds its message gone
+                while held_by(db, job)[0] != "running":
+                    assert time.monotonic() < deadline, (held_by(db, job), proc.tail())
+                    time.sleep(0.1)
+        finally:
+            proc.stop()
+        assert held_by(db, job) == ("queued", None, 0), (stop, held_by(db, job), proc.tail())

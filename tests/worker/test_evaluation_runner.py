@@ -156,3 +156,18 @@ def test_the_evaluation_a_dead_embedded_worker_held_is_requeued_at_once(bg_api, 
     reap_and_requeue(st.db, st.settings, None, dead_worker_prefix=EMBEDDED_HOLDERS)
     assert (_row(api, orphan).state, _row(api, orphan).worker) == ("queued", None)
     assert (_row(api, alive).state, _row(api, alive).worker) == ("running", "gpu-7/55/cafe")
+
+
+def test_a_clean_stop_puts_its_evaluation_back_without_counting_the_attempt(bg_api, doc) -> None:
+    from worker.embedded import EMBEDDED_HOST
+
+    api = bg_api
+    ev_id = _queued(api, doc)
+    st = api.app.state.service
+    with st.db.session() as s:
+        assert runs.claim(s, ev_id, f"{EMBEDDED_HOST}/77/aa", stale_after_s=st.settings.stale_after_s)
+    with st.db.session() as s:
+        assert runs.hand_back(s, f"{EMBEDDED_HOST}/77/") == [ev_id]
+    row = _row(api, ev_id)
+    assert (row.state, row.worker, row.attempts) == ("queued", None, 0)
+    assert run_evaluation(st.db, st.settings, ev_id) == "succeeded"

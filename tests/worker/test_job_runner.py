@@ -465,3 +465,29 @@ def test_a_job_whose_model_chain_was_tampered_with_fails_saying_so(api) -> None:
     assert run_job(st.db, st.settings, again, trainer=trainer()) == "failed"
     err = job_row(api, again).error or ""
     assert err.startswith(f"model {model!r}: its registry event chain is broken"), err
+
+
+def test_a_clean_stop_puts_its_jobs_back_without_counting_the_attempt(api) -> None:
+    """An operator probe: a SIGTERM during training left the job `running`; the next start's sweep requeued it
+    counting the attempt, and after two deploys it failed "worker lost ... resubmit the job". The stopping worker
+    now hands its jobs back; another worker's job, and one asked to cancel, are left as they are."""
+    from worker.embedded import EMBEDDED_HOST
+
+    mine, other, cancelling = make_job(api), make_job(api), make_job(api)
+    st = api.app.state.service
+    with st.db.session() as s:
+        assert jobsvc.claim(s, mine, f"{EMBEDDED_HOST}/4242/aa")
+        assert jobsvc.claim(s, other, f"{EMBEDDED_HOST}/42420/bb")  # another process (a prefix of its pid)
+        assert jobsvc.claim(s, cancelling, f"{EMBEDDED_HOST}/4242/cc")
+        s.get(Job, cancelling).cancel_requested = True
+    with st.db.session() as s:
+        assert jobsvc.hand_back(s, f"{EMBEDDED_HOST}/4242/") == [mine]
+    row = job_row(api, mine)
+    assert (row.state, row.worker, row.attempts) == ("queued", None, 0) and row.error == jobsvc.HANDED_BACK
+    assert job_row(api, other).state == job_row(api, cancelling).state == "running"
+    for _ in range(3):  # three deploys during one training: it still trains, then succeeds
+        with st.db.session() as s:
+            assert jobsvc.claim(s, mine, f"{EMBEDDED_HOST}/4242/aa")
+            assert jobsvc.hand_back(s, f"{EMBEDDED_HOST}/4242/") == [mine]
+    assert job_row(api, mine).attempts == 0
+    assert run_job(st.db, st.settings, mine, trainer=trainer()) == "succeeded"
