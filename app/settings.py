@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     database_url: str | None = None  # the service's (app role's) connection
     migration_database_url: str | None = None  # the owner's, for migrations; default: database_url
     broker_url: str | None = None
-    queue: str = "neurules-training"
+    queue: str = Field("neurules-training", min_length=1, pattern=r"^\S+$")  # "" made the worker consume queue ""
     embedded_worker: bool | None = None  # default: on in embedded mode, off in distributed mode
     sqlite_synchronous: SqliteSynchronous = "full"  # normal: faster, the last commits lost with the machine
     # PostgreSQL, for the API and the workers (not migrations, not the admin commands): a statement running longer,

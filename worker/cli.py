@@ -166,7 +166,7 @@ def migrate(settings: Settings) -> str:
         grants = admin.migrate(settings.resolved_migration_database_url, app_role=settings.app_role)
     except admin.SchemaAhead as e:
         return str(e)
-    done = f"migrated {settings.mode} database to head"
+    done = f"migrated {database_label(settings)} to head"  # the database, not the mode (PostgreSQL read "embedded")
     if settings.app_role:
         done += f"; granted role {settings.app_role!r} its rights ({len(grants)} statements)"
     return done
@@ -203,7 +203,9 @@ def worker_alive(settings: Settings) -> int:
         with db.session() as s:
             names = workers.live_on_host(s, socket.gethostname(), within_s=settings.worker_alive_s)
     except Exception as e:  # noqa: BLE001 -- the database is away: the worker cannot take jobs either
-        print(f"neurules-admin: no heartbeat could be read: {e.__class__.__name__}: {e}", file=sys.stderr)
+        url = settings.resolved_database_url
+        why = database_problem(e, url) if isinstance(e, DBAPIError) else f"{e.__class__.__name__}: {e}"
+        print(f"neurules-admin: no heartbeat could be read: {why}", file=sys.stderr)  # one line, no SQL
         return 1
     finally:
         db.dispose()

@@ -76,7 +76,7 @@ def test_create_tenant_and_key_say_which_database(env, capsys, monkeypatch, tmp_
 
 def test_migrate_config_reap(env, capsys) -> None:
     main(["migrate"])
-    assert "migrated embedded database" in capsys.readouterr().out
+    assert "migrated the embedded database" in capsys.readouterr().out
     main(["config"])
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["mode"] == "embedded" and cfg["database_url"].startswith("sqlite") and cfg["embedded_worker"]

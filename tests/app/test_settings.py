@@ -38,6 +38,7 @@ def test_defaults_are_embedded() -> None:
         ({"reaper_interval_s": "inf"}, "finite"),
         ({"stale_after_s": float("inf")}, "finite"),
         ({"drift_alert_psi": "infinity"}, "finite"),
+        ({"queue": ""}, "queue"),
     ],
 )
 def test_unsafe_values_fail_fast(kwargs: dict, text: str) -> None:
