@@ -121,6 +121,21 @@ def _driver_outage(exc: BaseException) -> bool:
 SqliteSynchronous = Literal["full", "normal"]
 
 
+class DowngradeRefused(RuntimeError):
+    """A migration's downgrade that would break a hash chain or lift a guard: nothing changed. Raised as alembic's
+    CommandError too (`refused`), so that `alembic downgrade` prints one FAILED line, not a traceback."""
+
+
+def refused(message: str) -> Exception:
+    """The exception a migration raises to refuse a downgrade (a RuntimeError and alembic's CommandError)."""
+    from alembic.util import CommandError
+
+    class Refused(DowngradeRefused, CommandError):
+        pass
+
+    return Refused(message)
+
+
 def _create_private(path: Path) -> None:
     """Create a SQLite file's folder (0700) and the empty file (0600) where missing: it holds every tenant's
     datasets, audit trail and key hashes, and SQLite gives its WAL and shm files the database file's mode."""

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
+from app.db import refused
 from app.services.audit_chain import START, Link, link_rows
 
 revision: str = "0002"
@@ -144,7 +145,7 @@ def _refuse_dropping_a_chain() -> None:
         return
     n = op.get_bind().execute(sa.text("SELECT count(*) FROM audit_log")).scalar_one()
     if n:
-        raise RuntimeError(
+        raise refused(
             f"audit_log holds {n} rows: a downgrade below 0002 would drop their hash chain and missing_filled, "
             "and upgrading again would re-hash every row; stay at 0002 or later (nothing was changed)"
         )

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import context, op
 
+from app.db import refused
+
 revision: str = "0009"
 down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
@@ -39,7 +41,7 @@ def downgrade() -> None:
         sealed = op.get_bind().execute(sa.text("SELECT COUNT(*) FROM registry_events WHERE content_sha256 IS NOT NULL"))
         n = sealed.scalar_one()
     if n:
-        raise RuntimeError(
+        raise refused(
             f"{n} registry event(s) carry a version seal: going below 0009 would break their hash chain; "
             "keep this schema (older releases serve on it) instead"
         )

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import context, op
 
+from app.db import refused
+
 revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
@@ -47,7 +49,7 @@ def downgrade() -> None:
         )
         n = bound.scalar_one()
     if n:
-        raise RuntimeError(
+        raise refused(
             f"{n} registry event(s) carry a model name or a details seal: going below 0010 would break their hash "
             "chain; keep this schema (older releases serve on it) instead"
         )

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import context, op
 
+from app.db import refused
+
 revision: str = "0011"
 down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
@@ -52,12 +54,12 @@ def downgrade() -> None:
         reviews = bind.execute(sa.text("SELECT COUNT(*) FROM registry_events WHERE decision IS NOT NULL")).scalar_one()
         gated = bind.execute(sa.text("SELECT COUNT(*) FROM tenants WHERE require_approval")).scalar_one()
     if reviews:
-        raise RuntimeError(
+        raise refused(
             f"{reviews} registry event(s) record a review: going below 0011 would break their hash chain; keep this "
             "schema (older releases serve on it) instead"
         )
     if gated:
-        raise RuntimeError(
+        raise refused(
             f"{gated} tenant(s) require approval before an alias moves: going below 0011 would lift that gate; "
             "run `neurules-admin set-policy <tenant> --require-approval off` first"
         )

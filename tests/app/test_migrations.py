@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -516,6 +519,16 @@ def test_0011_adds_the_approval_policy_off_and_goes_back_until_a_review_or_a_gat
     set_policy(url, "a", True)
     with pytest.raises(RuntimeError, match="1 tenant\\(s\\) require approval"):
         _alembic(url, command.downgrade, "0010")
+    # the alembic command line says it in one FAILED line (an operator probe read it under a traceback)
+    cli = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", "alembic.ini", "-x", f"url={url}", "downgrade", "0010"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode != 0 and "Traceback" not in cli.stderr, cli.stderr
+    assert "ERROR [alembic.util.messaging] 1 tenant(s) require approval" in cli.stderr, cli.stderr
     set_policy(url, "a", False)
     db = Database(url)
     with db.session() as s:
