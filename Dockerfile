@@ -36,6 +36,8 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
 
+# `docker run --stop-timeout 45` (or less NEURULES_SHUTDOWN_GRACE_S): requests in flight get that grace after SIGTERM,
+# and the embedded worker then queues its training job again; docker's default 10 s SIGKILLs before
 # one server process by default (NEURULES_WORKERS, or `serve --workers N`: one per core is best, each with its own
 # SO_REUSEPORT listener, not uvicorn --workers)
 CMD ["neurules-admin", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app import db_roles
@@ -128,7 +129,8 @@ def schema_revision_of(url: str) -> str | None:
                 return None
             row = raw.execute("SELECT version_num FROM alembic_version").fetchone()
             return None if row is None else str(row[0])
-    engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})  # a host that does not answer
+    server = make_url(url).get_backend_name() != "sqlite"  # (a SQLite URI: no connect timeout to give)
+    engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_S} if server else {})
     try:
         with engine.connect() as conn:
             return schema_revision(conn)

@@ -251,7 +251,9 @@ def sqlite_path(url: str | URL) -> str | None:
     u = make_url(url)
     if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
         return None
-    if u.database.startswith("file:") or u.query:
+    # a URI (`file:...?mode=memory&uri=true`) is SQLite's to open; other query options (`?timeout=10`) are the
+    # driver's and leave the path a plain file
+    if u.database.startswith("file:") or u.query.get("uri") in ("true", "1") or u.query.get("mode") == "memory":
         return None
     return u.database
 

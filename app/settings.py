@@ -75,11 +75,12 @@ class Settings(BaseSettings):
     max_rules: int = Field(200, ge=1)
     max_restarts: int = Field(64, ge=1)  # rule lists trained side by side: memory and time grow with them
     progress_every_epochs: int = Field(5, ge=1)
-    heartbeat_interval_s: float = Field(5.0, gt=0)
-    stale_after_s: float = Field(120.0, gt=0)
-    reaper_interval_s: float = Field(30.0, gt=0)
-    resend_queued_after_s: float = Field(900.0, gt=0)  # brokers that cannot be scanned: re-send after this wait
-    lost_message_grace_s: float = Field(10.0, gt=0)  # a queued job whose message is not in the broker this long
+    heartbeat_interval_s: float = Field(5.0, gt=0, le=3600)
+    stale_after_s: float = Field(120.0, gt=0, le=7 * 86400)
+    reaper_interval_s: float = Field(30.0, gt=0, le=86400)  # 1e10 overflowed the reaper's wait
+    # brokers that cannot be scanned: re-send after this wait
+    resend_queued_after_s: float = Field(900.0, gt=0, le=7 * 86400)
+    lost_message_grace_s: float = Field(10.0, gt=0, le=86400)  # a queued job whose message is not in the broker
     ready_min_workers: int | None = Field(None, ge=0, le=10_000)  # default: 1 with an embedded worker, else 0
     max_attempts: int = Field(2, ge=1, le=10)
     train_threads: int | None = Field(None, ge=1, le=256)  # torch threads; default: half the cores when embedded
@@ -91,7 +92,7 @@ class Settings(BaseSettings):
     model_cache_size: int = Field(64, ge=1)
 
     evaluation_sync_max_rows: int = Field(50_000, ge=0)  # larger datasets are evaluated on the training workers
-    drift_alert_psi: float = Field(0.2, gt=0)  # monitoring alerts when a version's rule-share PSI reaches this
+    drift_alert_psi: float = Field(0.2, gt=0, le=100)  # monitoring alerts when a version's rule-share PSI reaches this
     drift_min_decisions: int = Field(100, ge=1)  # ... once the version made this many decisions in the window
     drift_min_decisions_per_rule: int = Field(10, ge=0)  # ... and this many per rule of its list (default included)
 
@@ -260,13 +261,15 @@ def _check_broker_url(url: str) -> None:
     number): a malformed address never comes right, unlike a broker that is down (which /readyz reports)."""
     from urllib.parse import urlsplit
 
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError for a port that is no number
-    except ValueError:
-        raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0)") from None
-    if not parts.scheme or "://" not in url:
-        raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0): no scheme://")
+    for one in url.split(";"):  # Celery's failover list: `sentinel://h1:26379;sentinel://h2:26379`
+        if "://" not in one or not urlsplit(one).scheme:
+            raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0): no scheme://")
+        try:
+            parts = urlsplit(one)
+            parts.port  # noqa: B018 -- raises ValueError for a port that is no number
+        except ValueError:
+            if "," not in parts.netloc:  # `redis://h1:6379,h2:6379`: several hosts, which kombu reads itself
+                raise ValueError("NEURULES_BROKER_URL is not a valid broker URL (e.g. redis://host:6379/0)") from None
 
 
 @lru_cache(maxsize=1)

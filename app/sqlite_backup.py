@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,19 +84,13 @@ def backup(source: Path, dest: Path) -> Checked:
     """Copy the live database `source` into the new file `dest` (0600) with SQLite's online backup; checked."""
     if dest.exists():
         raise BackupError(f"{dest} exists already: name a new file (a backup never overwrites one)")
+    if dest.parent.resolve() == source.parent.resolve() and dest.name.startswith(source.name):
+        # `<db>-journal` beside the live file is its rollback journal to SQLite: every connection then sees it "hot"
+        raise BackupError(f"{dest} would be taken for one of {source.name}'s own files: name another file")
     check(source)
     partial = dest.with_name(f".{dest.name}.partial")
     try:
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
-        src = sqlite3.connect(f"file:{quote(str(source))}?mode=ro", uri=True)
-        out = sqlite3.connect(partial)
-        try:
-            src.backup(out)  # one step: a consistent snapshot, the WAL's commits included
-            out.execute("PRAGMA journal_mode=DELETE")  # one self-contained file (the service turns WAL on again)
-        finally:
-            out.close()
-            src.close()
-        _fsync(partial)
+        _copy(source, partial)
         os.replace(partial, dest)
         _fsync(dest.parent)
     except (OSError, sqlite3.Error) as e:
@@ -106,15 +99,28 @@ def backup(source: Path, dest: Path) -> Checked:
     return check(dest)
 
 
+def _copy(source: Path, dest: Path) -> None:
+    """`source` as SQLite reads it (its `-wal` included, in one read transaction) into the new file `dest` (0600),
+    self-contained: a rollback journal, no `-wal` (the service turns WAL on again when it opens it)."""
+    os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+    src = sqlite3.connect(f"file:{quote(str(source))}?mode=ro", uri=True)
+    out = sqlite3.connect(dest)
+    try:
+        src.backup(out)  # one step: a consistent snapshot
+        out.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        out.close()
+        src.close()
+    _fsync(dest)
+
+
 def restore(backup_file: Path, target: Path) -> tuple[Checked, Path | None]:
     """Put a checked backup in the place of the database `target` (no service may have it open: the caller holds
     its lock). The database replaced is kept whole beside it (`<file>.replaced-<UTC time>`); its path, or None."""
     checked = check(backup_file)
     incoming = target.with_name(f".{target.name}.restoring")
     try:
-        shutil.copyfile(backup_file, incoming)
-        os.chmod(incoming, 0o600)
-        _fsync(incoming)
+        _copy(backup_file, incoming)  # not the file's bytes alone: a backup kept in WAL mode has commits in its -wal
         kept = _set_aside(target)
     except (OSError, sqlite3.Error, BackupError) as e:
         incoming.unlink(missing_ok=True)
@@ -144,9 +150,21 @@ def _set_aside(target: Path) -> Path | None:
         conn.close()
     if str(mode).lower() != "delete":
         raise BackupError(f"{target} is open in another process (it stays in {mode} mode): stop every service on it")
-    kept = target.with_name(f"{target.name}.replaced-{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
-    os.replace(target, kept)
-    return kept
+    stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}"
+    for n in range(100):  # never over an earlier kept database (two restores within one clock tick)
+        kept = target.with_name(f"{target.name}.replaced-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            os.link(target, kept)  # fails if the name is taken; then the old name goes
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links
+            if kept.exists():
+                continue
+            os.replace(target, kept)
+            return kept
+        target.unlink()
+        return kept
+    raise BackupError(f"no free name to keep {target} under: move the older .replaced- files away")
 
 
 def _fsync(path: Path) -> None:

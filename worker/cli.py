@@ -390,10 +390,14 @@ def prepare_embedded(settings: Settings, cmd: str) -> None:
     database under a running older release (its alias moves then failed) and said nothing, even for a
     read-only `verify-audit`."""
     url = settings.resolved_database_url
-    try:
-        found = admin.schema_revision_of(url)
-    except (sqlite3.Error, OSError):
-        found = None  # not a database yet (no file): migrating creates it, or says why it cannot
+    path = sqlite_path(url)
+    if path is not None and not os.path.exists(path):
+        found = None  # no database yet: create-tenant makes it
+    else:
+        try:
+            found = admin.schema_revision_of(url)
+        except (sqlite3.Error, OSError) as e:  # locked, not a database: never read as "no database" (and migrated)
+            sys.exit(f"neurules-admin: {database_label(settings)} cannot be read now ({e}); nothing was done")
     if found is None and cmd in COMMANDS_THAT_CREATE:
         with contextlib.suppress(admin.SchemaAhead):
             admin.migrate(url)

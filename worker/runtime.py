@@ -76,15 +76,21 @@ class EmbeddedWorker:
             raise RuntimeError("the embedded training worker thread has stopped")
 
     def stop(self) -> None:
-        """Stop the worker thread, then put the jobs it was training back in the queue, their attempt not counted
-        (a clean stop; after a crash the start-up sweep requeues them, counting it)."""
+        """Put the jobs and evaluations this process's worker holds back in the queue, their attempt not counted (a
+        clean stop; after a crash the start-up sweep requeues them, counting it), then stop the worker thread, and
+        hand back what it took meanwhile. First, not after the thread's join (up to 10 s): a stop bounded by its
+        orchestrator (docker's 10 s) was SIGKILLed before, and the job stayed `running`."""
+        self._hand_back()  # the training thread then finds the job no longer its own and stops at its next epoch
         if self._worker is not None:
             stop_embedded_worker(self._worker)
+            self._hand_back()
+
+    def _hand_back(self) -> None:
+        mine = f"{EMBEDDED_HOST}/{os.getpid()}/"
         try:
-            mine = f"{EMBEDDED_HOST}/{os.getpid()}/"
             with self.db.session() as s:
                 handed = jobsvc.hand_back(s, mine) + evaluation_runs.hand_back(s, mine)
-        except Exception:
+        except Exception:  # a database away at stop: the next start's sweep requeues them instead
             log.warning("could not put the stopped worker's jobs back in the queue", exc_info=True)
             return
         for job_id in handed:

@@ -144,18 +144,21 @@ def serve(settings: Settings, host: str, port: int, workers: int, run_migrations
     ]
     for p in procs:
         p.start()
-    _supervise(procs)
+    _supervise(procs, settings.shutdown_grace_s)
 
 
 def metrics_folder(root: Path) -> Path:
-    """This supervisor's own, empty folder for its processes' metric files (`<root>/<pid>`), after removing those of
-    supervisors no longer running. One folder for every service on the data folder: a second `serve --workers N`
-    (an API-only service beside the first) wiped the first one's files, whose counters vanished and stayed gone."""
+    """This supervisor's own, empty folder for its processes' metric files (`<root>/<host>-<pid>`), after removing
+    those of this host's supervisors no longer running. One folder for every service on the data folder: a second
+    `serve --workers N` (an API-only service beside the first) wiped the first one's files, whose counters vanished
+    and stayed gone; the host in the name keeps two containers (each its supervisor at pid 1) apart."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    host = socket.gethostname()
     for old in root.iterdir():
-        if old.is_dir() and old.name.isdigit() and not _running(int(old.name)):
+        name, _, pid = old.name.rpartition("-")
+        if old.is_dir() and name == host and pid.isdigit() and not _running(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    mine = root / str(os.getpid())
+    mine = root / f"{host}-{os.getpid()}"
     shutil.rmtree(mine, ignore_errors=True)
     mine.mkdir()
     return mine
@@ -187,7 +190,7 @@ def _lock_database(settings: Settings) -> Path | None:
         )
 
 
-def _supervise(procs: Sequence[BaseProcess]) -> None:
+def _supervise(procs: Sequence[BaseProcess], grace_s: float) -> None:
     """Forward SIGTERM/SIGINT to the server processes; when one dies, stop the others and exit non-zero."""
     stopping = False
 
@@ -206,7 +209,7 @@ def _supervise(procs: Sequence[BaseProcess]) -> None:
     if died:  # stop the others and let the supervisor restart us
         _stop(signal.SIGTERM, None)
     for p in procs:
-        p.join(30)
+        p.join(grace_s + 30)  # each finishes its requests in flight first (NEURULES_SHUTDOWN_GRACE_S)
     codes = [p.exitcode for p in procs]
     if died or any(c not in (0, -signal.SIGTERM) for c in codes):
         # non-zero even when the one that ended was stopped cleanly (a SIGTERM sent to it alone): the service

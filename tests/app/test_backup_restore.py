@@ -3,7 +3,10 @@ round trip against a running server: tests/e2e/test_backup_restore_e2e.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,40 @@ def test_a_restore_under_a_process_that_has_the_database_open_changes_nothing(
     with pytest.raises(SystemExit, match="open in another process"):
         main(["restore", str(tmp_path / "backups" / "b.sqlite3")])
     assert _files(live.parent) == before and sqlite_api.count("model_versions") == 1
+
+
+def test_restores_keep_every_replaced_database_and_read_a_backups_log(
+    sqlite_api: Api, doc: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A review: two restores within one second renamed the second replaced database over the first (its 29,080
+    rows lost), and a backup file in WAL mode with a `-wal` beside it was restored without the log's commits."""
+    live = Path(sqlite_path(sqlite_api.url) or "")
+    sqlite_api.import_model(doc)
+    monkeypatch.setenv("NEURULES_DATABASE_URL", sqlite_api.url)
+    (tmp_path / "b").mkdir()
+    main(["backup", str(tmp_path / "b" / "one.sqlite3")])
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="would be taken for one of"):
+        main(["backup", f"{live}-journal"])
+    sqlite_api.app.state.service.db.engine.dispose()
+    with _holding_open_only(tmp_path / "b" / "one.sqlite3") as walled:  # the backup in WAL mode, a commit in its log
+        walled.execute("PRAGMA journal_mode=WAL")
+        walled.execute("CREATE TABLE only_in_the_log (a INTEGER)")
+        walled.commit()
+        assert Path(f"{tmp_path / 'b' / 'one.sqlite3'}-wal").stat().st_size > 0
+        kept = []
+        for _ in range(2):
+            main(["restore", str(tmp_path / "b" / "one.sqlite3")])
+            kept.append(json.loads(capsys.readouterr().out)["replaced_kept_as"])
+    assert len(set(kept)) == 2 and all(Path(k).exists() for k in kept)
+    with sqlite3.connect(live) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'only_in_the_log'").fetchone()[0] == 1
+
+
+@contextlib.contextmanager
+def _holding_open_only(path: Path) -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(path)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -52,3 +52,16 @@ def test_a_uri_address_creates_no_file(tmp_path: Path, monkeypatch: Any) -> None
         assert c.execute(text("SELECT 1")).scalar() == 1
     engine.dispose()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_url_with_driver_options_is_still_a_plain_file(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """A review: `sqlite:////path/db.sqlite3?timeout=10` was taken for a URI: created 0644, and the admin commands
+    read it as a server database (a TypeError on `connect_timeout`)."""
+    from worker.cli import main
+
+    url = f"sqlite:///{tmp_path / 'data' / 'db.sqlite3'}?timeout=10"
+    monkeypatch.setenv("NEURULES_DATABASE_URL", url)
+    main(["create-tenant", "acme"])
+    main(["list-tenants"])
+    assert '"name": "acme"' in capsys.readouterr().out
+    assert _mode(tmp_path / "data" / "db.sqlite3") == 0o600 and _mode(tmp_path / "data") == 0o700

@@ -39,6 +39,7 @@ def test_defaults_are_embedded() -> None:
         ({"stale_after_s": float("inf")}, "finite"),
         ({"drift_alert_psi": "infinity"}, "finite"),
         ({"queue": ""}, "queue"),
+        ({"reaper_interval_s": 1e10}, "reaper_interval_s"),
     ],
 )
 def test_unsafe_values_fail_fast(kwargs: dict, text: str) -> None:
@@ -96,3 +97,18 @@ def test_config_hides_the_brokers_password(monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     assert "RedisPW" not in out and "S3cretPW" not in out
     assert json.loads(out)["broker_url"] == "redis://:***@redis:6379/0"
+
+
+@pytest.mark.parametrize(
+    "broker",
+    [
+        "sentinel://h1:26379;sentinel://h2:26379",  # Celery's failover lists and multi-host URLs stay accepted
+        "amqp://u:p@h1:5672//;amqp://u:p@h2:5672//",
+        "redis://h1:6379,h2:6379/0",
+        "rediss://h:6380/0",
+        "redis+socket:///tmp/redis.sock",
+        "filesystem://",
+    ],
+)
+def test_valid_broker_urls_are_accepted(broker: str) -> None:
+    assert Settings(broker_url=broker).broker_url == broker

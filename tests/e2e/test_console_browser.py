@@ -365,6 +365,11 @@ def test_the_version_page_shows_its_approval(tab: Tab, console: Console) -> None
     approval = page.locator("section:has(h2:text-is('Approval'))")
     expect(approval.locator(".approval-state")).to_have_text("pending")
     expect(approval.locator(".approval-note")).to_have_count(0)
+    # the model's events list the review with its note (the table had no place for it)
+    page.goto(f"{console.url}/console/#/models/risk-reviewed")
+    events = page.locator("table:has(caption:text-is('Registry events, newest first')) tbody tr")
+    expect(events.first).to_contain_text("version_reviewed")
+    expect(events.first).to_contain_text(f"approve: {note}")
 
 
 def test_try_a_record_with_categories_and_missing_values(tab: Tab, console: Console) -> None:

@@ -4,6 +4,7 @@ second service on the same data folder wiped the first one's shared folder; its 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +17,17 @@ def test_a_supervisor_takes_its_own_folder_and_clears_only_the_dead_ones(tmp_pat
     running = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     try:
-        for pid in (running.pid, int(ended.stdout)):
-            (root / str(pid)).mkdir(parents=True)
-            (root / str(pid) / "counter_1.db").write_bytes(b"x")
-        (root / str(os.getpid())).mkdir()
-        (root / str(os.getpid()) / "stale.db").write_bytes(b"x")  # a previous run of this pid
+        host = socket.gethostname()
+        folders = [f"{host}-{running.pid}", f"{host}-{int(ended.stdout)}", "other-host-1", f"{host}-{os.getpid()}"]
+        for name in folders:
+            (root / name).mkdir(parents=True)
+            (root / name / "counter_1.db").write_bytes(b"x")
 
         mine = metrics_folder(root)
-        assert mine == root / str(os.getpid()) and list(mine.iterdir()) == []
-        assert (root / str(running.pid) / "counter_1.db").exists()  # another service's, running: kept
-        assert not (root / ended.stdout.strip()).exists()  # a supervisor that is gone: removed
+        assert mine == root / f"{host}-{os.getpid()}" and list(mine.iterdir()) == []  # a previous run of this pid
+        assert (root / f"{host}-{running.pid}" / "counter_1.db").exists()  # another service's, running: kept
+        assert (root / "other-host-1" / "counter_1.db").exists()  # another container's (its own pid 1): kept
+        assert not (root / f"{host}-{int(ended.stdout)}").exists()  # a supervisor of this host that is gone
     finally:
         assert running.stdin is not None
         running.stdin.close()

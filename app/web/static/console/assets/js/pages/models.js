@@ -126,6 +126,8 @@ async function eventsView(name) {
           { label: "To", value: (e) => versionLink(e.to_version) },
           { label: "API key", value: (e) => keyCell(e.api_key_id, keys) },
           { label: "Job", value: (e) => (e.job_id ? h("a", { href: `#/jobs/${seg(e.job_id)}`, text: e.job_id }) : "—") },
+          // a review's note, or which training file a deletion removed
+          { label: "Note", value: (e) => (e.decision ? `${e.decision}: ${e.note ?? ""}` : e.note ?? "—"), wrap: true },
         ],
         rows,
         { caption: "Registry events, newest first", empty: "No event recorded." },
