@@ -375,7 +375,7 @@ def test_a_server_process_stopped_alone_makes_serve_exit_non_zero() -> None:
     try:
         os.kill(procs[0].pid, signal.SIGTERM)  # type: ignore[arg-type]
         with pytest.raises(SystemExit, match="server processes exited with"):
-            _supervise(procs)
+            _supervise(procs, 1)
         assert not any(p.is_alive() for p in procs)
     finally:
         for s, h in handlers.items():
