@@ -103,14 +103,9 @@ def _copy(source: Path, dest: Path) -> None:
     """`source` as SQLite reads it (its `-wal` included, in one read transaction) into the new file `dest` (0600),
     self-contained: a rollback journal, no `-wal` (the service turns WAL on again when it opens it)."""
     os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
-    src = sqlite3.connect(f"file:{quote(str(source))}?mode=ro", uri=True)
-    out = sqlite3.connect(dest)
-    try:
+    with _read_only(source) as src, contextlib.closing(sqlite3.connect(dest)) as out:
         src.backup(out)  # one step: a consistent snapshot
         out.execute("PRAGMA journal_mode=DELETE")
-    finally:
-        out.close()
-        src.close()
     _fsync(dest)
 
 

@@ -31,13 +31,12 @@ from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
 # embedded mode: these create a new database's schema, and refuse one behind this release (`prepare_embedded`);
-# verify-audit only refuses (it never creates a database: `nothing_to_verify`)
+# verify-audit never creates one, and refuses one behind (`nothing_to_verify`)
 ADMIN_COMMANDS_THAT_MIGRATE = (
     "create-tenant",
     "create-key",
     "list-tenants",
     "revoke-key",
-    "verify-audit",
     "bind-model-names",
     "set-policy",
 )
@@ -239,7 +238,19 @@ def nothing_to_verify(settings: Settings) -> str | None:
         return f"{database_problem(e, url)}: nothing to verify"
     if revision is None:
         return f"{database_label(settings)} holds no NeuRules schema (never migrated): nothing to verify"
-    return None
+    return _behind(settings, revision) if path is not None else None  # (PostgreSQL: the not-migrated error says it)
+
+
+def _behind(settings: Settings, revision: str) -> str | None:
+    """Why a database at `revision` is refused here: its schema behind this release (None: it is not)."""
+    schema = admin.expected_schema()
+    problem = schema.problem(revision) if schema is not None else None
+    if problem is None:
+        return None
+    return (
+        f"{database_label(settings)}: {problem}; nothing was done. Stop the releases serving on it that are older "
+        "than this one, then run `neurules-admin migrate` (or start `neurules-admin serve`)"
+    )
 
 
 def verify_audit(settings: Settings, tenant: str | None) -> int:
@@ -402,22 +413,16 @@ def prepare_embedded(settings: Settings, cmd: str) -> None:
         with contextlib.suppress(admin.SchemaAhead):
             admin.migrate(url)
         return
-    if found is None:  # a mistyped path must not become a new, empty database that lists no tenant
-        print(
-            f"neurules-admin: {database_label(settings)} holds no NeuRules database: nothing to {cmd} "
-            "(check NEURULES_DATA_DIR / NEURULES_DATABASE_URL; create-tenant makes a new one)",
-            file=sys.stderr,
-        )
-        sys.exit(2)
-    schema = admin.expected_schema()
-    problem = schema.problem(found) if schema is not None else None
-    if problem is not None:
-        print(
-            f"neurules-admin: {database_label(settings)}: {problem}; nothing was done. Stop the releases serving on it "
-            "that are older than this one, then run `neurules-admin migrate` (or start `neurules-admin serve`)",
-            file=sys.stderr,
-        )
-        sys.exit(2)  # nothing checked or changed: never 1, which verify-audit gives a broken chain
+    # a mistyped path must not become a new, empty database that lists no tenant
+    why = (
+        f"{database_label(settings)} holds no NeuRules database: nothing to {cmd} (check NEURULES_DATA_DIR / "
+        "NEURULES_DATABASE_URL; create-tenant makes a new one)"
+        if found is None
+        else _behind(settings, found)
+    )
+    if why is not None:
+        print(f"neurules-admin: {why}", file=sys.stderr)
+        sys.exit(2)  # nothing checked or changed
 
 
 def run(args: argparse.Namespace, settings: Settings) -> None:

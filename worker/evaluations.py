@@ -24,7 +24,7 @@ from app.services.evaluations import StoredResult
 from app.services.lost_messages import Resend
 from app.services.training_overlap import NoTrainingFile, TrainingFile
 from app.settings import Settings
-from app.tables import Dataset, Evaluation, ModelVersion
+from app.tables import Evaluation, ModelVersion
 from models.rulelist import RuleList
 from worker.beat import Beat, OfflineAware
 from worker.failure_text import failure_text
@@ -62,11 +62,8 @@ def _load(db: Database, evaluation_id: str) -> EvaluationInputs:
         mv = s.get(ModelVersion, row.model_version_id) if row is not None else None
         if row is None or mv is None:
             raise _Gone("not_found", "the evaluation or its model version was deleted")
-        ds = s.get(Dataset, row.dataset_id)
-        if ds is None or ds.tenant_id != row.tenant_id:
-            raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored")
-        try:
-            data = datasets.file_bytes(s, ds)
+        try:  # the row gone, or its file (a delete committed in between)
+            data = datasets.file_bytes(s, datasets.get_dataset(s, row.tenant_id, row.dataset_id))
         except NotFound:
             raise _Gone("dataset_not_found", f"dataset {row.dataset_id!r} was deleted before it was scored") from None
         training = evaluations.training_file(s, mv)

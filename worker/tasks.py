@@ -24,7 +24,7 @@ from app.services.errors import Conflict, Invalid, NotFound
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend
 from app.settings import Settings
-from app.tables import Dataset, Job
+from app.tables import Job
 from worker.beat import Beat, OfflineAware
 from worker.evaluations import EVALUATE_TASK, reap_evaluations, run_evaluation
 from worker.failure_text import failure_text
@@ -82,10 +82,8 @@ def _load_inputs(db: Database, job_id: str) -> JobInputs:
         job = s.get(Job, job_id)
         if job is None:
             raise TrainingInputError("the job was deleted before training started")
-        ds = s.get(Dataset, job.dataset_id) if job.dataset_id else None
-        if ds is None:
-            raise TrainingInputError("the dataset was deleted before training started")
-        try:
+        try:  # the row gone (dataset_id nulled by the delete), or its file (a delete committed in between)
+            ds = datasets.get_dataset(s, job.tenant_id, job.dataset_id or "")
             data = datasets.file_bytes(s, ds)
         except NotFound:
             raise TrainingInputError("the dataset was deleted before training started") from None
@@ -387,19 +385,19 @@ def reap_and_requeue(
     and evaluations whose message is gone (`scan`: the ids the broker holds; without one, those queued for
     too long). Background evaluations run on the same workers: their stale ones are requeued too."""
     resend = _resend_policy(settings, scan)
+    dead = (dead_worker_prefix,) if isinstance(dead_worker_prefix, str) else dead_worker_prefix or ()
     with db.session() as s:
         actions = jobsvc.reap(
             s,
             stale_after_s=settings.stale_after_s,
             max_attempts=settings.max_attempts,
-            dead_worker_prefix=dead_worker_prefix,
+            dead_worker_prefix=dead,
             resend=resend,
         )
     for a in actions:
         log.warning("reaped stale job", extra={"job_id": a.job_id, "action": a.action})
         if a.action in ("requeued", "resent") and app is not None:
             app.send_task(TRAIN_TASK, args=[a.job_id], queue=settings.queue)
-    dead = (dead_worker_prefix,) if isinstance(dead_worker_prefix, str) else dead_worker_prefix or ()
     reap_evaluations(db, settings, app, resend, dead)  # the dead worker's evaluations too, not 2.5 min later
     return actions
 

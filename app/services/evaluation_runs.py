@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import and_, case, or_, update
+from sqlalchemy import and_, or_, update
 from sqlalchemy.orm import Session
 
+from app.services import jobs
 from app.services.evaluations import StoredResult
 from app.services.job_states import JobState
 from app.services.lost_messages import Resend, stamp_lost
@@ -157,20 +158,7 @@ def reap(
 def hand_back(session: Session, worker_prefix: str, now: datetime | None = None) -> list[str]:
     """Running evaluations of a worker stopping cleanly (its name starts with `worker_prefix`), queued again with
     their attempt given back (`jobs.hand_back` for evaluations); their ids."""
-    now = now or utcnow()
-    ids = session.scalars(
-        update(Evaluation)
-        .where(Evaluation.state == JobState.RUNNING, Evaluation.worker.startswith(worker_prefix, autoescape=True))
-        .values(
-            state=JobState.QUEUED,
-            worker=None,
-            heartbeat_at=now,
-            attempts=case((Evaluation.attempts > 0, Evaluation.attempts - 1), else_=0),
-        )
-        .returning(Evaluation.id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return list(ids)
+    return jobs.requeue_held(session, Evaluation, worker_prefix, now)
 
 
 __all__ = ["ReapAction", "claim", "fail", "hand_back", "heartbeat", "reap", "succeed"]

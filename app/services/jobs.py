@@ -107,22 +107,30 @@ def hand_back(session: Session, worker_prefix: str, now: datetime | None = None)
     """Running jobs of a worker stopping cleanly (its name starts with `worker_prefix`), put back in the queue with
     their attempt given back; their ids. A stop is no failure: two deploys during one long training failed it with
     "worker lost" (the start-up sweep requeued the job, counting the attempt). Cancelled ones are left to the sweep."""
-    now = now or utcnow()
+    return requeue_held(session, Job, worker_prefix, now, Job.cancel_requested.is_(False), error=HANDED_BACK)
+
+
+def requeue_held(
+    session: Session,
+    table: type[Job] | type[Evaluation],
+    worker_prefix: str,
+    now: datetime | None,
+    *where: Any,
+    **values: Any,
+) -> list[str]:
+    """Running rows of `table` (jobs or evaluations) held by a worker whose name starts with `worker_prefix` (and
+    matching `where`), queued again with their attempt given back and `values` set; their ids."""
     ids = session.scalars(
-        update(Job)
-        .where(
-            Job.state == JobState.RUNNING,
-            Job.worker.startswith(worker_prefix, autoescape=True),
-            Job.cancel_requested.is_(False),
-        )
+        update(table)
+        .where(table.state == JobState.RUNNING, table.worker.startswith(worker_prefix, autoescape=True), *where)
         .values(
             state=JobState.QUEUED,
             worker=None,
-            heartbeat_at=now,
-            attempts=case((Job.attempts > 0, Job.attempts - 1), else_=0),
-            error=HANDED_BACK,
+            heartbeat_at=now or utcnow(),
+            attempts=case((table.attempts > 0, table.attempts - 1), else_=0),
+            **values,
         )
-        .returning(Job.id)
+        .returning(table.id)
         .execution_options(synchronize_session=False)
     ).all()
     return list(ids)

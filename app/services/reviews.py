@@ -95,14 +95,20 @@ def latest_review(session: Session, mv: ModelVersion) -> RegistryEvent | None:
     return session.scalar(q)
 
 
+def state_of(event: RegistryEvent | None) -> ApprovalState:
+    """The approval state a version's latest review (`latest_review`) gives it."""
+    return STATE_OF.get(event.decision or "", "pending") if event is not None else "pending"
+
+
 def approval_of(session: Session, mv: ModelVersion) -> Approval:
     """A version's approval state, from its latest review."""
     required = requires_approval(session, mv.tenant_id)
     event = latest_review(session, mv)
-    if event is None or event.decision not in STATE_OF:
+    state = state_of(event)
+    if event is None or state == "pending":
         return Approval("pending", required)
     return Approval(
-        STATE_OF[event.decision],
+        state,
         required,
         api_key_id=event.api_key_id,
         at=event.at,
@@ -226,16 +232,18 @@ def check_promotable(session: Session, rm: RegisteredModel, mv: ModelVersion, al
     approval (none, or a rejection). Call with the model locked (`registry.get_model(lock=True)`)."""
     if not requires_approval(session, rm.tenant_id):
         return
-    approval = approval_of(session, mv)
-    if approval.state == "approved":
+    event = latest_review(session, mv)
+    state = state_of(event)
+    if state == "approved":
         return
-    why = "has not been reviewed" if approval.state == "pending" else f"was rejected (review at seq {approval.seq})"
+    rejected_at = event.seq if event is not None and state == "rejected" else None
+    why = "has not been reviewed" if rejected_at is None else f"was rejected (review at seq {rejected_at})"
     raise Conflict(
         f"{rm.name}@{alias} cannot point at version {mv.version}: this tenant requires an approval first and the "
         f"version {why}; another key than the one that created it approves it with "
         f"POST /v1/registered-models/{rm.name}/versions/{mv.version}/reviews after an evaluation",
         code="version_not_approved",
-        details=[{"field": "version", "message": f"approval state {approval.state!r}"}],
+        details=[{"field": "version", "message": f"approval state {state!r}"}],
     )
 
 
@@ -276,7 +284,7 @@ def unapproved_aliases(session: Session, tenant_id: str) -> list[str]:
     for rm in session.scalars(select(RegisteredModel).where(RegisteredModel.tenant_id == tenant_id)):
         for alias, version_id in sorted(registry.aliases_of(session, rm.id).items()):
             mv = session.get(ModelVersion, version_id)
-            if mv is not None and approval_of(session, mv).state != "approved":
+            if mv is not None and state_of(latest_review(session, mv)) != "approved":
                 out.append(f"{rm.name}@{alias} (version {mv.version})")
     return out
 
