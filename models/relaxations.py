@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import torch
 
-# exp() arguments are clipped here: exp(60) ~ 1e26 keeps float32 finite while 1/(1+exp(60)) ~ 0
+# exp() arguments are clipped to [-_CLIP, _CLIP]: exp(60) ~ 1e26 keeps float32 finite while
+# 1/(1+exp(60)) ~ 0, and 1 + exp(-60) == 1 in float32, so the lower clip changes no predicate; it keeps
+# exp() off its slow path for underflowing arguments (about 50x slower per element on a CPU, and a cold
+# predicate far below zero is the common case at low temperature).
 _CLIP = 60.0
+
+
+def _exp_clipped(z: torch.Tensor) -> torch.Tensor:
+    """exp of z clipped to [-_CLIP, _CLIP], in place."""
+    return z.clamp_(-_CLIP, _CLIP).exp_()
 
 
 def ordered_bounds(lower: torch.Tensor, upper: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -19,8 +27,8 @@ def soft_predicate(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float |
     Equal to 1 / (1 + exp((a-x)/t) + exp((x-b)/t)); shapes broadcast, x (B,1,F) with a, b (R,F)
     gives (B,R,F).
     """
-    u = ((a - x) / t).clamp(max=_CLIP)
-    v = ((x - b) / t).clamp(max=_CLIP)
+    u = ((a - x) / t).clamp(-_CLIP, _CLIP)
+    v = ((x - b) / t).clamp(-_CLIP, _CLIP)
     return 1.0 / (1.0 + torch.exp(u) + torch.exp(v))
 
 
@@ -79,17 +87,20 @@ class _DenseDenominator(torch.autograd.Function):
     """sum_f w * 1 / (soft_predicate(x_f; a, b, t) + eta) with a hand-written backward pass.
 
     Same numbers as composing `soft_predicate` and the conjunction's denominator with autograd,
-    in about a third of the memory passes over the (M, B, k, F) intermediates.
+    in about a third of the memory passes over the intermediates. These are laid out (M, k, F, B),
+    the batch innermost: every broadcast is then over whole contiguous rows and every sum over b
+    a reduction of the last dimension (a (M, B, k, F) layout with F of a few columns cost about
+    four times as much on a CPU, in strided copies for einsum and in scalar broadcast loops).
     """
 
     @staticmethod
     def forward(ctx, x, a, b, w, eta, t):  # type: ignore[no-untyped-def]
-        xe = x[None, :, None, :]
-        e1 = (a[:, None] - xe).div_(t).clamp_(max=_CLIP).exp_()  # (M,B,k,F)
-        e2 = (xe - b[:, None]).div_(t).clamp_(max=_CLIP).exp_()
+        xt = x.t().contiguous()  # (F, B)
+        e1 = _exp_clipped((a[..., None] - xt).div_(t))  # (M,k,F,B)
+        e2 = _exp_clipped((xt - b[..., None]).div_(t))
         pi = (e1 + e2).add_(1.0).reciprocal_()
-        q = (pi + eta[:, None, :, None]).reciprocal_()
-        denom = torch.einsum("mbrf,mrf->mbr", q, w)
+        q = (pi + eta[:, :, None, None]).reciprocal_()
+        denom = (q * w[..., None]).sum(dim=2).transpose(1, 2)  # (M,B,k)
         ctx.save_for_backward(e1, e2, pi, q, w)
         ctx.t = t
         return denom
@@ -97,12 +108,12 @@ class _DenseDenominator(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):  # type: ignore[no-untyped-def]
         e1, e2, pi, q, w = ctx.saved_tensors
-        t = ctx.t
-        gw = torch.einsum("mbr,mbrf->mrf", g, q)
+        gt = g.transpose(1, 2)[:, :, None, :]  # (M,k,1,B)
+        gw = (q * gt).sum(dim=-1)
         # d denom / d pi = -w q^2 ; d pi / d a = e1 pi^2 / t ; d pi / d b = -e2 pi^2 / t
-        k = q.mul_(pi).square_().mul_(w[:, None]).mul_((g / t)[..., None])
-        ga = torch.einsum("mbrf,mbrf->mrf", k, e1)
-        gb = -torch.einsum("mbrf,mbrf->mrf", k, e2)
+        k = q.mul_(pi).square_().mul_(w[..., None]).mul_(gt / ctx.t)
+        ga = e1.mul_(k).sum(dim=-1)
+        gb = e2.mul_(k).sum(dim=-1).neg_()
         return None, ga, gb, gw, None, None
 
 
