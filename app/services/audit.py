@@ -38,8 +38,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from app.db import is_sqlite_read_only, outage_cause
-from app.services import audit_one_statement, audit_read, serving, wal_checkpoint
+from app.db import is_sqlite_read_only, outage_cause, sqlite_file
+from app.services import audit_one_statement, audit_read, serving, wal_checkpoint, wal_sync
 from app.services.audit_chain import START, Link, link_columns, link_rows
 from app.services.errors import NotFound, Unavailable
 from app.services.monitoring import records_missing_filled
@@ -499,6 +499,7 @@ class AuditWriter:
         self._conn: Connection | None = None  # the writer thread's own connection, kept between batches
         self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
         self.checkpointer = wal_checkpoint.checkpointer_for(engine)  # SQLite file: its WAL copied back off our path
+        self.log_sync: wal_sync.LogSync | None = None  # FULL on a SQLite file: the log synced after each commit
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -565,8 +566,7 @@ class AuditWriter:
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
-                if self.checkpointer is not None and self.checkpointer.alive():
-                    wal_checkpoint.raise_autocheckpoint(self._conn)
+                self._own_connection(self._conn)
             try:
                 prepare_heads(self._conn, rows)
                 one = _one_statement(self._conn, rows)
@@ -592,14 +592,31 @@ class AuditWriter:
                     continue  # not written: once more, on a fresh connection
                 raise e.error from None
             trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
+            if self.log_sync is not None:
+                self.log_sync.sync()  # durable before any request of the batch is answered (`wal_sync`)
             return seqs
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _own_connection(self, conn: Connection) -> None:
+        """The writer's connection on a SQLite file: the checkpointer's threshold, the log synced outside the lock."""
+        if self.checkpointer is not None and self.checkpointer.alive():
+            wal_checkpoint.raise_autocheckpoint(conn)
+        path = sqlite_file(self.engine)
+        if path is not None:
+            self.log_sync = wal_sync.defer_sync(conn, path)
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
             if self.checkpointer is not None:
                 with contextlib.suppress(Exception):  # broken: the pool replaces it anyway
                     wal_checkpoint.restore_autocheckpoint(self._conn)
+            if self.log_sync is not None:
+                log_sync, self.log_sync = self.log_sync, None
+                try:
+                    wal_sync.restore_sync(self._conn, log_sync)
+                except Exception:  # noqa: BLE001 -- not FULL again: never back into the pool
+                    with contextlib.suppress(Exception):
+                        self._conn.invalidate()
             with contextlib.suppress(Exception):  # already broken
                 self._conn.close()
             self._conn = None
