@@ -238,7 +238,7 @@ def nothing_to_verify(settings: Settings) -> str | None:
         return f"{database_problem(e, url)}: nothing to verify"
     if revision is None:
         return f"{database_label(settings)} holds no NeuRules schema (never migrated): nothing to verify"
-    return _behind(settings, revision) if path is not None else None  # (PostgreSQL: the not-migrated error says it)
+    return _behind(settings, revision)  # (a schema behind: the queries below would fail on columns it lacks)
 
 
 def _behind(settings: Settings, revision: str) -> str | None:

@@ -204,6 +204,32 @@ def test_unmigrated_postgresql_database_says_migrate(env, monkeypatch) -> None:
         drop()
 
 
+@pytest.mark.integration
+def test_verify_audit_refuses_a_postgresql_schema_behind_this_release(env, capsys, monkeypatch) -> None:
+    """As on SQLite: a PostgreSQL database behind this release is refused with exit 2 and what to do (it exited 1,
+    a broken chain, on a query for a column the old schema lacks), and left at its revision."""
+    from alembic import command
+
+    from app.admin import schema_revision_of
+    from tests.app.test_migrations import _alembic
+    from tests.conftest import fresh_pg_database, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    url, drop = fresh_pg_database()
+    try:
+        _alembic(url, command.upgrade, "0010")
+        monkeypatch.setenv("NEURULES_DATABASE_URL", url)
+        with pytest.raises(SystemExit) as info:
+            main(["verify-audit"])
+        message = capsys.readouterr().err
+        assert info.value.code == 2, (info.value.code, message)
+        assert "older than the" in message and "neurules-admin migrate" in message, message
+        assert schema_revision_of(url) == "0010"
+    finally:
+        drop()
+
+
 def test_verify_audit_never_passes_a_database_that_is_not_there(env, capsys, tmp_path, monkeypatch) -> None:
     """A mistyped data directory, an empty file or a SQLite file of something else: exit 2 naming why, and nothing
     created (it migrated a new empty database and reported it intact, exit 0)."""
