@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,7 @@ def writer_process(path: str, mode: str, seconds: float, requests: int, out: mp.
     from app.services import audit, wal_sync
 
     if mode == "full-in-lock":
-        wal_sync.defer_sync = lambda conn, db_path: None  # type: ignore[assignment]  # SQLite's own FULL
+        wal_sync.defer_sync = lambda conn: None  # type: ignore[assignment]  # SQLite's own FULL
     engine = make_engine(f"sqlite:///{path}", "normal" if mode == "normal" else "full")
     writer = audit.AuditWriter(engine)
 
@@ -119,7 +120,15 @@ def measure(folder: Path, mode: str, args: argparse.Namespace) -> tuple[float, l
     procs = [ctx.Process(target=writer_process, args=(path, mode, args.seconds, args.requests, out)) for _ in range(2)]
     for p in procs:
         p.start()
-    results = [out.get() for _ in procs]
+    results = []
+    for _ in procs:
+        try:
+            results.append(out.get(timeout=args.seconds + 60))
+        except queue.Empty:
+            codes = [p.exitcode for p in procs]
+            for p in procs:
+                p.kill()
+            raise SystemExit(f"{mode}: a writer process gave no result (exit codes {codes})") from None
     for p in procs:
         p.join()
     return sum(n for n, _ in results) / args.seconds, [cpu for _, cpu in results]

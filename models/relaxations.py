@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 # exp() arguments are clipped to [-_CLIP, _CLIP]: exp(60) ~ 1e26 keeps float32 finite while
 # 1/(1+exp(60)) ~ 0, and 1 + exp(-60) == 1 in float32, so the lower clip changes no predicate; it keeps
@@ -106,6 +107,7 @@ class _DenseDenominator(torch.autograd.Function):
         return denom
 
     @staticmethod
+    @once_differentiable  # the backward is not itself differentiable: a second derivative is an error, not None
     def backward(ctx, g):  # type: ignore[no-untyped-def]
         e1, e2, pi, q, w = ctx.saved_tensors
         gt = g.transpose(1, 2)[:, :, None, :]  # (M,k,1,B)

@@ -491,6 +491,8 @@ class AuditWriter:
     its last commit in one transaction, then settles all their futures with one call into the loop.
     """
 
+    CLOSE_WAIT_S = 10.0  # how long `close` waits for the rows already queued
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._q: queue.SimpleQueue[Handoff | None] = queue.SimpleQueue()
@@ -500,6 +502,7 @@ class AuditWriter:
         self._pending: dict[asyncio.AbstractEventLoop, list[Waiter]] = {}  # per loop: this tick's requests
         self.checkpointer = wal_checkpoint.checkpointer_for(engine)  # SQLite file: its WAL copied back off our path
         self.log_sync: wal_sync.LogSync | None = None  # FULL on a SQLite file: the log synced after each commit
+        self._conn_deferred = False  # the held connection commits with NORMAL (`wal_sync`), FULL again when dropped
 
     def _ensure(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -563,6 +566,8 @@ class AuditWriter:
                     loop.call_soon_threadsafe(_settle, settled, err)
 
     def _write(self, rows: list[dict[str, Any]]) -> list[int]:
+        if self.log_sync is not None:
+            self.log_sync.check()  # an earlier sync failed: nothing more is written (`wal_sync`)
         for attempt in range(2):
             if self._conn is None:
                 self._conn = self.engine.connect()  # the pool pre-pings: a fresh connection after a restart
@@ -592,8 +597,9 @@ class AuditWriter:
                     continue  # not written: once more, on a fresh connection
                 raise e.error from None
             trans.commit()  # a failure here is in doubt: reported (503), never retried, so no row is written twice
-            if self.log_sync is not None:
-                self.log_sync.sync()  # durable before any request of the batch is answered (`wal_sync`)
+            log_sync = self.log_sync if self._conn_deferred else None
+            if log_sync is not None:
+                log_sync.sync()  # durable before any request of the batch is answered (`wal_sync`)
             return seqs
         raise AssertionError("unreachable: the second attempt returns or raises")
 
@@ -601,20 +607,23 @@ class AuditWriter:
         """The writer's connection on a SQLite file: the checkpointer's threshold, the log synced outside the lock."""
         if self.checkpointer is not None and self.checkpointer.alive():
             wal_checkpoint.raise_autocheckpoint(conn)
-        path = sqlite_file(self.engine)
-        if path is not None:
-            self.log_sync = wal_sync.defer_sync(conn, path)
+        if sqlite_file(self.engine) is None:
+            return
+        wal = wal_sync.defer_sync(conn)
+        if wal is not None and (self.log_sync is None or self.log_sync.wal_path != wal):
+            self.log_sync = wal_sync.LogSync(wal)  # kept across connections: a failed sync stays failed
+        self._conn_deferred = wal is not None
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
             if self.checkpointer is not None:
                 with contextlib.suppress(Exception):  # broken: the pool replaces it anyway
                     wal_checkpoint.restore_autocheckpoint(self._conn)
-            if self.log_sync is not None:
-                log_sync, self.log_sync = self.log_sync, None
+            if self._conn_deferred:
+                self._conn_deferred = False
                 try:
-                    wal_sync.restore_sync(self._conn, log_sync)
-                except Exception:  # noqa: BLE001 -- not FULL again: never back into the pool
+                    wal_sync.restore_sync(self._conn)
+                except Exception:  # noqa: BLE001 -- not FULL again (mid-transaction, broken): never back into the pool
                     with contextlib.suppress(Exception):
                         self._conn.invalidate()
             with contextlib.suppress(Exception):  # already broken
@@ -625,10 +634,15 @@ class AuditWriter:
         """Stop the writer after the rows already queued."""
         if self._thread is not None and self._thread.is_alive():
             self._q.put(None)
-            self._thread.join(10)
+            self._thread.join(self.CLOSE_WAIT_S)
         if self.checkpointer is not None:
             self.checkpointer.stop()
+        if self._thread is not None and self._thread.is_alive():  # still in a write: its connection is its own
+            log.warning("audit writer still writing at shutdown; its connection is left to it")
+            return
         self._drop_connection()
+        if self.log_sync is not None:
+            self.log_sync.close()
 
 
 class _InDoubt(Exception):
@@ -683,7 +697,7 @@ def _settle(settled: list[tuple[asyncio.Future[list[int]], list[int]]], err: Bas
 
 def _unwritten(what: str, err: BaseException) -> str:
     """The 503's message when audit rows could not be written, with the cause where one is known."""
-    cause = outage_cause(err)
+    cause = str(err) if isinstance(err, wal_sync.SyncFailed) else outage_cause(err)
     return f"the audit log could not be written; {what}" + (f" ({cause})" if cause else "")
 
 

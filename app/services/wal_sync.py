@@ -1,68 +1,82 @@
 """The audit writer's commits on a SQLite file made durable by syncing the log after SQLite's write lock is let go.
 
 Why (measured, `benchmarks/RESULTS.md`, "Embedded FULL sync: the log synced outside the write lock"): with
-`synchronous=FULL` SQLite syncs the WAL inside COMMIT, while it holds the database's one write lock. With two
-server processes each commit then waited for the other's sync (1.5 ms of lock wait and 1.3 ms of COMMIT per
-transaction on the 2-core VM), and the pair served about 0.4x the bare-FastAPI floor against 0.6x with
-`synchronous=NORMAL`.
+`synchronous=FULL` SQLite syncs the WAL inside COMMIT, while it holds the database's one write lock, so with two
+server processes each commit waited for the other's sync.
 
-So the audit writer's own connection commits with NORMAL (SQLite writes the frames, lets the lock go, syncs
-nothing), and the writer then calls `fdatasync` on the WAL file itself before any request of the batch is
-answered. A sync covers every byte of the file written before it, whoever wrote it, so the batch's frames (and
-the log's header) are on disk when its requests are answered, as with FULL; a crash before the sync loses only
-rows whose decisions were never returned. NORMAL in WAL mode keeps the database consistent (SQLite's own
-guarantee: only durability is deferred, and this module restores it), and checkpoints sync as under FULL. The
-other process commits and syncs meanwhile instead of waiting. Every other connection keeps the configured FULL;
-the writer's goes back to the pool at FULL.
+So the audit writer's own connection commits with NORMAL: SQLite appends the frames and lets the lock go without
+syncing them (it still syncs the log's header when it restarts the log, before the first frame, as under FULL).
+The writer then calls `fdatasync` on the WAL file itself before any request of the batch is answered. A sync
+covers every byte of the file written before it, whoever wrote it, so the batch's frames are on disk when its
+requests are answered. A crash before the sync loses only rows whose decisions were never returned; in
+between, other connections can already read them (under FULL they could not), which changes no answer. NORMAL
+in WAL mode keeps the database consistent (SQLite's own guarantee: only durability is deferred, and this module
+restores it), and checkpoints sync as under FULL. SQLite's FULL pads a commit to a sector boundary only on a
+build without POWERSAFE_OVERWRITE (the default is on); such a build is not supported here.
+
+A failed sync is final for the process (`SyncFailed`): the kernel may have dropped the pages it could not write
+and report the next sync as a success, and the WAL's checksums chain from frame to frame, so later frames would
+be lost with the failed ones. Every later audit write is refused (503) until the service is restarted, which
+recovers the database from what is on disk.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from sqlalchemy import Connection
 
+log = logging.getLogger("neurules.audit")
+
 FULL = 2  # PRAGMA synchronous's number for FULL (EXTRA is 3: left to SQLite, as configured)
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class SyncFailed(OSError):
+    """The audit log could not be made durable; nothing more is written until the service restarts."""
 
 
 class LogSync:
-    """fdatasync of one SQLite database's WAL file (reopened when the file was replaced)."""
+    """fdatasync of one SQLite database's WAL file (reopened when the file was replaced); failures are final."""
 
-    def __init__(self, db_path: str) -> None:
-        self.db_path = db_path
-        self.wal_path = db_path + "-wal"
+    def __init__(self, wal_path: str) -> None:
+        self.wal_path = wal_path
         self._fd: int | None = None
         self.syncs = 0
+        self.failed: str | None = None  # why the first failed sync failed
+
+    def check(self) -> None:
+        """SyncFailed when an earlier sync failed."""
+        if self.failed is not None:
+            raise SyncFailed(
+                f"a sync of the audit log {self.wal_path} failed ({self.failed}); no decision is audited until the "
+                "service is restarted"
+            )
 
     def sync(self) -> None:
-        """Make everything written to the log so far durable (OSError when the disk refuses)."""
-        fd = self._current_fd()
-        if fd is None:  # no log: a clean close copied it into the database file, which the sync below covers
-            fd = os.open(self.db_path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-        else:
-            os.fdatasync(fd)
+        """Make everything written to the log so far durable; SyncFailed when it cannot be (then and from then on)."""
+        self.check()
+        try:
+            _fdatasync(self._current_fd())
+        except OSError as e:
+            self.failed = f"{e.__class__.__name__}: {e}"
+            self.close()
+            log.critical("audit log sync failed", extra={"path": self.wal_path, "error": self.failed})
+            self.check()
         self.syncs += 1
 
-    def _current_fd(self) -> int | None:
-        """A descriptor of the WAL file now at its path (None when there is none)."""
-        try:
-            now = os.stat(self.wal_path)
-        except FileNotFoundError:
-            self.close()
-            return None
+    def _current_fd(self) -> int:
+        """A descriptor of the WAL file now at its path (FileNotFoundError: none, which a connection in WAL mode
+        that has just committed never leaves: the file was deleted underneath)."""
+        now = os.stat(self.wal_path)
         if self._fd is not None:
             held = os.fstat(self._fd)
             if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
                 return self._fd
             self.close()  # deleted and created again since: the old inode is not the log any more
-        try:
-            self._fd = os.open(self.wal_path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
+        self._fd = os.open(self.wal_path, os.O_RDONLY | _CLOEXEC)
         return self._fd
 
     def close(self) -> None:
@@ -72,22 +86,23 @@ class LogSync:
             os.close(fd)
 
 
-def defer_sync(conn: Connection, db_path: str) -> LogSync | None:
-    """Switch the connection from FULL to NORMAL and return the LogSync its commits need; None (nothing
-    changed) when the connection does not sync at every commit as FULL."""
+def defer_sync(conn: Connection) -> str | None:
+    """Switch a connection in WAL mode from FULL to NORMAL and return the path of the WAL file its commits go to
+    (where SQLite opened it: symbolic links resolved); None (nothing changed) for any other connection."""
     raw = conn.connection.dbapi_connection
     if raw is None:
         return None
+    (mode,) = raw.execute("PRAGMA journal_mode").fetchone()
     (level,) = raw.execute("PRAGMA synchronous").fetchone()
-    if level != FULL:
+    files = {name: file for _, name, file in raw.execute("PRAGMA database_list").fetchall()}
+    if str(mode).lower() != "wal" or level != FULL or not files.get("main"):
         return None
     raw.execute("PRAGMA synchronous=NORMAL")
-    return LogSync(db_path)
+    return f"{files['main']}-wal"
 
 
-def restore_sync(conn: Connection, log_sync: LogSync) -> None:
-    """FULL again, before the connection goes back to the pool for other users."""
-    log_sync.close()
+def restore_sync(conn: Connection) -> None:
+    """FULL again, before the connection goes back to the pool for other users (fails inside a transaction)."""
     raw = conn.connection.dbapi_connection
     if raw is not None:
         raw.execute("PRAGMA synchronous=FULL")

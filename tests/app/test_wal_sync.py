@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -14,7 +14,8 @@ from sqlalchemy import Engine
 from app.db import make_engine
 from app.services import audit, wal_sync
 from app.services.errors import Unavailable
-from app.services.wal_sync import LogSync
+from app.services.wal_sync import LogSync, SyncFailed
+from app.tables import Base
 from tests.app.test_audit_chain import plain_rows
 
 
@@ -37,12 +38,18 @@ def _count(path: str) -> int:
         return int(other.execute("SELECT count(*) FROM audit_log").fetchone()[0])
 
 
+def _engine(path: Path, level: str = "full") -> Engine:
+    engine = make_engine(f"sqlite:///{path}", level)  # type: ignore[arg-type]
+    Base.metadata.create_all(engine)
+    return engine
+
+
 def test_each_commit_is_synced_before_its_requests_are_answered(sqlite_api, monkeypatch) -> None:
     """Under FULL the writer commits with NORMAL and syncs the log itself: once per batch, on the -wal file, after
     the rows are committed (another connection sees them) and before the request waiting for them goes on."""
     engine = sqlite_api.app.state.service.db.engine
     db_path = engine.url.database
-    seen: list[tuple[str, int, bool]] = []
+    seen: list[tuple[str, int, int]] = []
     answered = {"n": 0}
     real = os.fdatasync
 
@@ -50,7 +57,7 @@ def test_each_commit_is_synced_before_its_requests_are_answered(sqlite_api, monk
         seen.append((_fd_path(fd), _count(db_path), answered["n"]))
         real(fd)
 
-    monkeypatch.setattr(wal_sync.os, "fdatasync", spy)
+    monkeypatch.setattr(wal_sync, "_fdatasync", spy)
     writer = audit.AuditWriter(engine)
 
     async def requests() -> list[list[int]]:
@@ -69,18 +76,36 @@ def test_each_commit_is_synced_before_its_requests_are_answered(sqlite_api, monk
         writer.close()
     assert [s for one in seqs for s in one] == list(range(1, 11))
     assert held_level == 1  # NORMAL while the writer holds it
-    assert [(p, n, a) for p, n, a in seen] == [(db_path + "-wal", before + 2 * (i + 1), i) for i in range(5)]
+    wal = os.path.realpath(db_path) + "-wal"
+    assert seen == [(wal, before + 2 * (i + 1), i) for i in range(5)]
     assert _pooled_levels(engine) == [2, 2, 2]  # FULL again for everyone else
+
+
+def test_the_log_synced_is_the_one_sqlite_writes_through_a_symbolic_link(tmp_path: Path, monkeypatch) -> None:
+    """A database path through a symbolic link: SQLite puts the -wal beside the real file, and that is what is
+    synced (a sync of `<link>-wal`, which does not exist, had been no sync of the log at all)."""
+    synced: list[str] = []
+    real = os.fdatasync
+    monkeypatch.setattr(wal_sync, "_fdatasync", lambda fd: (synced.append(_fd_path(fd)), real(fd)))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    _engine(tmp_path / "real" / "s.db").dispose()
+    (tmp_path / "links" / "s.db").symlink_to(tmp_path / "real" / "s.db")
+    engine = make_engine(f"sqlite:///{tmp_path / 'links' / 's.db'}")
+    writer = audit.AuditWriter(engine)
+    try:
+        asyncio.run(writer.write(plain_rows(2)))
+    finally:
+        writer.close()
+        engine.dispose()
+    assert synced == [str(tmp_path / "real" / "s.db-wal")]
 
 
 def test_normal_is_left_as_configured(tmp_path: Path, monkeypatch) -> None:
     """With synchronous=normal nothing is synced by the writer, and its connection stays NORMAL."""
-    from app.tables import Base
-
     calls: list[int] = []
-    monkeypatch.setattr(wal_sync.os, "fdatasync", calls.append)
-    engine = make_engine(f"sqlite:///{tmp_path / 'n.db'}", "normal")
-    Base.metadata.create_all(engine)
+    monkeypatch.setattr(wal_sync, "_fdatasync", calls.append)
+    engine = _engine(tmp_path / "n.db", "normal")
     writer = audit.AuditWriter(engine)
     try:
         seqs = asyncio.run(writer.write(plain_rows(3)))
@@ -92,64 +117,127 @@ def test_normal_is_left_as_configured(tmp_path: Path, monkeypatch) -> None:
     assert seqs == [1, 2, 3] and calls == []
 
 
-def test_a_failed_sync_is_a_503_and_the_connection_goes_back_at_full(sqlite_api, monkeypatch) -> None:
-    """The disk refuses the sync: the request is told the audit log could not be written (never answered as if
-    durable), and the connection the writer held is FULL again or gone."""
+def test_a_failed_sync_is_final_until_a_restart(sqlite_api, monkeypatch) -> None:
+    """The disk refuses a sync: that request gets a 503 naming it (never an answer as if durable), and so does
+    every later one, with nothing more written, even once syncs work again (the kernel may have dropped the
+    failed pages; later frames would be lost with them). The connection goes back at FULL."""
     engine = sqlite_api.app.state.service.db.engine
+    db_path = engine.url.database
 
     def refuse(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(wal_sync.os, "fdatasync", refuse)
+    monkeypatch.setattr(wal_sync, "_fdatasync", refuse)
     writer = audit.AuditWriter(engine)
     try:
-        with pytest.raises(Unavailable) as err:
+        with pytest.raises(Unavailable) as first:
             asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))
-        assert writer._conn is None and writer.log_sync is None
+        after_first = _count(db_path)
+        monkeypatch.setattr(wal_sync, "_fdatasync", os.fdatasync)
+        with pytest.raises(Unavailable) as later:
+            asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a, tag=1)))
+        assert _count(db_path) == after_first  # nothing written after the failure
     finally:
         writer.close()
-    assert err.value.dependency == "audit"
+    for err in (first.value, later.value):
+        assert err.dependency == "audit" and "Input/output error" in err.message and "restarted" in err.message
     assert _pooled_levels(engine) == [2, 2, 2]
 
 
-def test_log_sync_follows_a_replaced_log_and_syncs_the_file_without_one(tmp_path: Path, monkeypatch) -> None:
-    """A log deleted and created again is synced through its new file; with no log the database file is synced."""
+def test_a_connection_that_cannot_be_set_back_to_full_never_returns_to_the_pool(sqlite_api, monkeypatch) -> None:
+    """Setting FULL again fails (as it does inside a transaction): the connection is thrown away, not pooled at
+    NORMAL for the rest of the service."""
+    engine = sqlite_api.app.state.service.db.engine
+
+    def fails(conn) -> None:
+        raise sqlite3.OperationalError("Safety level may not be changed inside a transaction")
+
+    writer = audit.AuditWriter(engine)
+    try:
+        asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))
+        monkeypatch.setattr(wal_sync, "restore_sync", fails)
+    finally:
+        writer.close()
+    assert _pooled_levels(engine, 5) == [2] * 5
+
+
+def test_close_leaves_a_writer_still_writing_its_connection(sqlite_api, monkeypatch) -> None:
+    """`close` gives up waiting while the writer is inside a sync: it must not take the connection (or the log's
+    descriptor) from under it, so the batch is still synced before it is answered."""
+    engine = sqlite_api.app.state.service.db.engine
+    entered, release = threading.Event(), threading.Event()
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def slow(fd: int) -> None:
+        entered.set()
+        release.wait(10)
+        real(fd)
+        synced.append(fd)
+
+    monkeypatch.setattr(wal_sync, "_fdatasync", slow)
+    monkeypatch.setattr(audit.AuditWriter, "CLOSE_WAIT_S", 0.2)
+    writer = audit.AuditWriter(engine)
+    result: list[object] = []
+
+    def request() -> None:
+        try:
+            result.append(asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a))))
+        except Exception as e:  # recorded for the assertion
+            result.append(e)
+
+    client = threading.Thread(target=request)
+    client.start()
+    assert entered.wait(10)
+    writer.close()  # waits 0.2 s, then leaves the writer alone
+    assert writer._conn is not None and writer.log_sync is not None and writer.log_sync._fd is not None
+    release.set()
+    client.join(10)
+    assert result == [[1]] and len(synced) == 1
+
+
+def test_log_sync_follows_a_replaced_log_and_fails_without_one(tmp_path: Path, monkeypatch) -> None:
+    """A log deleted and created again is synced through its new file; a log gone is a failed sync, for good."""
     synced: list[str] = []
     real = os.fdatasync
-    monkeypatch.setattr(wal_sync.os, "fdatasync", lambda fd: (synced.append(_fd_path(fd)), real(fd)))
-    db = tmp_path / "r.db"
-    db.write_bytes(b"")
+    monkeypatch.setattr(wal_sync, "_fdatasync", lambda fd: (synced.append(_fd_path(fd)), real(fd)))
     wal = tmp_path / "r.db-wal"
     wal.write_bytes(b"one")
-    log = LogSync(str(db))
+    log = LogSync(str(wal))
     try:
         log.sync()
         first = os.fstat(log._fd).st_ino  # type: ignore[arg-type]
         wal.unlink()
-        keep = tmp_path / "keep"  # holds the old inode's number so the new file cannot reuse it
-        keep.write_bytes(b"")
         wal.write_bytes(b"two")
         log.sync()
         assert os.fstat(log._fd).st_ino != first  # type: ignore[arg-type]
         wal.unlink()
-        log.sync()
-        assert log._fd is None
+        with pytest.raises(SyncFailed):
+            log.sync()
+        wal.write_bytes(b"three")
+        with pytest.raises(SyncFailed):
+            log.sync()
     finally:
         log.close()
-    assert synced == [str(wal), str(wal), str(db)] and log.syncs == 3
+    assert synced == [str(wal), str(wal)] and log.syncs == 2
 
 
-def test_only_a_full_connection_is_switched(tmp_path: Path) -> None:
-    """`defer_sync` switches FULL to NORMAL and `restore_sync` switches it back; NORMAL is left alone."""
-    for level, expect in (("full", 1), ("normal", 1)):
+def test_only_a_full_connection_in_wal_mode_is_switched(tmp_path: Path) -> None:
+    """`defer_sync` switches FULL to NORMAL (returning the log's path) and `restore_sync` switches it back;
+    NORMAL, and a connection not in WAL mode, are left alone."""
+    for level in ("full", "normal"):
         engine = make_engine(f"sqlite:///{tmp_path / (level + '.db')}", level)  # type: ignore[arg-type]
         try:
             with engine.connect() as conn:
-                found: Any = wal_sync.defer_sync(conn, str(tmp_path / (level + ".db")))
-                assert (found is not None) == (level == "full")
-                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == expect
-                if found is not None:
-                    wal_sync.restore_sync(conn, found)
+                wal = wal_sync.defer_sync(conn)
+                assert wal == (str(tmp_path / "full.db-wal") if level == "full" else None)
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+                if wal is not None:
+                    wal_sync.restore_sync(conn)
                     assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+                conn.exec_driver_sql("PRAGMA journal_mode=DELETE")
+                conn.exec_driver_sql("PRAGMA synchronous=FULL")
+                assert wal_sync.defer_sync(conn) is None
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
         finally:
             engine.dispose()
