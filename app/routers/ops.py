@@ -39,7 +39,8 @@ READYZ_RULE = """Each dependency on its own, plus the live training workers.
 - `checks.workers` and `workers.live`: training workers whose heartbeat row is younger than three
   heartbeat intervals (`NEURULES_HEARTBEAT_INTERVAL_S`, default 5 s).
 
-**Ready (200)** when the database and the broker answer, the embedded worker (if any) runs and at least
+**Ready (200)** when the database and the broker answer, the audit log can be made durable (in embedded mode a
+failed sync of its log stops all decisions until a restart), the embedded worker (if any) runs and at least
 `workers.required` workers are live; otherwise **503** with `status: unavailable` and the failing check.
 `workers.required` is `NEURULES_READY_MIN_WORKERS`, by default 1 in embedded mode (the worker thread is
 part of this process) and 0 in distributed mode: an API process serves predictions without any training
@@ -62,6 +63,7 @@ async def readyz(state: AppState) -> JSONResponse:
             readiness.run_check, partial(readiness.check_database, state.db, state.schema)
         ),
         "broker": await run_in_threadpool(readiness.run_check, state.broker_check),
+        "audit": readiness.run_check(state.audit.check),  # a failed sync of the log: only a restart recovers
     }
     if state.worker_check is not None:
         checks["embedded_worker"] = readiness.run_check(state.worker_check)

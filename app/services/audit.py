@@ -565,6 +565,11 @@ class AuditWriter:
                 with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
                     loop.call_soon_threadsafe(_settle, settled, err)
 
+    def check(self) -> None:
+        """Readiness: SyncFailed once a sync of the audit log failed (no decision is audited until a restart)."""
+        if self.log_sync is not None:
+            self.log_sync.check()
+
     def _write(self, rows: list[dict[str, Any]]) -> list[int]:
         if self.log_sync is not None:
             self.log_sync.check()  # an earlier sync failed: nothing more is written (`wal_sync`)

@@ -51,8 +51,8 @@ class LogSync:
         """SyncFailed when an earlier sync failed."""
         if self.failed is not None:
             raise SyncFailed(
-                f"a sync of the audit log {self.wal_path} failed ({self.failed}); no decision is audited until the "
-                "service is restarted"
+                f"a sync of the audit log failed ({self.failed}): restart the service; no decision is audited until "
+                f"then (log {self.wal_path})"
             )
 
     def sync(self) -> None:

@@ -140,8 +140,27 @@ def test_a_failed_sync_is_final_until_a_restart(sqlite_api, monkeypatch) -> None
     finally:
         writer.close()
     for err in (first.value, later.value):
-        assert err.dependency == "audit" and "Input/output error" in err.message and "restarted" in err.message
+        assert err.dependency == "audit" and "Input/output error" in err.message and "restart the" in err.message
     assert _pooled_levels(engine) == [2, 2, 2]
+
+
+def test_readiness_reports_a_failed_sync(sqlite_api, monkeypatch) -> None:
+    """After a failed sync /readyz is 503 naming the audit check and what to do (a load balancer takes the process
+    out, an orchestrator restarts it)."""
+    assert sqlite_api.client.get("/readyz").json()["checks"]["audit"] == "ok"
+    writer = sqlite_api.app.state.service.audit
+
+    def refuse(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(wal_sync, "_fdatasync", refuse)
+    with pytest.raises(Unavailable):
+        asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))
+    monkeypatch.setattr(wal_sync, "_fdatasync", os.fdatasync)
+    ready = sqlite_api.client.get("/readyz")
+    assert ready.status_code == 503, ready.text
+    check = ready.json()["checks"]["audit"]
+    assert check.startswith("error: SyncFailed") and "No space left" in check and "restart the service" in check
 
 
 def test_a_connection_that_cannot_be_set_back_to_full_never_returns_to_the_pool(sqlite_api, monkeypatch) -> None:
