@@ -317,6 +317,7 @@ def _create_heads(conn: Connection, tenants: list[str]) -> None:
 def write_rows(engine: Engine, rows: Sequence[dict[str, Any]]) -> list[int]:
     """Chain and insert audit rows in one transaction (synchronous); their chain `seq`s."""
     with engine.connect() as conn:
+        wal_sync.refuse_if_failed(conn)
         prepare_heads(conn, rows)
         with conn.begin():
             return append_rows(conn, rows)
@@ -533,6 +534,8 @@ class AuditWriter:
             item = self._q.get()
             if item is None:
                 self._drop_connection()
+                if self.log_sync is not None:
+                    self.log_sync.close()
                 return
             batch = [item]
             n = sum(len(rows) for rows, _ in item[1])
@@ -616,8 +619,12 @@ class AuditWriter:
             return
         wal = wal_sync.defer_sync(conn)
         if wal is not None and (self.log_sync is None or self.log_sync.wal_path != wal):
-            self.log_sync = wal_sync.LogSync(wal)  # kept across connections: a failed sync stays failed
+            if self.log_sync is not None:
+                self.log_sync.close()
+            self.log_sync = wal_sync.LogSync(wal)
         self._conn_deferred = wal is not None
+        if self.log_sync is not None and wal is not None:
+            self.log_sync.open()
 
     def _drop_connection(self) -> None:
         if self._conn is not None:

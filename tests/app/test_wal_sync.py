@@ -23,14 +23,26 @@ def _fd_path(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
-def _pooled_levels(engine: Engine, n: int = 3) -> list[int]:
-    """PRAGMA synchronous of n pooled connections (the writer's, once given back, among them)."""
-    pooled = [engine.connect() for _ in range(n)]
+@pytest.fixture(autouse=True)
+def _no_failed_logs(monkeypatch) -> None:
+    """Each test starts with no log whose sync failed (that record is process-wide)."""
+    monkeypatch.setattr(wal_sync, "_failed", {})
+
+
+def _raw(writer: audit.AuditWriter) -> sqlite3.Connection:
+    """The driver connection the writer holds (checked after it let go of it)."""
+    assert writer._conn is not None
+    raw = writer._conn.connection.dbapi_connection
+    assert isinstance(raw, sqlite3.Connection)
+    return raw
+
+
+def _full_or_closed(raw: sqlite3.Connection) -> bool:
+    """A connection the writer let go of is FULL again (pooled for others) or closed (thrown away), never NORMAL."""
     try:
-        return [c.exec_driver_sql("PRAGMA synchronous").scalar() for c in pooled]
-    finally:
-        for c in pooled:
-            c.close()
+        return raw.execute("PRAGMA synchronous").fetchone()[0] == 2
+    except sqlite3.ProgrammingError:  # closed
+        return True
 
 
 def _count(path: str) -> int:
@@ -70,15 +82,15 @@ def test_each_commit_is_synced_before_its_requests_are_answered(sqlite_api, monk
     try:
         before = _count(db_path)
         seqs = asyncio.run(requests())
-        assert writer._conn is not None
-        held_level = writer._conn.exec_driver_sql("PRAGMA synchronous").scalar()
+        raw = _raw(writer)
+        held_level = raw.execute("PRAGMA synchronous").fetchone()[0]
     finally:
         writer.close()
     assert [s for one in seqs for s in one] == list(range(1, 11))
     assert held_level == 1  # NORMAL while the writer holds it
     wal = os.path.realpath(db_path) + "-wal"
     assert seen == [(wal, before + 2 * (i + 1), i) for i in range(5)]
-    assert _pooled_levels(engine) == [2, 2, 2]  # FULL again for everyone else
+    assert raw.execute("PRAGMA synchronous").fetchone()[0] == 2  # back in the pool, FULL again for everyone else
 
 
 def test_the_log_synced_is_the_one_sqlite_writes_through_a_symbolic_link(tmp_path: Path, monkeypatch) -> None:
@@ -127,21 +139,25 @@ def test_a_failed_sync_is_final_until_a_restart(sqlite_api, monkeypatch) -> None
     def refuse(fd: int) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(wal_sync, "_fdatasync", refuse)
     writer = audit.AuditWriter(engine)
     try:
+        asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))  # a good batch first: the connection is held
+        raw = _raw(writer)
+        monkeypatch.setattr(wal_sync, "_fdatasync", refuse)
         with pytest.raises(Unavailable) as first:
-            asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))
+            asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a, tag=1)))
         after_first = _count(db_path)
         monkeypatch.setattr(wal_sync, "_fdatasync", os.fdatasync)
         with pytest.raises(Unavailable) as later:
-            asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a, tag=1)))
+            asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a, tag=2)))
+        with pytest.raises(Unavailable) as batch:  # predict.csv's path, on pooled FULL connections
+            audit.write_rows_or_unavailable(engine, plain_rows(3, sqlite_api.tenant_a, tag=3))
         assert _count(db_path) == after_first  # nothing written after the failure
     finally:
         writer.close()
-    for err in (first.value, later.value):
+    for err in (first.value, later.value, batch.value):
         assert err.dependency == "audit" and "Input/output error" in err.message and "restart the" in err.message
-    assert _pooled_levels(engine) == [2, 2, 2]
+    assert _full_or_closed(raw)
 
 
 def test_readiness_reports_a_failed_sync(sqlite_api, monkeypatch) -> None:
@@ -174,10 +190,18 @@ def test_a_connection_that_cannot_be_set_back_to_full_never_returns_to_the_pool(
     writer = audit.AuditWriter(engine)
     try:
         asyncio.run(writer.write(plain_rows(1, sqlite_api.tenant_a)))
+        raw = _raw(writer)
         monkeypatch.setattr(wal_sync, "restore_sync", fails)
     finally:
         writer.close()
-    assert _pooled_levels(engine, 5) == [2] * 5
+    with pytest.raises(sqlite3.ProgrammingError):  # it could not be set back: thrown away (closed) ...
+        raw.execute("PRAGMA synchronous")
+    pooled = [engine.connect() for _ in range(5)]
+    try:  # ... and not among the pool's connections
+        assert all(c.connection.dbapi_connection is not raw for c in pooled)
+    finally:
+        for c in pooled:
+            c.close()
 
 
 def test_close_leaves_a_writer_still_writing_its_connection(sqlite_api, monkeypatch) -> None:
@@ -212,7 +236,11 @@ def test_close_leaves_a_writer_still_writing_its_connection(sqlite_api, monkeypa
     assert writer._conn is not None and writer.log_sync is not None and writer.log_sync._fd is not None
     release.set()
     client.join(10)
+    assert not client.is_alive()
     assert result == [[1]] and len(synced) == 1
+    assert writer._thread is not None
+    writer._thread.join(10)  # it had its sentinel: it gives its own connection back
+    assert not writer._thread.is_alive() and writer._conn is None and writer.log_sync._fd is None
 
 
 def test_log_sync_follows_a_replaced_log_and_fails_without_one(tmp_path: Path, monkeypatch) -> None:
