@@ -56,6 +56,7 @@ def writer_process(path: str, mode: str, seconds: float, requests: int, out: mp.
     """One server process's writer: rows committed and CPU seconds, put on `out`."""
     from app.db import make_engine
     from app.services import audit, wal_sync
+    from benchmarks.audit_writer import request_rows  # one request's audit row, as the service builds it
 
     if mode == "full-in-lock":
         wal_sync.defer_sync = lambda conn: None  # type: ignore[assignment]  # SQLite's own FULL
@@ -65,7 +66,7 @@ def writer_process(path: str, mode: str, seconds: float, requests: int, out: mp.
     async def client(stop: float, tag: int) -> int:
         n = 0
         while time.monotonic() < stop:
-            await writer.write(one_row(f"{os.getpid():016x}{tag:08x}{n:08x}"))
+            await writer.write(request_rows(tag * 10_000_000 + n, 1, 1))
             n += 1
         return n
 
@@ -78,24 +79,6 @@ def writer_process(path: str, mode: str, seconds: float, requests: int, out: mp.
     out.put((n, time.process_time() - cpu))
     writer.close()
     engine.dispose()
-
-
-def one_row(digest: str) -> list[dict]:
-    """One decision's audit row, as the service builds it (not chained yet)."""
-    from app.tables import utcnow
-
-    return [
-        {
-            "created_at": utcnow(),
-            "tenant_id": "tn_bench",
-            "api_key_id": "key_bench",
-            "model_version_id": "mv_bench",
-            "input_digest": digest.ljust(64, "0"),
-            "output": {"prediction": "1", "probabilities": {"0": 0.2, "1": 0.8}},
-            "rule_id": 3,
-            "missing_filled": False,
-        }
-    ]
 
 
 def fresh_database(folder: Path, mode: str) -> str:

@@ -618,13 +618,14 @@ class AuditWriter:
         if sqlite_file(self.engine) is None:
             return
         wal = wal_sync.defer_sync(conn)
-        if wal is not None and (self.log_sync is None or self.log_sync.wal_path != wal):
+        self._conn_deferred = wal is not None
+        if wal is None:
+            return
+        if self.log_sync is None or self.log_sync.wal_path != wal:
             if self.log_sync is not None:
                 self.log_sync.close()
             self.log_sync = wal_sync.LogSync(wal)
-        self._conn_deferred = wal is not None
-        if self.log_sync is not None and wal is not None:
-            self.log_sync.open()
+        self.log_sync.open()
 
     def _drop_connection(self) -> None:
         if self._conn is not None:

@@ -78,11 +78,6 @@ class LogSync:
         self._fd: int | None = None
         self.syncs = 0
 
-    @property
-    def failed(self) -> str | None:
-        """Why a sync of this log failed in this process (None: none did)."""
-        return _failed.get(self.wal_path)
-
     def check(self) -> None:
         """SyncFailed when an earlier sync failed."""
         if self.wal_path in _failed:
