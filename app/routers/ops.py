@@ -25,10 +25,27 @@ def bearer_matches(authorization: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
-async def healthz() -> dict[str, str]:
-    """Always ok while the process serves requests."""
-    return {"status": "ok"}
+HEALTHZ_RULE = """**Alive (200, `status: ok`)** while the process serves requests and can still audit a decision.
+
+**503** (`status: failed`, `checks.audit` saying why) once a sync of the embedded audit log failed: from then on
+the process refuses every decision until it is restarted (docs/audit.md), so a liveness probe (Kubernetes, a
+supervisor acting on the Docker health status) restarts it instead of leaving it refusing. Dependencies that come
+back on their own (database, broker, workers) are `/readyz`'s, never this probe's.
+"""
+
+
+@router.get(
+    "/healthz",
+    summary="Liveness: the process answers and can still audit a decision",
+    description=HEALTHZ_RULE,
+    responses={503: {"description": "only a restart recovers this process; `checks.audit` says why"}},
+)
+async def healthz(state: AppState) -> JSONResponse:
+    """200 while alive; 503 once only a restart recovers the process (a failed sync of the audit log)."""
+    audit = readiness.run_check(state.audit.check)
+    if audit == readiness.OK:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "failed", "checks": {"audit": audit}}, status_code=503)
 
 
 READYZ_RULE = """Each dependency on its own, plus the live training workers.

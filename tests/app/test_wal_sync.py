@@ -162,8 +162,9 @@ def test_a_failed_sync_is_final_until_a_restart(sqlite_api, monkeypatch) -> None
 
 def test_readiness_reports_a_failed_sync(sqlite_api, monkeypatch) -> None:
     """After a failed sync /readyz is 503 naming the audit check and what to do (a load balancer takes the process
-    out, an orchestrator restarts it)."""
+    out) and so is the liveness probe /healthz (an orchestrator restarts it: nothing else recovers it)."""
     assert sqlite_api.client.get("/readyz").json()["checks"]["audit"] == "ok"
+    assert sqlite_api.client.get("/healthz").json() == {"status": "ok"}
     writer = sqlite_api.app.state.service.audit
 
     def refuse(fd: int) -> None:
@@ -177,6 +178,8 @@ def test_readiness_reports_a_failed_sync(sqlite_api, monkeypatch) -> None:
     assert ready.status_code == 503, ready.text
     check = ready.json()["checks"]["audit"]
     assert check.startswith("error: SyncFailed") and "No space left" in check and "restart the service" in check
+    alive = sqlite_api.client.get("/healthz")
+    assert alive.status_code == 503 and alive.json() == {"status": "failed", "checks": {"audit": check}}
 
 
 def test_a_connection_that_cannot_be_set_back_to_full_never_returns_to_the_pool(sqlite_api, monkeypatch) -> None:
