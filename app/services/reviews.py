@@ -23,9 +23,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.services import registry, registry_events
-from app.services.errors import Conflict, Forbidden, Invalid, NotFound
+from app.services.errors import Conflict, Forbidden, Invalid
 from app.services.job_states import JobState
-from app.services.tenants import find_tenant
+from app.services.tenants import find_tenant, tenant_not_found
 from app.services.text_checks import unprintable_character
 from app.tables import Evaluation, Job, ModelVersion, RegisteredModel, RegistryEvent, Tenant, utcnow
 
@@ -294,7 +294,7 @@ def set_policy(session: Session, tenant: str, require_approval: bool) -> tuple[T
     change, made outside the API)."""
     found = find_tenant(session, tenant)
     if found is None:
-        raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")
+        raise tenant_not_found(session, tenant)
     before = bool(found.require_approval)
     if before != require_approval:
         found.require_approval = require_approval

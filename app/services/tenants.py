@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -69,11 +71,33 @@ def find_tenant(session: Session, tenant: str) -> Tenant | None:
     return by_id or by_name
 
 
+def _name_twin(name: str, names: Iterable[str]) -> str | None:
+    """The name among `names` that reads as `name` but is not it: another case or Unicode normalisation form."""
+    folded = unicodedata.normalize("NFC", name).casefold()
+    return next((n for n in names if n != name and unicodedata.normalize("NFC", n).casefold() == folded), None)
+
+
+def tenant_not_found(session: Session, tenant: str) -> NotFound:
+    """NotFound for a tenant name or id that names none, pointing at the tenant it most likely meant."""
+    twin = _name_twin(tenant, session.scalars(select(Tenant.name)).all())
+    hint = f"did you mean {twin!r}? (tenant names are case-sensitive)" if twin else "create it with create-tenant"
+    return NotFound(f"no tenant {tenant!r}; {hint}")
+
+
 def create_tenant(session: Session, name: str) -> Tenant:
-    """A new tenant; Invalid for an unusable name, Conflict when the name is taken."""
+    """A new tenant; Invalid for an unusable name, Conflict when the name is taken or differs from a tenant's only in
+    case or Unicode form (`Acme` beside `acme`: an operator issuing a key to one would read it as the other's)."""
     check_tenant_name(name)
-    if session.scalar(select(Tenant).where(Tenant.name == name)) is not None:
+    names = session.scalars(select(Tenant.name)).all()
+    if name in names:
         raise Conflict(f"tenant {name!r} already exists", code="tenant_exists")
+    twin = _name_twin(name, names)
+    if twin is not None:
+        raise Conflict(
+            f"tenant {name!r} differs only in case or Unicode form from the existing tenant {twin!r}: "
+            "use that one, or choose a name that reads differently",
+            code="tenant_case_conflict",
+        )
     t = Tenant(id=new_id("tn"), name=name)
     session.add(t)
     return t
@@ -86,7 +110,7 @@ def create_key(session: Session, tenant: str, label: str = "", scope: str = "ful
     key_scopes.check_scope(scope)
     t = find_tenant(session, tenant)
     if t is None:
-        raise NotFound(f"no tenant {tenant!r}; create it with create-tenant")
+        raise tenant_not_found(session, tenant)
     key, prefix = keys.generate_key()
     row = ApiKey(
         id=new_id("key"),

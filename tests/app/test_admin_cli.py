@@ -47,6 +47,25 @@ def test_tenant_key_lifecycle(env, capsys) -> None:
         main(["create-key", "nobody"])
 
 
+def test_a_tenant_name_differing_only_in_case_or_unicode_form_is_refused(env, capsys) -> None:
+    """`Acme` beside `acme` (or `Größe` composed beside decomposed) reads as one tenant: a key issued to one would be
+    taken for the other's. A name that names no tenant points at its twin."""
+    main(["create-tenant", "Acme"])
+    main(["create-tenant", "Gr\u00f6\u00dfe"])
+    capsys.readouterr()
+    for twin, existing in (("acme", "Acme"), ("ACME", "Acme"), ("Gro\u0308\u00dfe", "Gr\u00f6\u00dfe")):
+        with pytest.raises(SystemExit, match=f"only in case or Unicode form from the existing tenant '{existing}'"):
+            main(["create-tenant", twin])
+    with pytest.raises(SystemExit, match="no tenant 'acme'; did you mean 'Acme'"):
+        main(["create-key", "acme"])
+    with pytest.raises(SystemExit, match="no tenant 'acme'; did you mean 'Acme'"):
+        main(["set-policy", "acme", "--require-approval", "on"])
+    main(["create-tenant", "Acme Corp"])  # reads differently: allowed
+    capsys.readouterr()
+    main(["list-tenants"])
+    assert sorted(t["name"] for t in json.loads(capsys.readouterr().out)) == ["Acme", "Acme Corp", "Gr\u00f6\u00dfe"]
+
+
 def test_create_tenant_and_key_say_which_database(env, capsys, monkeypatch, tmp_path) -> None:
     """Embedded mode's database is relative to the working directory (./var): the admin commands name the file they
     wrote to, so a tenant created from another directory than the server's is not a silent 401 later."""
