@@ -147,6 +147,7 @@ def _read_csv(
         numeric = name not in text and bool((is_number | cells.isna().to_numpy()).all())  # all missing: numeric
         df[name] = pd.Series(values, index=cells.index) if numeric else cells
     df.attrs["lines"] = list(table.lines)  # each row's first line, for messages
+    df.attrs["sep"] = sep
     return df
 
 
@@ -209,6 +210,8 @@ def _name_stray_text(df: pd.DataFrame, target: str) -> None:
             continue
         known = cells[cells.notna()]
         _, is_number = _numbers(known)
+        if df.attrs.get("sep", ",") != ",":  # decimal commas are numbers there (a stray cell kept them as text)
+            is_number |= np.array([bool(csvtext.DECIMAL_COMMA.match(v)) for v in known], dtype=bool)
         if len(known) and MOSTLY_NUMBERS <= is_number.mean() < 1:
             rows = np.flatnonzero(cells.notna().to_numpy())[~is_number]
             shown = ", ".join(

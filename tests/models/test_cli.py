@@ -341,6 +341,18 @@ def test_stray_text_in_a_number_column_and_a_continuous_target_are_named(tmp_pat
     assert r.returncode == 0 and "the target 'a' has" in r.stderr and "continuous" in r.stderr, r.stderr
 
 
+def test_stray_text_among_decimal_commas_is_named_too(tmp_path: Path) -> None:
+    """In a `;` file decimal commas are numbers: one stray `abc` among them made the column categorical silently
+    (the note counted `3,5` as text, so the column did not look mostly numeric)."""
+    rows = [f"{i % 7},{i % 3};{'abc' if i == 4 else f'{i % 5},5'};{i % 2}" for i in range(60)]
+    data = tmp_path / "s.csv"
+    data.write_text("x;z;target\n" + "\n".join(rows) + "\n")
+    r = _run("fit", str(data), "--target", "target", "--epochs", "2", "--quiet", "--out", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    assert "column 'z' is read as categories: 1 of 60 values are not numbers ('abc' (row 4))" in r.stderr, r.stderr
+    assert "column 'x'" not in r.stderr  # all decimal commas: numeric, no note
+
+
 def test_a_closed_pipe_ends_predict_quietly(tmp_path: Path) -> None:
     """`neurules predict m.json big.csv | head -1` printed `error: [Errno 32] Broken pipe` and exited 2."""
     data = _small_csv(tmp_path / "d.csv", rows=20000)
