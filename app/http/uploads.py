@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,9 @@ from starlette.types import Message, Receive
 
 from app.services.compression import gunzip, looks_gzipped
 from app.services.datasets import Upload
-from app.services.errors import Invalid, Malformed, TooLarge, Unsupported
+from app.services.errors import Invalid, Malformed, TooLarge, Unavailable, Unsupported
+
+log = logging.getLogger("neurules.uploads")
 
 ACCEPTED_TYPES = frozenset(
     {
@@ -134,6 +137,8 @@ async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormDa
         raise _malformed(_parser_reason(e)) from None
     except ClientDisconnect:  # the client hung up mid-upload: the edge's `client_disconnected`, not a bad body
         raise
+    except OSError as e:  # the parser spools a file past 1 MiB to disk: a full or failing disk is ours, not the body's
+        raise storage_failed(e, "the upload") from None
     except Exception as e:  # noqa: BLE001 -- whatever the multipart parser refused is a malformed body
         raise _malformed(_parser_reason(e)) from None
     try:
@@ -145,6 +150,16 @@ async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormDa
         await form.close()
         raise
     return form
+
+
+def storage_failed(e: OSError, what: str) -> Unavailable:
+    """503 naming the server's temporary storage, where `what` could not be held (full, or failing)."""
+    log.error("temporary storage failed", extra={"what": what, "error": str(e)})
+    return Unavailable(
+        f"{what} could not be held in the server's temporary storage ({e.strerror or type(e).__name__}); "
+        "nothing was done: retry later",
+        dependency="temporary_storage",
+    )
 
 
 def _too_many_parts(e: StarletteHTTPException) -> bool:
@@ -228,6 +243,8 @@ async def read_upload(request: Request, limit: int, fields: tuple[str, ...] = DA
             data = await run_in_threadpool(gunzip, data, limit)
         name = form.get("name")
         return Upload(data, file.filename or "upload.csv", name if isinstance(name, str) and name else None)
+    except OSError as e:  # reading back what the parser spooled to disk
+        raise storage_failed(e, "the upload") from None
     finally:
         await form.close()
 

@@ -207,3 +207,51 @@ def test_an_http10_answer_without_room_for_its_spool_is_a_503_naming_it(
     assert sent[0]["status"] == 503, body
     assert b"No space left on device" in body and b"temporary_storage_unavailable" in body
     assert tempfile.gettempdir().encode() not in body  # the server's paths stay in its log
+
+
+@pytest.mark.parametrize("where", ["upload", "checked columns"])
+def test_a_csv_without_room_on_the_servers_disk_is_a_503_naming_it(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The upload (spooled past 1 MiB) and the checked columns (always spilled to a temporary file) need disk: a full
+    one answered 400 `malformed_multipart` (the upload) or 500 (the columns). Now a 503 naming the temporary storage
+    before any decision is made or audited."""
+    import errno
+    import tempfile
+
+    import starlette.datastructures
+
+    if where == "upload":
+        real = starlette.datastructures.UploadFile.write
+
+        async def full(self: Any, data: bytes) -> None:
+            if self.file.tell() + len(data) > 1024 * 1024:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            await real(self, data)
+
+        monkeypatch.setattr(starlette.datastructures.UploadFile, "write", full)
+    else:
+        real_file = tempfile.TemporaryFile
+
+        class Full:
+            def __init__(self, **_: Any) -> None:
+                self.file = real_file()  # closed through __getattr__ (close)
+
+            def write(self, data: Any) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.file, name)
+
+        monkeypatch.setattr(batch.tempfile, "TemporaryFile", Full)
+    v = sqlite_api.import_model(doc)
+    data = ("age,income,smoker\n" + "".join(f"{60 + i % 20},{i % 100},yes\n" for i in range(200_000))).encode()
+    assert len(data) > 1024 * 1024
+    r = sqlite_api.client.post(
+        f"/v1/models/{v['id']}/predict.csv", files={"file": ("b.csv", data, "text/csv")}, headers=sqlite_api.h()
+    )
+    assert r.status_code == 503, r.text[:300]
+    err = r.json()["error"]
+    assert err["code"] == "temporary_storage_unavailable" and "No space left on device" in err["message"]
+    assert sqlite_api.count("audit_log") == 0
+    assert tempfile.gettempdir() not in r.text  # the server's paths stay in its log

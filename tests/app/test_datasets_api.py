@@ -286,3 +286,26 @@ def test_a_list_page_and_its_total_come_from_one_snapshot(sqlite_api) -> None:
     assert inserted
     assert page["total"] == len(page["items"]) == 3, page
     assert sqlite_api.client.get("/v1/datasets", headers=sqlite_api.h()).json()["total"] == 4
+
+
+def test_an_upload_without_room_on_the_servers_disk_is_a_503_naming_it(api, monkeypatch) -> None:
+    """The multipart parser spools a file past 1 MiB to disk; a full disk there answered 400 `malformed_multipart`,
+    blaming the client's body. It is a 503 naming the server's temporary storage, and nothing is created."""
+    import errno
+
+    import starlette.datastructures
+
+    real = starlette.datastructures.UploadFile.write
+
+    async def full(self, data: bytes) -> None:
+        if self.file.tell() + len(data) > 1024 * 1024:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        await real(self, data)
+
+    monkeypatch.setattr(starlette.datastructures.UploadFile, "write", full)
+    r = upload(api, b"age,smoker,income,risk\n" + b"61,yes,20,high\n35,no,80,low\n" * 50_000)
+    assert r.status_code == 503, r.text
+    err = r.json()["error"]
+    assert err["code"] == "temporary_storage_unavailable" and "No space left on device" in err["message"]
+    assert api.count("datasets") == 0 and api.count("blobs") == 0
+    assert upload(api, GOOD).status_code == 201  # a small file stays in memory: served as before
