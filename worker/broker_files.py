@@ -17,6 +17,7 @@ removed; a claim that fails leaves the message where it is, for the next poll.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from queue import Empty
@@ -26,6 +27,8 @@ from typing import Any
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.json import dumps, loads
+
+log = logging.getLogger("neurules.broker")
 
 TRANSPORT = "worker.broker_files:Transport"  # Celery's `broker_transport` for a filesystem:// broker URL
 
@@ -69,6 +72,47 @@ class Channel(filesystem.Channel):
                 os.remove(claimed)
             return loads(payload.decode())  # type: ignore[no-untyped-call]
         raise Empty()
+
+    def _queue_bind(self, exchange: Any, routing_key: Any, pattern: Any, queue: Any) -> Any:  # as kombu names it
+        """kombu's, after an unreadable binding file is emptied (`_readable_bindings`)."""
+        self._readable_bindings(exchange)
+        return super()._queue_bind(exchange, routing_key, pattern, queue)  # type: ignore[no-untyped-call]
+
+    def get_table(self, exchange: Any) -> Any:  # as kombu names it
+        """kombu's, after an unreadable binding file is emptied (`_readable_bindings`)."""
+        self._readable_bindings(exchange)
+        return super().get_table(exchange)  # type: ignore[no-untyped-call]
+
+    def _readable_bindings(self, exchange: Any) -> None:
+        """An exchange's binding file that is empty or cut short is made an empty list.
+
+        kombu writes it in place and never syncs it: after a crash or a disk fault it was found empty, and every
+        start of the embedded worker stopped on it ("Unrecoverable error: JSONDecodeError") until the file was
+        deleted by hand. Emptied, the next bind writes the queue's binding again (a worker binds at start)."""
+        path = self._exchange_file(exchange)  # type: ignore[no-untyped-call]  # kombu, untyped
+        try:
+            if _bindings_readable(path.read_bytes()):
+                return
+            with path.open("rb+", buffering=0) as f:
+                filesystem.lock(f, filesystem.LOCK_EX)  # type: ignore[no-untyped-call]  # a writer may be mid-write
+                try:
+                    if not _bindings_readable(f.read()):
+                        log.warning("broker binding file unreadable: emptied", extra={"path": str(path)})
+                        f.seek(0)
+                        f.truncate()
+                        f.write(b"[]")
+                finally:
+                    filesystem.unlock(f)  # type: ignore[no-untyped-call]
+        except OSError:  # absent (kombu creates it), or unreadable now: kombu's own call reports it
+            return
+
+
+def _bindings_readable(data: bytes) -> bool:
+    """Whether a binding file's bytes are the JSON list kombu writes there."""
+    try:
+        return isinstance(loads(data.decode()), list)  # type: ignore[no-untyped-call]
+    except ValueError:  # not UTF-8, not JSON
+        return False
 
 
 class Transport(filesystem.Transport):

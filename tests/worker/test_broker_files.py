@@ -101,3 +101,18 @@ def test_a_message_that_could_not_be_taken_is_taken_at_the_next_poll(
     assert channel._get(settings.queue) == {"body": 1}
     assert list(folder.iterdir()) == []
     assert not (Path(tempfile.gettempdir()) / msg.name).exists()
+
+
+@pytest.mark.parametrize("content", [b"", b'[["neurules-training", "", "neurules-tr', b"\xff\xfe"])
+def test_a_binding_file_left_unreadable_is_bound_again(tmp_path: Path, content: bytes) -> None:
+    """kombu writes an exchange's binding file in place without a sync: after a disk fault it was found empty and
+    every start of the embedded worker stopped on it ('Unrecoverable error: JSONDecodeError'). It is bound again."""
+    channel, _, settings = _channel(tmp_path)
+    channel._queue_bind("neurules-training", "", "", settings.queue)
+    path = settings.broker_dir / "control" / "neurules-training.exchange"
+    good = json.loads(path.read_bytes())
+    path.write_bytes(content)
+    assert channel.get_table("neurules-training") == []  # read as no binding, not an error
+    channel._queue_bind("neurules-training", "", "", settings.queue)
+    assert json.loads(path.read_bytes()) == good
+    assert [q.queue for q in channel.get_table("neurules-training")] == [settings.queue]
