@@ -66,7 +66,14 @@ def is_unavailable_error(exc: BaseException) -> bool:
 
 # what an operator can act on, for the SQLite outages that have one cause (the 503's message says it)
 SQLITE_OUTAGE_CAUSES = {
-    "database or disk is full": "the disk holding the database is full: free space there",
+    "database or disk is full": (
+        "the disk holding the database is full, or the temporary folder SQLite sorts large queries in (TMPDIR): "
+        "free space there"
+    ),
+    "disk i/o error": (
+        "the disk holding the database failed a read or write (an I/O error: see the kernel log); if its file "
+        "system turned read-only, stop the service, repair it and start the service again"
+    ),
     "attempt to write a readonly database": "the database file cannot be written (read-only): make it writable",
     "unable to open database file": "the database file cannot be opened: check that it exists and can be read",
 }

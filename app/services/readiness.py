@@ -53,7 +53,12 @@ class ReadOnly(Exception):
     """The database answers but refuses writes (PostgreSQL: a standby, or `default_transaction_read_only`)."""
 
 
+class FolderUnwritable(Exception):
+    """The folder of the SQLite database refuses a new file (read-only, failing, full): writes fail there too."""
+
+
 MIN_FREE_BYTES = 1024 * 1024  # below this a write (a WAL frame, a page) may not fit
+PROBE_FILE = ".neurules-ready-{pid}"  # written and removed by each check, per process (two may check at once)
 
 
 def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
@@ -74,6 +79,27 @@ def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
         free = st.f_bavail * st.f_frsize
         if free < MIN_FREE_BYTES:
             raise DiskFull(f"the disk holding the database is full ({free} bytes free in {folder}): free space there")
+        probe_folder(folder)
+
+
+def probe_folder(folder: str) -> None:
+    """FolderUnwritable unless a small file can be created, written and removed in `folder`.
+
+    Reads still answer on a file system that turned read-only after an I/O error (or a read-only mount), so
+    `SELECT 1` said `ok` while every write was a 503."""
+    path = os.path.join(folder, PROBE_FILE.format(pid=os.getpid()))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"ok")
+        finally:
+            os.close(fd)
+        os.remove(path)
+    except OSError as e:
+        raise FolderUnwritable(
+            f"the folder of the database cannot be written ({e.strerror or type(e).__name__}): {folder}; make it "
+            "writable (a file system that turned read-only after an I/O error needs a repair, then a restart)"
+        ) from None
 
 
 def run_check(check: Check | None) -> str:

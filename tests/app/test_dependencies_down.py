@@ -572,3 +572,43 @@ def test_a_database_not_migrated_is_a_503_saying_to_migrate() -> None:
         assert "neurules-admin migrate" in r.json()["error"]["message"], r.text
     r = _raising(exc.ProgrammingError("SELECT", {}, psycopg.errors.SyntaxError("syntax error"))).get("/boom")
     assert r.status_code == 500  # a bug stays a 500
+
+
+def test_readyz_names_a_database_folder_that_refuses_writes(sqlite_api: Api) -> None:
+    """A disk-fault probe turned the database's file system read-only under the service (ext4 after an I/O error):
+    every write was a 503 while /readyz said `database: ok` (reads answered). Each check now writes a small file
+    beside the database; here its name is taken by a folder, so the write fails as on such a file system."""
+    import os
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    from app.services import readiness
+
+    assert sqlite_api.client.get("/readyz").json()["checks"]["database"] == "ok"
+    folder = Path(make_url(sqlite_api.url).database or "").resolve().parent
+    assert [p.name for p in folder.glob(".neurules-ready-*")] == []  # removed after each check
+    blocker = folder / readiness.PROBE_FILE.format(pid=os.getpid())
+    blocker.mkdir()
+    try:
+        r = sqlite_api.client.get("/readyz")
+    finally:
+        blocker.rmdir()
+    assert r.status_code == 503, r.text
+    check = r.json()["checks"]["database"]
+    assert check.startswith("error: FolderUnwritable: the folder of the database cannot be written (Is a directory)")
+    assert sqlite_api.client.get("/readyz").json()["checks"]["database"] == "ok"
+
+
+def test_a_disk_io_error_is_named_with_what_to_do() -> None:
+    """The same probe: the 503 said only "the database is unavailable" (SQLite's "disk I/O error")."""
+    import sqlite3
+
+    from app.db import is_unavailable_error, outage_cause
+
+    err = sqlite3.OperationalError("disk I/O error")
+    assert is_unavailable_error(err)
+    cause = outage_cause(err) or ""
+    assert cause.startswith("the disk holding the database failed a read or write") and "repair it" in cause
+    full = outage_cause(sqlite3.OperationalError("database or disk is full")) or ""
+    assert "TMPDIR" in full  # SQLite sorts a large query in the temporary folder: a full one reads the same

@@ -116,3 +116,28 @@ def test_a_binding_file_left_unreadable_is_bound_again(tmp_path: Path, content: 
     channel._queue_bind("neurules-training", "", "", settings.queue)
     assert json.loads(path.read_bytes()) == good
     assert [q.queue for q in channel.get_table("neurules-training")] == [settings.queue]
+
+
+def test_a_full_or_read_only_broker_folder_is_named_in_the_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk-fault probe: with the data disk full (or read-only) a job was a 503 "the job broker is unreachable",
+    nothing naming the disk. The refusal, as Celery and kombu raise it, now names the folder and the error."""
+    import errno
+
+    from app.services.jobs import _broker_problem
+    from worker import broker_files
+    from worker.celery_app import CeleryQueue
+
+    settings = Settings(data_dir=tmp_path)
+    queue = CeleryQueue(make_celery(settings), settings.queue)
+    for code, text in ((errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only file system")):
+
+        def fails(*_a: Any, code: int = code, text: str = text) -> None:
+            raise OSError(code, text)
+
+        monkeypatch.setattr(broker_files.os, "replace", fails)
+        with pytest.raises(Exception) as info:
+            queue.send("job-1")
+        assert _broker_problem(info.value).startswith(f"the job broker's folder cannot be written ({text})")
+    assert _broker_problem(ConnectionRefusedError(errno.ECONNREFUSED, "refused")) == "the job broker is unreachable"
