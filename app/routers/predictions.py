@@ -211,6 +211,13 @@ async def _spooled_answer(
         spool.close()
         if isinstance(e, Exception):
             _log_cut_short(model, 0, audited, e)
+        if isinstance(e, Unavailable) and audited:  # the client should know before it retries the whole file
+            raise Unavailable(
+                f"{e.message}; the first {audited} row{'s' if audited > 1 else ''} of the file had been decided and "
+                "audited already (GET /v1/audit lists them): a retry decides them again",
+                dependency=e.dependency,
+                code=e.code,
+            ) from None
         raise
     finally:
         batch.close()

@@ -207,6 +207,8 @@ def test_an_http10_answer_without_room_for_its_spool_is_a_503_naming_it(
     assert sent[0]["status"] == 503, body
     assert b"No space left on device" in body and b"temporary_storage_unavailable" in body
     assert tempfile.gettempdir().encode() not in body  # the server's paths stay in its log
+    audited = sqlite_api.count("audit_log")  # decided before the spool ran out: the client is told, before a retry
+    assert 0 < audited < 1000 and f"the first {audited} rows of the file had been decided and audited".encode() in body
 
 
 @pytest.mark.parametrize("where", ["upload", "checked columns"])
