@@ -90,8 +90,17 @@ def _load_inputs(db: Database, job_id: str) -> JobInputs:
         return JobInputs(data, job.target, dict(job.parameters), job.tenant_id, job.model_name, ds.id, ds.sha256)
 
 
+@dataclass
+class LastPoint:
+    """The latest progress point the database has not recorded (not due, or the database was away): the job's
+    success records it, so a finished job never shows an earlier epoch as its last (a disk-fault probe saw a
+    succeeded job at epoch 280 of 2,500)."""
+
+    point: dict[str, Any] | None = None
+
+
 def _progress_callback(
-    db: Database, settings: Settings, job_id: str, worker_id: str
+    db: Database, settings: Settings, job_id: str, worker_id: str, unrecorded: LastPoint
 ) -> Callable[[dict[str, Any]], bool]:
     """Per epoch: progress every few epochs, cancel and deadline checks every epoch (database down: skipped)."""
     deadline = time.monotonic() + settings.training_soft_time_limit_s
@@ -109,10 +118,13 @@ def _progress_callback(
             if due and progress.get("stage") != "crossfit":
                 jobsvc.write_progress(s, job_id, worker_id, progress)
                 last_write[0] = now
+                unrecorded.point = None
             return jobsvc.cancel_requested(s, job_id)
 
     def callback(progress: dict[str, Any]) -> bool:
         now = time.monotonic()
+        if progress.get("stage") != "crossfit":
+            unrecorded.point = dict(progress)
         if offline.run(partial(write_and_check, progress, now)):
             raise _Stop("cancelled")
         if now > deadline:
@@ -168,7 +180,8 @@ def _train_and_store(db: Database, settings: Settings, job_id: str, worker_id: s
     """Train the claimed job and store its version; `discarded` when the job changed hands meanwhile."""
     patience = settings.stale_after_s
     inputs = with_database(partial(_load_inputs, db, job_id), patience_s=patience, what="load inputs")
-    callback = _progress_callback(db, settings, job_id, worker_id)
+    unrecorded = LastPoint()
+    callback = _progress_callback(db, settings, job_id, worker_id, unrecorded)
     _limit_threads(settings.resolved_train_threads)
     with Heartbeat(db, job_id, worker_id, settings.heartbeat_interval_s):
         outcome = trainer(inputs.data, inputs.target, inputs.parameters, callback)
@@ -176,7 +189,7 @@ def _train_and_store(db: Database, settings: Settings, job_id: str, worker_id: s
     mv_id: str | None = None
     for attempt in range(STORE_ATTEMPTS):  # a concurrent version of the same model can take our number: retry
         try:
-            store = partial(_store_result, db, job_id, worker_id, inputs, outcome, provenance)
+            store = partial(_store_result, db, job_id, worker_id, inputs, outcome, provenance, unrecorded.point)
             mv_id = with_database(store, patience_s=patience, what="store result")
             break
         except IntegrityError:
@@ -224,8 +237,10 @@ def _store_result(
     inputs: JobInputs,
     outcome: TrainOutcome,
     provenance: dict[str, Any],
+    last_point: dict[str, Any] | None = None,
 ) -> str | None:
-    """In one transaction: the new model version and the job's success; None when the job is no longer ours.
+    """In one transaction: the new model version and the job's success (with the last progress point, where the
+    database missed it); None when the job is no longer ours.
 
     A cancel asked for after the learner's last epoch check (its cross-fitting and extraction stages call no
     callback) is honoured here: no version is stored and the job ends cancelled (`_Stop`)."""
@@ -245,6 +260,8 @@ def _store_result(
             job_id=job_id,
             api_key_id=job.api_key_id,  # the key that submitted the job: the event names who asked for it
         )
+        if last_point is not None:
+            jobsvc.write_progress(s, job_id, worker_id, last_point)
         jobsvc.succeed(s, job_id, worker_id, model_version_id=mv.id, device=outcome.device)
         return mv.id
 

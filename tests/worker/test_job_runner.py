@@ -491,3 +491,41 @@ def test_a_clean_stop_puts_its_jobs_back_without_counting_the_attempt(api) -> No
             assert jobsvc.hand_back(s, f"{EMBEDDED_HOST}/4242/") == [mine]
     assert job_row(api, mine).attempts == 0
     assert run_job(st.db, st.settings, mine, trainer=trainer()) == "succeeded"
+
+
+def test_a_succeeded_job_shows_its_last_epoch_though_the_database_missed_it(sqlite_api, monkeypatch) -> None:
+    """A disk-fault probe: the data disk was full while a job trained, its progress writes were skipped, and the job
+    ended `succeeded` at epoch 280 of 2,500 (its last recorded point). The success records the last point."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 6})
+    st = api.app.state.service
+    real = jobsvc.write_progress
+
+    def disk_full_after_epoch_2(session: Any, job_id: str, worker: str, progress: dict[str, Any]) -> None:
+        if progress["epoch"] > 2:
+            raise OperationalError("UPDATE jobs", {}, sqlite3.OperationalError("database or disk is full"))
+        real(session, job_id, worker, progress)
+
+    monkeypatch.setattr(jobsvc, "write_progress", disk_full_after_epoch_2)
+    outcome = run_job(st.db, st.settings, jid, trainer=_restoring(trainer(), monkeypatch, real))
+    assert outcome == "succeeded"
+    job = job_row(api, jid)
+    assert (job.epoch, job.n_epochs, job.loss) == (6, 6, pytest.approx(1 / 6))
+    with st.db.sessionmaker() as s:
+        epochs = sorted(s.scalars(select(JobProgressPoint.epoch).where(JobProgressPoint.job_id == jid)))
+    assert epochs[0] == 1 and epochs[-1] == 6 and 3 not in epochs, epochs  # 3-5: skipped while the disk was full
+
+
+def _restoring(train: Any, monkeypatch: Any, real: Any) -> Any:
+    """The trainer, after which the database's writes work again (the disk freed before the result is stored)."""
+
+    def run(*a: Any, **kw: Any) -> Any:
+        out = train(*a, **kw)
+        monkeypatch.setattr(jobsvc, "write_progress", real)
+        return out
+
+    return run
