@@ -89,7 +89,7 @@ Error codes (a failed request never leaves rows behind):
 | 422 | `dataset_too_large_to_compare` | a comparison's dataset over `NEURULES_EVALUATION_SYNC_MAX_ROWS` rows (field `dataset_id`): evaluate each version in the background instead |
 | 422 | `invalid_record` | a record misses a field, has an unknown one or a value of the wrong type (`records[i].field`) |
 | 422 | `invalid_rule_list` | an imported document is malformed (message names the path) |
-| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable`, `temporary_storage_unavailable` (an upload, a CSV's checked columns or an HTTP/1.0 predict.csv answer found no room on the server's disk) | a dependency is down; nothing was created / answered; retry after `Retry-After` seconds |
+| 503 | `database_unavailable`, `broker_unavailable`, `audit_unavailable`, `temporary_storage_unavailable` (an upload, a CSV's checked columns or an HTTP/1.0 predict.csv answer found no room on the server's disk) | a dependency is down; nothing was created / answered (an HTTP/1.0 predict.csv answer says how many of its rows were decided and audited before); retry after `Retry-After` seconds |
 """  # noqa: E501
 
 

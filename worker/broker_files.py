@@ -33,6 +33,15 @@ log = logging.getLogger("neurules.broker")
 TRANSPORT = "worker.broker_files:Transport"  # Celery's `broker_transport` for a filesystem:// broker URL
 
 
+class FolderError(ChannelError):  # type: ignore[misc]  # kombu is untyped
+    """The broker's folder refused a message file (full, read-only, failing): `folder_problem` says how, in words,
+    for the service's 503 (a network broker's errors carry no such attribute)."""
+
+    def __init__(self, message: str, error: OSError) -> None:
+        super().__init__(message)
+        self.folder_problem = error.strerror or type(error).__name__
+
+
 class Channel(filesystem.Channel):
     """kombu's filesystem channel whose `_put` publishes a message only once it is written."""
 
@@ -48,7 +57,7 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             with contextlib.suppress(OSError):  # never written, or already gone
                 os.remove(part)
-            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+            raise FolderError(f"Cannot add file {final!r} to directory", exc) from exc
 
     def _get(self, queue: Any, timeout: Any = None) -> Any:  # as kombu names it (the filesystem's takes no timeout)
         """The oldest message of `queue`, claimed by an atomic rename within its folder, then read and removed."""

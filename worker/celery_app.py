@@ -113,7 +113,10 @@ class CeleryQueue:
         self._send(EVALUATE_TASK, evaluation_id)
 
     def _send(self, task: str, ident: str) -> None:
-        make_broker_folders(self.app)  # deleted under the running service: made again (a read-only one fails)
+        try:
+            make_broker_folders(self.app)  # deleted under the running service: made again (a read-only one fails)
+        except OSError as e:
+            raise broker_files.FolderError("cannot make the broker's folders", e) from e
         retry_policy = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
         self.app.send_task(task, args=[ident], queue=self.queue, retry=True, retry_policy=retry_policy)
 

@@ -112,14 +112,18 @@ def _progress_callback(
         """Write the progress point when one is due; whether cancellation was asked for."""
         epoch, n_epochs = int(progress.get("epoch", 0)), int(progress.get("n_epochs", 0))
         due = epoch % every == 0 or epoch >= n_epochs or epoch <= 1 or now - last_write[0] > 2.0
+        wrote = False
         with db.session() as s:
             # cross-fitting repeats the last epoch per fold: checked for a cancel, not recorded (the job keeps
             # the main fit's loss and score, its history one point per epoch)
             if due and progress.get("stage") != "crossfit":
                 jobsvc.write_progress(s, job_id, worker_id, progress)
-                last_write[0] = now
-                unrecorded.point = None
-            return jobsvc.cancel_requested(s, job_id)
+                wrote = True
+            cancel = jobsvc.cancel_requested(s, job_id)
+        if wrote:  # committed: the session commits on leaving the block, where a full disk fails (not the UPDATE)
+            last_write[0] = now
+            unrecorded.point = None
+        return cancel
 
     def callback(progress: dict[str, Any]) -> bool:
         now = time.monotonic()

@@ -205,7 +205,10 @@ async def _spooled_answer(
                 _log_abandoned(model, 0, audited)
                 spool.close()
                 return None
-            chunk = await run_in_threadpool(batch.next_chunk)
+            try:
+                chunk = await run_in_threadpool(batch.next_chunk)
+            except OSError as e:  # the spilled rows could not be read back (SyncFailed is Unavailable by then)
+                raise storage_failed(e, "the file's checked rows") from None
             audited += len(chunk.rule_ids) if chunk is not None else 0
     except BaseException as e:
         spool.close()

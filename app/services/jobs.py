@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -65,10 +64,6 @@ def send_or_undo(session: Session, send: Callable[[str], None], row: Job | Evalu
     log.info(f"{what} queued", extra={f"{what}_id": row.id, "tenant_id": row.tenant_id})
 
 
-# what writing a message file into the embedded broker's folder fails with: full, read-only, failing, not allowed
-BROKER_FOLDER_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM})
-
-
 def _broker_problem(e: BaseException) -> str:
     """What the broker did, in words: a refusal with its reason (Redis out of memory...), else unreachable."""
     seen: BaseException | None = e
@@ -77,8 +72,9 @@ def _broker_problem(e: BaseException) -> str:
             break
         if any(c.__name__ == "ResponseError" for c in type(seen).__mro__):  # redis-py: the broker answered, no
             return f"the job broker refused the message ({str(e)[:200]})"
-        if isinstance(seen, OSError) and seen.errno in BROKER_FOLDER_ERRORS:  # embedded: its folder, not a network
-            return f"the job broker's folder cannot be written ({seen.strerror}): free space there or make it writable"
+        folder = getattr(seen, "folder_problem", None)  # the embedded broker's folder (`worker.broker_files`)
+        if isinstance(folder, str):
+            return f"the job broker's folder cannot be written ({folder}): free space there or make it writable"
         seen = seen.__cause__ or seen.__context__
     return "the job broker is unreachable"
 

@@ -6,7 +6,9 @@ unready) or `error: ...` (makes it unready).
 
 from __future__ import annotations
 
+import logging
 import os
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -14,6 +16,8 @@ from sqlalchemy import text
 
 from app.db import READ_ONLY_CAUSE, Database, schema_revision, sqlite_file
 from app.services import workers
+
+log = logging.getLogger("neurules.readiness")
 
 Check = Callable[[], None]  # raises when what it checks is not ready
 OK = "ok"
@@ -58,7 +62,7 @@ class FolderUnwritable(Exception):
 
 
 MIN_FREE_BYTES = 1024 * 1024  # below this a write (a WAL frame, a page) may not fit
-PROBE_FILE = ".neurules-ready-{pid}"  # written and removed by each check, per process (two may check at once)
+PROBE_PREFIX = ".neurules-ready-"  # a file of this name is written and removed beside the database by each check
 
 
 def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
@@ -78,7 +82,8 @@ def check_database(db: Database, schema: ExpectedSchema | None = None) -> None:
         st = os.statvfs(folder)
         free = st.f_bavail * st.f_frsize
         if free < MIN_FREE_BYTES:
-            raise DiskFull(f"the disk holding the database is full ({free} bytes free in {folder}): free space there")
+            log.error("database disk full", extra={"folder": folder, "free_bytes": free})  # the path: in the log only
+            raise DiskFull(f"the disk holding the database is full ({free} bytes free): free space there")
         probe_folder(folder)
 
 
@@ -87,7 +92,7 @@ def probe_folder(folder: str) -> None:
 
     Reads still answer on a file system that turned read-only after an I/O error (or a read-only mount), so
     `SELECT 1` said `ok` while every write was a 503."""
-    path = os.path.join(folder, PROBE_FILE.format(pid=os.getpid()))
+    path = probe_path(folder)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -96,10 +101,17 @@ def probe_folder(folder: str) -> None:
             os.close(fd)
         os.remove(path)
     except OSError as e:
+        log.error("database folder unwritable", extra={"folder": folder, "error": str(e)})  # the path: in the log only
         raise FolderUnwritable(
-            f"the folder of the database cannot be written ({e.strerror or type(e).__name__}): {folder}; make it "
-            "writable (a file system that turned read-only after an I/O error needs a repair, then a restart)"
+            f"the folder of the database cannot be written ({e.strerror or type(e).__name__}): make it writable (a "
+            "file system that turned read-only after an I/O error needs a repair, then a restart)"
         ) from None
+
+
+def probe_path(folder: str) -> str:
+    """A new name for one check's file: checks overlap (threads of one process, processes of one host or of
+    containers sharing the folder), and one check's removal must not fail another's."""
+    return os.path.join(folder, f"{PROBE_PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
 
 
 def run_check(check: Check | None) -> str:

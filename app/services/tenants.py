@@ -80,7 +80,8 @@ def _name_twin(name: str, names: Iterable[str]) -> str | None:
 def tenant_not_found(session: Session, tenant: str) -> NotFound:
     """NotFound for a tenant name or id that names none, pointing at the tenant it most likely meant."""
     twin = _name_twin(tenant, session.scalars(select(Tenant.name)).all())
-    hint = f"did you mean {twin!r}? (tenant names are case-sensitive)" if twin else "create it with create-tenant"
+    exact = "give a tenant's name exactly as it was created"
+    hint = f"did you mean {twin!r}? ({exact})" if twin else "create it with create-tenant"
     return NotFound(f"no tenant {tenant!r}; {hint}")
 
 

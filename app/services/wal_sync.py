@@ -45,9 +45,8 @@ _failed: dict[str, str] = {}  # WAL path -> why a sync of it failed: final for t
 
 
 def _refusal(wal_path: str) -> SyncFailed:
-    return SyncFailed(
-        f"a sync of the audit log failed ({_failed[wal_path]}): restart the service; no decision is audited until "
-        f"then (log {wal_path})"
+    return SyncFailed(  # no path: this message reaches clients (a 503) and /healthz; the log names the file
+        f"a sync of the audit log failed ({_failed[wal_path]}): restart the service; no decision is audited until then"
     )
 
 

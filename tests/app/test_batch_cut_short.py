@@ -257,3 +257,27 @@ def test_a_csv_without_room_on_the_servers_disk_is_a_503_naming_it(
     assert err["code"] == "temporary_storage_unavailable" and "No space left on device" in err["message"]
     assert sqlite_api.count("audit_log") == 0
     assert tempfile.gettempdir() not in r.text  # the server's paths stay in its log
+
+
+def test_an_http10_answer_whose_spilled_rows_cannot_be_read_back_is_a_503_with_the_count(
+    sqlite_api, doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later chunk's spilled rows failing to read back (an I/O error) was a 500 after rows had been audited."""
+    import errno
+
+    monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
+    real = predictions.CsvBatch.next_chunk
+    calls = [0]
+
+    def fails_third(self: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(self)
+
+    monkeypatch.setattr(predictions.CsvBatch, "next_chunk", fails_third)
+    sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
+    assert sent[0]["status"] == 503, body
+    audited = sqlite_api.count("audit_log")
+    assert b"temporary_storage_unavailable" in body and b"Input/output error" in body
+    assert 0 < audited < 1000 and f"the first {audited} rows of the file had been decided".encode() in body

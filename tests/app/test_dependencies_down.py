@@ -574,11 +574,10 @@ def test_a_database_not_migrated_is_a_503_saying_to_migrate() -> None:
     assert r.status_code == 500  # a bug stays a 500
 
 
-def test_readyz_names_a_database_folder_that_refuses_writes(sqlite_api: Api) -> None:
+def test_readyz_names_a_database_folder_that_refuses_writes(sqlite_api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     """A disk-fault probe turned the database's file system read-only under the service (ext4 after an I/O error):
     every write was a 503 while /readyz said `database: ok` (reads answered). Each check now writes a small file
     beside the database; here its name is taken by a folder, so the write fails as on such a file system."""
-    import os
     from pathlib import Path
 
     from sqlalchemy.engine import make_url
@@ -588,8 +587,9 @@ def test_readyz_names_a_database_folder_that_refuses_writes(sqlite_api: Api) -> 
     assert sqlite_api.client.get("/readyz").json()["checks"]["database"] == "ok"
     folder = Path(make_url(sqlite_api.url).database or "").resolve().parent
     assert [p.name for p in folder.glob(".neurules-ready-*")] == []  # removed after each check
-    blocker = folder / readiness.PROBE_FILE.format(pid=os.getpid())
+    blocker = folder / f"{readiness.PROBE_PREFIX}taken"
     blocker.mkdir()
+    monkeypatch.setattr(readiness, "probe_path", lambda _folder: str(blocker))
     try:
         r = sqlite_api.client.get("/readyz")
     finally:
@@ -597,7 +597,28 @@ def test_readyz_names_a_database_folder_that_refuses_writes(sqlite_api: Api) -> 
     assert r.status_code == 503, r.text
     check = r.json()["checks"]["database"]
     assert check.startswith("error: FolderUnwritable: the folder of the database cannot be written (Is a directory)")
+    assert str(folder) not in r.text  # the server's paths stay in its log
+    monkeypatch.undo()
     assert sqlite_api.client.get("/readyz").json()["checks"]["database"] == "ok"
+
+
+def test_overlapping_readiness_checks_do_not_fail_each_other(tmp_path) -> None:
+    """Each check names its file anew: with one name per process, overlapping checks (threads of the threadpool)
+    removed each other's file and reported a writable folder as unwritable (a reviewer's run: 116 of 12,000)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.services import readiness
+
+    def check(_: int) -> str:
+        try:
+            readiness.probe_folder(str(tmp_path))
+        except readiness.FolderUnwritable as e:
+            return str(e)
+        return "ok"
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(check, range(2000)))
+    assert set(results) == {"ok"} and list(tmp_path.iterdir()) == []
 
 
 def test_a_disk_io_error_is_named_with_what_to_do() -> None:

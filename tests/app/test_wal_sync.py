@@ -180,6 +180,8 @@ def test_readiness_reports_a_failed_sync(sqlite_api, monkeypatch) -> None:
     assert check.startswith("error: SyncFailed") and "No space left" in check and "restart the service" in check
     alive = sqlite_api.client.get("/healthz")
     assert alive.status_code == 503 and alive.json() == {"status": "failed", "checks": {"audit": check}}
+    folder = str(Path(writer.engine.url.database or "").resolve().parent)
+    assert folder not in ready.text and folder not in alive.text  # the server's paths stay in its log
 
 
 def test_a_connection_that_cannot_be_set_back_to_full_never_returns_to_the_pool(sqlite_api, monkeypatch) -> None:

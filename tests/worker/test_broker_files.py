@@ -141,3 +141,6 @@ def test_a_full_or_read_only_broker_folder_is_named_in_the_refusal(
             queue.send("job-1")
         assert _broker_problem(info.value).startswith(f"the job broker's folder cannot be written ({text})")
     assert _broker_problem(ConnectionRefusedError(errno.ECONNREFUSED, "refused")) == "the job broker is unreachable"
+    network = RuntimeError("Error 13 connecting to unix socket")  # redis-py's, wrapped by kombu: a socket, no folder
+    network.__context__ = PermissionError(errno.EACCES, "Permission denied")
+    assert _broker_problem(network) == "the job broker is unreachable"

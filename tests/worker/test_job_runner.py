@@ -520,6 +520,33 @@ def test_a_succeeded_job_shows_its_last_epoch_though_the_database_missed_it(sqli
     assert epochs[0] == 1 and epochs[-1] == 6 and 3 not in epochs, epochs  # 3-5: skipped while the disk was full
 
 
+def test_the_last_point_counts_as_recorded_only_once_committed(sqlite_api, monkeypatch) -> None:
+    """A full disk fails SQLite's COMMIT (WAL frames are appended there), not the UPDATE before it: the last point,
+    written but not committed, is recorded with the success all the same (a reviewer's case)."""
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    api = sqlite_api
+    jid = make_job(api, {"epochs": 6})
+    st = api.app.state.service
+    real = jobsvc.write_progress
+
+    def commit_fails_at_epoch_6(session: Any, job_id: str, worker: str, progress: dict[str, Any]) -> None:
+        real(session, job_id, worker, progress)
+        if progress["epoch"] == 6:
+
+            def full(_: Any) -> None:
+                raise OperationalError("COMMIT", {}, sqlite3.OperationalError("database or disk is full"))
+
+            event.listen(session, "before_commit", full, once=True)
+
+    monkeypatch.setattr(jobsvc, "write_progress", commit_fails_at_epoch_6)
+    assert run_job(st.db, st.settings, jid, trainer=_restoring(trainer(), monkeypatch, real)) == "succeeded"
+    assert job_row(api, jid).epoch == 6
+
+
 def _restoring(train: Any, monkeypatch: Any, real: Any) -> Any:
     """The trainer, after which the database's writes work again (the disk freed before the result is stored)."""
 
