@@ -51,7 +51,8 @@ async def healthz(state: AppState) -> JSONResponse:
 READYZ_RULE = """Each dependency on its own, plus the live training workers.
 
 - `checks.database`: `SELECT 1` answers and the schema is migrated at least as far as this service needs
-  (else an error saying to run `neurules-admin migrate`); `checks.broker`: the job broker accepts a connection;
+  (else an error saying to run `neurules-admin migrate`), and in embedded mode its disk has room and its folder
+  takes a new file (a disk full or turned read-only is named); `checks.broker`: the job broker accepts a connection;
   `checks.embedded_worker` (embedded mode): the in-process worker thread runs;
 - `checks.workers` and `workers.live`: training workers whose heartbeat row is younger than three
   heartbeat intervals (`NEURULES_HEARTBEAT_INTERVAL_S`, default 5 s).
