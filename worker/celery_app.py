@@ -83,7 +83,9 @@ def make_broker_folders(app: Celery) -> None:
     opts = app.conf.broker_transport_options or {}
     for key in BROKER_FOLDERS:
         if opts.get(key):
-            Path(opts[key]).mkdir(parents=True, exist_ok=True)
+            folder = Path(opts[key])  # new ones private like the database beside them (jobs' ids, tenants' queues)
+            folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
 
 
 def make_celery(settings: Settings) -> Celery:

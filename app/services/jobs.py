@@ -97,6 +97,11 @@ def claim(session: Session, job_id: str, worker: str, now: datetime | None = Non
             started_at=now,
             heartbeat_at=now,
             error=None,
+            # a new attempt starts from epoch 0: the job showed the dead attempt's epoch and loss as the new one's
+            # (its history keeps every attempt's points, each marked with its attempt)
+            epoch=0,
+            loss=None,
+            val_score=None,
         )
         .execution_options(synchronize_session=False)
     )

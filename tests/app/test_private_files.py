@@ -65,3 +65,26 @@ def test_a_file_url_with_driver_options_is_still_a_plain_file(tmp_path: Path, mo
     main(["list-tenants"])
     assert '"name": "acme"' in capsys.readouterr().out
     assert _mode(tmp_path / "data" / "db.sqlite3") == 0o600 and _mode(tmp_path / "data") == 0o700
+
+
+def test_the_lock_file_and_the_broker_folders_are_private_too(tmp_path: Path) -> None:
+    """A crash probe: beside the private database, its `.lock` was made 0644 and the broker's folders 0755."""
+    from app.settings import Settings
+    from worker.celery_app import make_celery
+    from worker.database_lock import acquire, release
+
+    settings = Settings(data_dir=tmp_path / "var")
+    make_celery(settings)
+    broker = settings.broker_dir
+    assert {p.name: _mode(p) for p in [broker, *broker.iterdir()]} == {
+        "broker": 0o700,
+        "queue": 0o700,
+        "processed": 0o700,
+        "control": 0o700,
+    }
+    lock = acquire(settings)
+    assert lock is not None
+    try:
+        assert _mode(lock) == 0o600
+    finally:
+        release(lock)

@@ -556,3 +556,22 @@ def _restoring(train: Any, monkeypatch: Any, real: Any) -> Any:
         return out
 
     return run
+
+
+def test_a_requeued_job_shows_its_new_attempts_progress_not_the_dead_ones(sqlite_api) -> None:
+    """A crash probe: a job requeued at epoch 135 read `running, attempts 2, epoch 135`, then went back to 115. A new
+    attempt starts from epoch 0 (the history keeps both attempts' points, each with its attempt)."""
+    api = sqlite_api
+    jid = make_job(api)
+    st = api.app.state.service
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, "w1")
+        jobsvc.write_progress(s, jid, "w1", {"epoch": 135, "n_epochs": 400, "loss": 0.3, "val_score": 0.8})
+        s.get(Job, jid).heartbeat_at = utcnow() - timedelta(seconds=st.settings.stale_after_s + 5)
+    assert [a.action for a in reap_and_requeue(st.db, st.settings, RecordingApp())] == ["requeued"]  # type: ignore[arg-type]
+    with st.db.session() as s:
+        assert jobsvc.claim(s, jid, "w2")
+    job = job_row(api, jid)
+    assert (job.attempts, job.epoch, job.loss, job.val_score) == (2, 0, None, None)
+    history = api.client.get(f"/v1/jobs/{jid}/history", headers=api.h()).json()["points"]
+    assert [(p["epoch"], p["attempt"]) for p in history] == [(135, 1)]
