@@ -6,6 +6,7 @@ unready) or `error: ...` (makes it unready).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
@@ -101,6 +102,8 @@ def probe_folder(folder: str) -> None:
             os.close(fd)
         os.remove(path)
     except OSError as e:
+        with contextlib.suppress(OSError):  # made, then not written (a full disk): not left behind
+            os.remove(path)
         log.error("database folder unwritable", extra={"folder": folder, "error": str(e)})  # the path: in the log only
         raise FolderUnwritable(
             f"the folder of the database cannot be written ({e.strerror or type(e).__name__}): make it writable (a "
