@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,11 +15,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive
 
+from app.services.batch import storage_failed
 from app.services.compression import gunzip, looks_gzipped
 from app.services.datasets import Upload
-from app.services.errors import Invalid, Malformed, TooLarge, Unavailable, Unsupported
-
-log = logging.getLogger("neurules.uploads")
+from app.services.errors import Invalid, Malformed, TooLarge, Unsupported
 
 ACCEPTED_TYPES = frozenset(
     {
@@ -152,16 +150,6 @@ async def _form(request: Request, limit: int, fields: tuple[str, ...]) -> FormDa
     return form
 
 
-def storage_failed(e: OSError, what: str) -> Unavailable:
-    """503 naming the server's temporary storage, where `what` could not be held (full, or failing)."""
-    log.error("temporary storage failed", extra={"what": what, "error": str(e)})
-    return Unavailable(
-        f"{what} could not be held in the server's temporary storage ({e.strerror or type(e).__name__}); "
-        "nothing was done: retry later",
-        dependency="temporary_storage",
-    )
-
-
 def _too_many_parts(e: StarletteHTTPException) -> bool:
     """Whether the parser stopped at its limit on files or fields (the body itself was well formed so far)."""
     return str(e.detail).startswith(("Too many files", "Too many fields"))
@@ -263,13 +251,13 @@ async def upload_stream(
         file, part_type = _file_part(form)
         if file.size is not None and file.size > limit:
             raise TooLarge(f"file is over the upload limit of {limit} bytes")
-        await file.seek(0)
-        head = await file.read(2)
-        await file.seek(0)
-        if _gzipped(file, part_type, head):
-            data = await file.read(limit + 1)
-            yield io.BytesIO(await run_in_threadpool(gunzip, data, limit))
-        else:
-            yield file.file
+        try:  # reading back what the parser spooled to disk
+            await file.seek(0)
+            head = await file.read(2)
+            await file.seek(0)
+            data = await file.read(limit + 1) if _gzipped(file, part_type, head) else None
+        except OSError as e:
+            raise storage_failed(e, "the upload") from None
+        yield file.file if data is None else io.BytesIO(await run_in_threadpool(gunzip, data, limit))
     finally:
         await form.close()

@@ -24,7 +24,7 @@ from app.errors import responses
 from app.http.hot_route import Handler
 from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
-from app.http.uploads import multipart_body, storage_failed, upload_stream
+from app.http.uploads import multipart_body, upload_stream
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import key_scopes, predictions, reviews
 from app.services.auth import Principal
@@ -146,25 +146,19 @@ async def predict_csv(
 ) -> Response:
     """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
     model = await load_model(state, principal, ref)
-    try:  # the upload and the checked columns are spooled to disk: a full or failing one is a 503, not a 500
-        async with upload_stream(request, state.settings.max_upload_bytes) as upload:
-            with counted_rejections(state, "invalid_csv"):
-                batch = await run_in_threadpool(
-                    predictions.CsvBatch.check,
-                    state.db.engine,
-                    principal,
-                    model,
-                    upload,
-                    max_rows=state.settings.max_batch_rows,
-                    ignore_extra=ignore_extra,
-                )
-    except OSError as e:
-        raise storage_failed(e, "the file") from None
+    async with upload_stream(request, state.settings.max_upload_bytes) as upload:
+        with counted_rejections(state, "invalid_csv"):
+            batch = await run_in_threadpool(
+                predictions.CsvBatch.check,
+                state.db.engine,
+                principal,
+                model,
+                upload,
+                max_rows=state.settings.max_batch_rows,
+                ignore_extra=ignore_extra,
+            )
     try:  # the first chunk is audited before the answer starts, so a database down at the start is a clean 503
         first = await run_in_threadpool(batch.next_chunk)
-    except OSError as e:
-        batch.close()
-        raise storage_failed(e, "the file's checked rows") from None
     except BaseException:
         batch.close()
         raise
@@ -205,10 +199,7 @@ async def _spooled_answer(
                 _log_abandoned(model, 0, audited)
                 spool.close()
                 return None
-            try:
-                chunk = await run_in_threadpool(batch.next_chunk)
-            except OSError as e:  # the spilled rows could not be read back (SyncFailed is Unavailable by then)
-                raise storage_failed(e, "the file's checked rows") from None
+            chunk = await run_in_threadpool(batch.next_chunk)
             audited += len(chunk.rule_ids) if chunk is not None else 0
     except BaseException as e:
         spool.close()

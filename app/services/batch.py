@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import logging
 import pickle
 import re
 import tempfile
@@ -34,11 +35,26 @@ import numpy as np
 
 from app.services import csvdata, decimal_comma, serving
 from app.services.csvdata import CSVError, CSVTooManyRows
+from app.services.errors import Unavailable
 from app.services.monitoring import records_missing_filled
 from app.services.serving import MAX_ERROR_DETAILS, RecordError, ServedModel
 from app.tables import utcnow
 from models import csvtext
 from models.rulelist import csv_label, decision_header, json_label
+
+log = logging.getLogger("neurules.batch")
+
+
+def storage_failed(e: OSError, what: str) -> Unavailable:
+    """503 naming the server's temporary storage, where `what` could not be held (full, or failing): uploads and
+    checked CSV columns are spooled there."""
+    log.error("temporary storage failed", extra={"what": what, "error": str(e)})
+    return Unavailable(
+        f"{what} could not be held in the server's temporary storage ({e.strerror or type(e).__name__}); "
+        "nothing was done: retry later",
+        dependency="temporary_storage",
+    )
+
 
 # the answer's last column: each row's place in its tenant's audit chain (`GET /v1/audit?seq=`), as a JSON
 # decision's `audit_seq`; `neurules predict` (no audit) writes the decision table without it

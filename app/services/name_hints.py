@@ -12,6 +12,12 @@ import unicodedata
 from collections.abc import Iterable
 
 
+def reads_alike(name: str, known: Iterable[str]) -> str | None:
+    """The first of `known` that is not `name` but reads as it: another case or Unicode normalisation form."""
+    folded = unicodedata.normalize("NFC", name).casefold()
+    return next((k for k in known if k != name and unicodedata.normalize("NFC", k).casefold() == folded), None)
+
+
 def near_name(name: str, known: Iterable[str]) -> str | None:
     """Why `name` is not one of `known` when it nearly is (`None`: no known name is close)."""
     known = [k for k in known if k != name]
@@ -19,10 +25,9 @@ def near_name(name: str, known: Iterable[str]) -> str | None:
     for k in known:
         if unicodedata.normalize("NFC", k) == nfc:
             return f"the model's {k!r} in another Unicode normalisation form: send the name as the model spells it"
-    folded = nfc.casefold()
-    for k in known:
-        if unicodedata.normalize("NFC", k).casefold() == folded:
-            return f"did you mean {k!r}? (names are case-sensitive)"
+    twin = reads_alike(name, known)
+    if twin is not None:
+        return f"did you mean {twin!r}? (names are case-sensitive)"
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
     return f"did you mean {close[0]!r}?" if close else None
 

@@ -88,8 +88,12 @@ class CsvBatch:
     def check(
         cls, engine: Engine, caller: Principal, model: ServedModel, fh: IO[bytes], *, max_rows: int, ignore_extra: bool
     ) -> CsvBatch:
-        """Parse and type the whole file (4xx naming line and column on the first bad row); nothing decided yet."""
-        checked = batch.check_file(model, fh, max_rows=max_rows, ignore_extra=ignore_extra)
+        """Parse and type the whole file (4xx naming line and column on the first bad row); nothing decided yet.
+        The upload and the typed columns are on disk: a full or failing one is Unavailable (temporary storage)."""
+        try:
+            checked = batch.check_file(model, fh, max_rows=max_rows, ignore_extra=ignore_extra)
+        except OSError as e:
+            raise batch.storage_failed(e, "the file") from None
         return cls(engine, batch.Scorer(model, caller.tenant_id, caller.key_id), checked)
 
     @property
@@ -103,7 +107,10 @@ class CsvBatch:
 
     def next_chunk(self) -> CsvDecisions | None:
         """Decide the next chunk, commit its audit rows (or raise Unavailable); its answer rows, None at the end."""
-        chunk = next(self._chunks, None)
+        try:
+            chunk = next(self._chunks, None)
+        except OSError as e:  # the spilled columns could not be read back
+            raise batch.storage_failed(e, "the file's checked rows") from None
         if chunk is None:
             return None
         ids, rows = self.scorer.decide(chunk)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +11,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import key_scopes, keys
 from app.services.errors import Conflict, Invalid, NotFound
+from app.services.name_hints import reads_alike
 from app.services.text_checks import check_printable
 from app.tables import ApiKey, Tenant, new_id, utcnow
 
@@ -71,15 +70,9 @@ def find_tenant(session: Session, tenant: str) -> Tenant | None:
     return by_id or by_name
 
 
-def _name_twin(name: str, names: Iterable[str]) -> str | None:
-    """The name among `names` that reads as `name` but is not it: another case or Unicode normalisation form."""
-    folded = unicodedata.normalize("NFC", name).casefold()
-    return next((n for n in names if n != name and unicodedata.normalize("NFC", n).casefold() == folded), None)
-
-
 def tenant_not_found(session: Session, tenant: str) -> NotFound:
     """NotFound for a tenant name or id that names none, pointing at the tenant it most likely meant."""
-    twin = _name_twin(tenant, session.scalars(select(Tenant.name)).all())
+    twin = reads_alike(tenant, session.scalars(select(Tenant.name)).all())
     exact = "give a tenant's name exactly as it was created"
     hint = f"did you mean {twin!r}? ({exact})" if twin else "create it with create-tenant"
     return NotFound(f"no tenant {tenant!r}; {hint}")
@@ -92,7 +85,7 @@ def create_tenant(session: Session, name: str) -> Tenant:
     names = session.scalars(select(Tenant.name)).all()
     if name in names:
         raise Conflict(f"tenant {name!r} already exists", code="tenant_exists")
-    twin = _name_twin(name, names)
+    twin = reads_alike(name, names)
     if twin is not None:
         raise Conflict(
             f"tenant {name!r} differs only in case or Unicode form from the existing tenant {twin!r}: "

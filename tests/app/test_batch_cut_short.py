@@ -266,16 +266,16 @@ def test_an_http10_answer_whose_spilled_rows_cannot_be_read_back_is_a_503_with_t
     import errno
 
     monkeypatch.setattr(batch, "CHUNK_BYTES", 1024)
-    real = predictions.CsvBatch.next_chunk
+    real = batch.pickle.load
     calls = [0]
 
-    def fails_third(self: Any) -> Any:
+    def fails_third(file: Any) -> Any:  # the third spilled chunk read back
         calls[0] += 1
         if calls[0] == 3:
             raise OSError(errno.EIO, "Input/output error")
-        return real(self)
+        return real(file)
 
-    monkeypatch.setattr(predictions.CsvBatch, "next_chunk", fails_third)
+    monkeypatch.setattr(batch.pickle, "load", fails_third)
     sent, body = _http10_predict_csv(sqlite_api, doc, 1000)
     assert sent[0]["status"] == 503, body
     audited = sqlite_api.count("audit_log")
