@@ -6,15 +6,19 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, select
+from sqlalchemy import String, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import key_scopes, keys
+from app.services.audit import take_sqlite_write_lock
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.name_hints import reads_alike
 from app.services.text_checks import check_printable
 from app.tables import ApiKey, Tenant, new_id, utcnow
 
+# the PostgreSQL advisory lock that serialises tenant creation (a fixed 64-bit number of our own: blake2b-8 of
+# "neurules:create-tenant")
+CREATE_TENANT_LOCK = 0x5B0AA043E0E69A22
 # what `new_id("tn")` makes (hex digits, any length and case): a name of this shape would read as an id
 TENANT_ID_SHAPE = re.compile(r"tn_[0-9a-f]+", re.IGNORECASE)
 
@@ -82,6 +86,7 @@ def create_tenant(session: Session, name: str) -> Tenant:
     """A new tenant; Invalid for an unusable name, Conflict when the name is taken or differs from a tenant's only in
     case or Unicode form (`Acme` beside `acme`: an operator issuing a key to one would read it as the other's)."""
     check_tenant_name(name)
+    serialize_tenant_creation(session)
     names = session.scalars(select(Tenant.name)).all()
     if name in names:
         raise Conflict(f"tenant {name!r} already exists", code="tenant_exists")
@@ -95,6 +100,20 @@ def create_tenant(session: Session, name: str) -> Tenant:
     t = Tenant(id=new_id("tn"), name=name)
     session.add(t)
     return t
+
+
+def serialize_tenant_creation(session: Session) -> None:
+    """Hold, until the transaction ends, the lock every tenant creation takes before it reads the names.
+
+    The twin check reads the names, then inserts: two commands at once (`Acme` and `acme`) each read none of
+    the other's and both inserted, since no unique index can see that two names read alike. SQLite: the write
+    lock, taken before the read; PostgreSQL: a transaction-scoped advisory lock (no table privilege needed).
+    """
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        take_sqlite_write_lock(conn)
+    else:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CREATE_TENANT_LOCK})
 
 
 def create_key(session: Session, tenant: str, label: str = "", scope: str = "full") -> tuple[ApiKey, str]:
