@@ -27,6 +27,7 @@ from app.db import sqlite_path
 from app.db_roles import RoleError
 from app.schemas.audit import AuditVerification
 from app.services import key_scopes
+from app.services.audit_verify import ChainReport
 from app.services.errors import Conflict, DomainError, NotFound
 from app.settings import Settings
 
@@ -263,7 +264,7 @@ def verify_audit(settings: Settings, tenant: str | None) -> int:
         print(f"neurules-admin: {e.message}", file=sys.stderr)
         return 2
     for r in reports:
-        print(AuditVerification.model_validate(r).model_dump_json())
+        print(json.dumps(operator_report(r)))
     broken = [r for r in reports if not r.intact]
     rows = sum(r.rows_checked for r in reports)
     events = sum(r.registry_events.events_checked for r in reports)
@@ -273,6 +274,17 @@ def verify_audit(settings: Settings, tenant: str | None) -> int:
         file=sys.stderr,
     )
     return 1 if broken else 0
+
+
+def operator_report(report: ChainReport) -> dict[str, Any]:
+    """A tenant's verification as the API gives it, plus the storage `row_id` of each break (the operator's own
+    database key, which the API leaves out: it numbers every tenant's rows together)."""
+    out = AuditVerification.model_validate(report).model_dump(mode="json")
+    if report.first_break is not None:
+        out["first_break"]["row_id"] = report.first_break.row_id
+    if report.registry_events.first_break is not None:
+        out["registry_events"]["first_break"]["row_id"] = report.registry_events.first_break.row_id
+    return out
 
 
 def parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"], route_class=StrictQueryRo
     "",
     response_model=AuditList,
     responses=responses(401, 404, 422),
-    summary="Audited decisions, newest first (page with before_id)",
+    summary="Audited decisions, newest first (page with before_seq)",
 )
 def list_audit(
     session: DbSession,
@@ -36,7 +36,10 @@ def list_audit(
         int | None,
         Query(ge=1, le=2**63 - 1, description="the record at this place in the chain (a decision's `audit_seq`)"),
     ] = None,
-    before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="only records older than this id")] = None,
+    before_seq: Annotated[
+        int | None,
+        Query(ge=1, le=2**63 - 1, description="only records before this place in the chain (the last page's last seq)"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditList:
     """The tenant's audit records (time, key, model version, input digest, output, rule id)."""
@@ -46,10 +49,10 @@ def list_audit(
         model_version_id=model_version_id,
         input_digest=None if input_digest is None else input_digest.lower(),
         seq=seq,
-        before_id=before_id,
+        before_seq=before_seq,
         limit=limit,
     )
-    return AuditList(items=[AuditPublic.model_validate(r) for r in rows], limit=limit, before_id=before_id)
+    return AuditList(items=[AuditPublic.model_validate(r) for r in rows], limit=limit, before_seq=before_seq)
 
 
 @router.get(

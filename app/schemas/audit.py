@@ -16,7 +16,6 @@ class AuditPublic(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "id": 1042,
                     "created_at": "2026-11-25T10:00:00Z",
                     "api_key_id": "key_5e2f...",
                     "model_version_id": "mv_1a2b...",
@@ -32,7 +31,8 @@ class AuditPublic(BaseModel):
         },
     )
 
-    id: int
+    # no storage id: it numbers every tenant's rows together, so gaps between a tenant's ids would show how many
+    # decisions other tenants obtained meanwhile; `seq` is the record's place in the tenant's own chain
     # null only in a row changed outside the service into a value its column cannot hold (`unreadable` says which)
     created_at: datetime | None
     api_key_id: str | None
@@ -58,7 +58,7 @@ class AuditList(BaseModel):
 
     items: list[AuditPublic]
     limit: int
-    before_id: int | None
+    before_seq: int | None
 
 
 BreakKind = Literal[
@@ -103,7 +103,6 @@ class ChainBreakPublic(BaseModel):
         "events were recorded for (renamed, or names swapped, in the database)"
     )
     message: str
-    row_id: int | None = Field(description="the audit row at the break (null when the break is after the last row)")
     seq: int | None = Field(description="the sequence number at the break")
 
 
@@ -125,7 +124,6 @@ class RegistryBreakPublic(BaseModel):
     registered_model_id: str
     kind: BreakKind = Field(description="as for decisions: rows here are the model's registry events")
     message: str
-    row_id: int | None = Field(description="the event (its id in the model's events) at the break")
     seq: int | None = Field(description="the event's place in the model's chain")
 
 
@@ -155,8 +153,7 @@ class AuditVerification(BaseModel):
                     "head": {"seq": 318, "row_hash": "04ab..."},
                     "first_break": {
                         "kind": "sequence_gap",
-                        "message": "row 1077 has seq 43 where seq 42 was expected: seq 42 missing (deleted)",
-                        "row_id": 1077,
+                        "message": "the next row has seq 43 where seq 42 was expected: seq 42 missing (deleted)",
                         "seq": 43,
                     },
                     "registry_events": {

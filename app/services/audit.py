@@ -745,10 +745,10 @@ def list_records(
     model_version_id: str | None = None,
     input_digest: str | None = None,
     seq: int | None = None,
-    before_id: int | None = None,
+    before_seq: int | None = None,
     limit: int,
 ) -> list[dict[str, Any]]:
-    """The tenant's audit records, newest first, optionally filtered (page backwards with `before_id`); a row
+    """The tenant's audit records, newest first, optionally filtered (page backwards with `before_seq`); a row
     changed outside the service into values its columns cannot hold is listed too (`audit_read.decode`)."""
     q = select(*audit_read.COLUMNS).where(AuditRecord.tenant_id == tenant_id)
     if model_version_id:
@@ -758,11 +758,10 @@ def list_records(
         q = q.where(AuditRecord.input_digest == input_digest)
     if seq is not None:
         q = q.where(AuditRecord.seq == seq)
-    if before_id:
-        q = q.where(AuditRecord.id < before_id)
-    # newest first by `seq`, the chain's order (the writer gives a tenant's rows ids in the same order): on the
-    # (tenant_id, seq) index, read backwards; `ORDER BY id` sorted every row of the tenant first (a probe: 1.1 s
-    # for one record of 700,000)
+    if before_seq is not None:
+        q = q.where(AuditRecord.seq < before_seq)
+    # newest first by `seq`, the chain's order: on the (tenant_id, seq) index, read backwards; `ORDER BY id`
+    # sorted every row of the tenant first (a probe: 1.1 s for one record of 700,000)
     rows = session.execute(q.order_by(AuditRecord.seq.desc()).limit(limit)).mappings()
     parse_time = audit_read.time_parser(session.get_bind().dialect)
     return [audit_read.decode(m, parse_time) for m in rows]

@@ -216,30 +216,32 @@ class ChainChecker:
         return self.first_break is None
 
     def _check(self, row: Mapping[str, Any]) -> ChainBreak | None:
+        # messages place a row by its seq only: its storage id numbers every tenant's rows together, and the
+        # tenant's own verification must not show how many rows other tenants added (the id stays in `row_id`)
         rid, seq, expected = row["id"], row["seq"], self.last.seq + 1
         if row.get("unreadable"):  # a value changed outside the service, into one its column cannot hold
-            where = f"seq {seq}" if seq is not None else f"after seq {self.last.seq}"
-            msg = f"row {rid} ({where}) cannot be read: {row['unreadable']} (changed)"
+            where = f"at seq {seq}" if seq is not None else f"after seq {self.last.seq}"
+            msg = f"the row {where} cannot be read: {row['unreadable']} (changed)"
             return ChainBreak("unreadable_row", msg, rid, seq if seq is not None else expected)
         if seq < 1:  # the writer numbers from 1: such a row was put in around it
-            msg = f"row {rid} has seq {seq}, before the chain's first row (seq 1): a row inserted outside the writer"
+            msg = f"a row has seq {seq}, before the chain's first row (seq 1): a row inserted outside the writer"
             return ChainBreak("sequence_before_start", msg, rid, seq)
         if seq != expected:
             if seq > expected:
                 gone = _span(expected, seq - 1)
-                msg = f"row {rid} has seq {seq} where seq {expected} was expected: {gone} missing (deleted)"
+                msg = f"the next row has seq {seq} where seq {expected} was expected: {gone} missing (deleted)"
                 return ChainBreak("sequence_gap", msg, rid, seq)
-            msg = f"row {rid} has seq {seq} again after seq {self.last.seq} (a duplicated or inserted row)"
+            msg = f"a row has seq {seq} again after seq {self.last.seq} (a duplicated or inserted row)"
             return ChainBreak("sequence_repeated", msg, rid, seq)
         if row["prev_hash"] != self.last.row_hash:
             msg = (
-                f"row {rid} (seq {seq}) links to previous hash {row['prev_hash']} but the row before it "
+                f"the row at seq {seq} links to previous hash {row['prev_hash']} but the row before it "
                 f"(seq {self.last.seq}) has hash {self.last.row_hash} (a row was replaced or forged)"
             )
             return ChainBreak("previous_hash_mismatch", msg, rid, seq)
         actual = self.hash_row(row)
         if actual != row["row_hash"]:
-            msg = f"row {rid} (seq {seq}) content hashes to {actual} but its row_hash is {row['row_hash']} (changed)"
+            msg = f"the row at seq {seq} content hashes to {actual} but its row_hash is {row['row_hash']} (changed)"
             return ChainBreak("content_hash_mismatch", msg, rid, seq)
         return None
 

@@ -39,6 +39,17 @@ def _run(url: str, *stmts: str) -> None:
         eng.dispose()
 
 
+def _storage_id(url: str, tenant: str, seq: int) -> int:
+    """The audit row's storage id (the API shows only its seq)."""
+    eng = create_engine(url)
+    try:
+        with eng.connect() as c:
+            q = "SELECT a.id FROM audit_log a JOIN tenants t ON t.id = a.tenant_id WHERE t.name = :n AND a.seq = :s"
+            return int(c.execute(text(q), {"n": tenant, "s": seq}).scalar_one())
+    finally:
+        eng.dispose()
+
+
 FORBIDDEN = [
     ("TRUNCATE audit_log", "permission denied for table audit_log"),
     ("UPDATE audit_log SET rule_id = 1", "permission denied for table audit_log"),
@@ -164,7 +175,8 @@ def test_service_under_the_app_role_and_owner_tampering_found(roles: Roles, tmp_
         events = client.get("/v1/registered-models/risk/events", headers=h).json()["items"]
         assert [e["action"] for e in events] == ["alias_set", "version_created"]
         assert client.get("/v1/models/risk@prod/monitoring", headers=h).json()["total"] == 3
-        ids = [i["id"] for i in client.get("/v1/audit", headers=h).json()["items"]][::-1]
+        seqs = [i["seq"] for i in client.get("/v1/audit", headers=h).json()["items"]][::-1]
+        ids = [_storage_id(roles.owner_url, name, seq) for seq in seqs]
 
     lifted = "ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_change"
     back = "ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_change"

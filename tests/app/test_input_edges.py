@@ -143,7 +143,7 @@ def test_out_of_range_integers_are_4xx(api, doc) -> None:
     api.import_model(doc)
     c = _client(api)
     for path, params in [
-        ("/v1/audit", {"before_id": 10**20}),
+        ("/v1/audit", {"before_seq": 10**20}),
         ("/v1/datasets", {"offset": 10**20}),
         ("/v1/jobs", {"offset": 10**20}),
         ("/v1/models", {"offset": 10**20}),
@@ -151,7 +151,7 @@ def test_out_of_range_integers_are_4xx(api, doc) -> None:
     ]:
         r = c.get(path, params=params, headers=api.h())
         assert r.status_code == 422, (path, r.text)
-        assert r.json()["error"]["details"][0]["field"] in ("query.before_id", "query.offset")
+        assert r.json()["error"]["details"][0]["field"] in ("query.before_seq", "query.offset")
     r = c.put("/v1/registered-models/risk/aliases/prod", json={"version": 10**20}, headers=api.h())
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "version", r.text
     assert api.count("model_aliases") == 0

@@ -374,9 +374,32 @@ def test_audit_endpoint_is_tenant_scoped(api, doc) -> None:
     assert page["items"][0]["model_version_id"] == v["id"]
     hit = api.client.get("/v1/audit", params={"input_digest": digest(REC_HIGH)}, headers=api.h()).json()
     assert [i["rule_id"] for i in hit["items"]] == [1]
-    older = api.client.get("/v1/audit", params={"before_id": page["items"][0]["id"]}, headers=api.h()).json()
+    older = api.client.get("/v1/audit", params={"before_seq": page["items"][0]["seq"]}, headers=api.h()).json()
     assert len(older["items"]) == 1
     assert api.client.get("/v1/audit", headers=api.h(api.key_b)).json()["items"] == []
+
+
+def test_audit_pages_by_the_tenants_own_seq_and_shows_no_storage_id(api, doc) -> None:
+    """The records carried their storage id, numbered across tenants: the gaps between one tenant's ids told it how
+    many decisions the others obtained. Now a record is placed by its seq only, and pages follow `before_seq`."""
+    v_a = api.import_model(doc)
+    v_b = api.import_model(doc, key=api.key_b)
+    for _ in range(3):  # interleaved: tenant b's decisions between tenant a's
+        predict(api, v_a["id"], [REC_HIGH, REC_POOR])
+        predict(api, v_b["id"], [REC_HIGH, REC_POOR, REC_DEFAULT], key=api.key_b)
+    seen: list[int] = []
+    before: int | None = None
+    while True:
+        params = {"limit": 4} if before is None else {"limit": 4, "before_seq": before}
+        page = api.client.get("/v1/audit", params=params, headers=api.h()).json()
+        assert page["before_seq"] == before and all("id" not in i for i in page["items"]), page
+        seen += [i["seq"] for i in page["items"]]
+        if len(page["items"]) < 4:
+            break
+        before = page["items"][-1]["seq"]
+    assert seen == [6, 5, 4, 3, 2, 1]
+    r = api.client.get("/v1/audit", params={"before_id": 5}, headers=api.h())
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "query.before_id", r.text
 
 
 @pytest.mark.parametrize("explain", ["true", "false"])

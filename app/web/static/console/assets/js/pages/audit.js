@@ -75,11 +75,10 @@ function rowsTable(rows, versions, keys) {
   );
 }
 
-/** Where a break is: its kind, seq and row id (what the API names). */
+/** Where a break is: its kind and seq (what the API names). */
 function breakPlace(b) {
   const seq = b.seq !== null && b.seq !== undefined ? `, at seq ${b.seq}` : "";
-  const row = b.row_id !== null && b.row_id !== undefined ? `, row id ${b.row_id}` : "";
-  return `${b.kind || "unknown"}${seq}${row}`;
+  return `${b.kind || "unknown"}${seq}`;
 }
 
 function decisionsView(v) {
@@ -162,23 +161,25 @@ export async function auditPage(ctx) {
   const rows = [];
   const list = h("div", { tabindex: "-1" });
   const message = h("div");
-  let lastId = null;
+  let lastSeq = null;
   // one button kept in place, so the keyboard focus stays on it; hidden with the last page, when the focus
   // (which `busy` cannot give back to a hidden button) goes to the decisions instead of the page's top
   const older = button(
     "Show older decisions",
     async (ev) => {
-      await busy(ev.currentTarget, () => load(lastId));
+      await busy(ev.currentTarget, () => load(lastSeq));
       if (older.hidden && document.activeElement === document.body) list.focus();
     },
     { hidden: true },
   );
-  const load = async (beforeId) => {
+  const load = async (beforeSeq) => {
     try {
-      const page = await get(`/v1/audit${qs({ limit: PAGE_SIZE, before_id: beforeId })}`);
+      const page = await get(`/v1/audit${qs({ limit: PAGE_SIZE, before_seq: beforeSeq })}`);
       rows.push(...page.items);
       mount(list, rowsTable(rows, versions, keys));
-      if (page.items.length) lastId = page.items[page.items.length - 1].id;
+      // the last record with a readable seq (a row edited outside the service can hold none)
+      const placed = page.items.filter((r) => typeof r.seq === "number");
+      if (placed.length) lastSeq = placed[placed.length - 1].seq;
       older.hidden = page.items.length < PAGE_SIZE;
       mount(message);
     } catch (err) {
