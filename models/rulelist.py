@@ -54,6 +54,10 @@ _PLAIN_KEYS: dict[type, Any] = {  # the usual values (JSON's), keyed without the
 }
 
 
+# value types whose equal values always have the same key (the cache of `category_key_column`)
+_CACHED_KEY_TYPES = frozenset({int, float, bool, np.int64, np.int32, np.float64, np.float32, np.bool_})
+
+
 def category_key(value: Any) -> CategoryKey:
     """Normalise a categorical value to the key rules compare against (None means missing)."""
     plain = _PLAIN_KEYS.get(type(value))
@@ -63,8 +67,8 @@ def category_key(value: Any) -> CategoryKey:
         return None
     if _is_bool(value):
         return "true" if value else "false"
-    if isinstance(value, str):
-        return value if value != "" else None
+    if isinstance(value, str):  # a str subclass (numpy's str_) keyed as the plain text: exports write keys as repr()
+        return str(value) if value != "" else None
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         f = float(value)
         if f.is_integer():
@@ -77,16 +81,22 @@ def category_key_column(values: Iterable[Any]) -> np.ndarray:
     the evaluator share."""
     # keyed by type too: True == 1 and False == 0 (1.0, 0.0) hash alike, yet their keys differ; a text
     # (the usual value, CSV cells) is its own key, without building a tuple per value
+    # only types whose equal values have one key are cached: Decimal("1") == Decimal("1.0"), keys "1" and "1.0"
     cache: dict[Any, CategoryKey] = {}
     keys = []
     for v in values:
-        key = v if type(v) is str else (type(v), v)
+        t = type(v)
+        if t is str:
+            key: Any = v
+        elif t in _CACHED_KEY_TYPES:
+            key = (t, v)
+        else:
+            keys.append(category_key(v))
+            continue
         try:
             k = cache[key]
         except KeyError:
             k = cache[key] = category_key(v)
-        except TypeError:  # unhashable value
-            k = category_key(v)
         keys.append(k)
     return _objects(keys)
 
@@ -989,7 +999,7 @@ class RuleList:
 
         Standard SQL (PostgreSQL, SQLite, SQL Server, Oracle; MySQL with ANSI_QUOTES and
         NO_BACKSLASH_ESCAPES). `table` may be schema-qualified (`public.heart`: each dotted part is
-        quoted). Missing is what the document says: NULL or `''` (numeric columns: also blanks);
+        quoted). Missing is what the document says: NULL or `''` (numeric columns: also NaN and blanks);
         numeric columns then take the training fill value, categorical ones the missing level.
         Categorical columns are compared as text holding the category keys.
         """
@@ -1212,10 +1222,24 @@ def _sql_string(value: str) -> str:
     return "'" + _sql_text(value, "value").replace("'", "''") + "'"
 
 
+# what a numeric cell's text may hold and still be blank (missing), as `RuleList` reads it: SQL's TRIM drops spaces
+# only, so the others are removed by REPLACE first (a tab- or newline-only cell took 0.0 in SQLite, an error in
+# PostgreSQL)
+_SQL_BLANKS = ("\t", "\n", "\r")
+
+
 def _sql_number(col: str) -> str:
-    """A numeric column as a number, NULL when missing (NULL, or text that is empty or blank)."""
-    # the text only tells a blank: a number read through its text would lose digits (SQLite writes REAL as %.15g)
-    return f"CASE WHEN TRIM(CAST({col} AS TEXT)) = '' THEN NULL ELSE CAST({col} AS DOUBLE PRECISION) END"
+    """A numeric column as a number, NULL when missing (NULL, NaN, or text that is empty, blank or NaN)."""
+    # the text only tells a blank or a NaN: a number read through its text would lose digits (SQLite writes REAL as
+    # %.15g). PostgreSQL's float NaN is no NULL (COALESCE kept it, and it sorts above every number) and SQLite casts
+    # the text 'NaN' to 0.0, while RuleList reads NaN as missing: both are NULL here, so they take the fill value
+    text = f"CAST({col} AS TEXT)"
+    for blank in _SQL_BLANKS:
+        text = f"REPLACE({text}, '{blank}', '')"
+    return (
+        f"CASE WHEN TRIM({text}) = '' OR UPPER(TRIM({text})) IN ('NAN', '+NAN', '-NAN') THEN NULL "
+        f"ELSE CAST({col} AS DOUBLE PRECISION) END"
+    )
 
 
 def _sql_table(table: str) -> str:

@@ -470,6 +470,58 @@ def test_sql_export_compares_numbers_exactly_postgresql() -> None:
     assert texts == rl.apply({"a": [t for _, t in rows]}).tolist() == [1, 2, 0, 0]
 
 
+def test_sql_export_reads_nan_and_tab_or_newline_blanks_as_missing() -> None:
+    """RuleList reads NaN (a float, or the text 'NaN') and a cell of tabs or line breaks as missing; the SQL took
+    the text 'NaN' and a tab as 0.0 in SQLite (another rule), and an export probe found titanic rows decided
+    otherwise on PostgreSQL, whose float NaN is no NULL."""
+    rl = _bound_list(0.30000000000000004)
+    texts = ["NaN", "nan", " -NaN ", "\t", "\n\r\n", " \t ", "0.3", None]
+    expected = rl.apply({"a": texts}).tolist()
+    assert expected == [0, 0, 0, 0, 0, 0, 2, 0]
+    con = sqlite3.connect(":memory:")
+    con.execute('CREATE TABLE s ("a" TEXT, "b" TEXT)')
+    con.executemany("INSERT INTO s VALUES (?, ?)", [(v, None) for v in texts])
+    assert [row[-1] for row in con.execute(rl.to_sql("s", output="rule_id"))] == expected
+
+
+@pytest.mark.integration
+def test_sql_export_reads_nan_as_missing_on_postgresql() -> None:
+    """PostgreSQL keeps a float NaN (not NULL: COALESCE kept it and it compares above every number)."""
+    from tests.conftest import PG_ADMIN_URL, pg_available, skip_unless_ci
+
+    if not pg_available():
+        skip_unless_ci("PostgreSQL not reachable on 127.0.0.1:5432")
+    import psycopg
+
+    rl = _bound_list(0.30000000000000004)
+    numbers = [math.nan, 0.3, None]
+    texts = ["NaN", "\t", "\n", "0.3"]
+    with psycopg.connect(PG_ADMIN_URL.replace("postgresql+psycopg", "postgresql")) as con:
+        con.execute('CREATE TEMP TABLE n ("a" DOUBLE PRECISION, "b" TEXT)')
+        con.execute('CREATE TEMP TABLE s ("a" TEXT, "b" TEXT)')
+        with con.cursor() as cur:
+            cur.executemany("INSERT INTO n VALUES (%s, NULL)", [(a,) for a in numbers])
+            cur.executemany("INSERT INTO s VALUES (%s, NULL)", [(t,) for t in texts])
+        from_numbers = [row[-1] for row in con.execute(rl.to_sql("n", output="rule_id"))]
+        from_texts = [row[-1] for row in con.execute(rl.to_sql("s", output="rule_id"))]
+    assert from_numbers == rl.apply({"a": numbers}).tolist() == [0, 2, 0]
+    assert from_texts == rl.apply({"a": texts}).tolist() == [0, 0, 0, 2]
+
+
+def test_category_keys_of_numpy_text_are_plain_text_and_equal_decimals_keep_their_own_keys() -> None:
+    """numpy's str_ stayed the key (the Python export wrote np.str_('u'), which does not run); Decimal('1') and
+    Decimal('1.0') are equal, hash alike and shared one cached key, so a column's keys depended on its order."""
+    from decimal import Decimal
+
+    from models.rulelist import category_key_column
+
+    key = category_key(np.str_("u"))
+    assert type(key) is str and repr(key) == "'u'"
+    assert category_key_column([Decimal("1"), Decimal("1.0")]).tolist() == ["1", "1.0"]
+    assert category_key_column([Decimal("1.0"), Decimal("1")]).tolist() == ["1.0", "1"]
+    assert category_key_column(np.array(["u", "v"], dtype=object)).tolist() == ["u", "v"]
+
+
 def _bound_list(low: float) -> RuleList:
     """Rule 1: a >= low; rule 2: a <= low; missing a -> 1e21 (the default rule)."""
     doc = copy.deepcopy(DOC)
