@@ -1209,12 +1209,17 @@ _SQL_BIGINT = 2**63  # integers a BIGINT holds lie in [-2**63, 2**63)
 def _sql_class_literals(classes: Sequence[ClassLabel]) -> list[str]:
     """One SQL literal per class, all of one SQL type, so a CASE's branches share it and classes stay apart:
     integers when every class is one a BIGINT holds, 1 / 0 when every class is a boolean, else each class's
-    text (`label_key`: `true` and `1` differ; a mix of numbers and text was a type error on PostgreSQL)."""
+    text (`label_key`: `true` and `1` differ; a mix of numbers and text was a type error on PostgreSQL).
+    ValueError when two classes would read alike (`"1"` and `1`: one answer for both)."""
     if all(isinstance(c, bool) for c in classes):
         return ["1" if c else "0" for c in classes]
     if all(isinstance(c, int) and not isinstance(c, bool) and -_SQL_BIGINT <= c < _SQL_BIGINT for c in classes):
         return [str(c) for c in classes]
-    return [_sql_string(label_key(c)) for c in classes]
+    literals = [_sql_string(label_key(c)) for c in classes]
+    if len(set(literals)) < len(literals):
+        twins = [c for c, lit in zip(classes, literals, strict=True) if literals.count(lit) > 1]
+        raise ValueError(f"classes {twins!r} read alike as SQL text: the export could not tell them apart")
+    return literals
 
 
 def _sql_string(value: str) -> str:

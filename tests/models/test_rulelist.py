@@ -701,6 +701,13 @@ def test_sql_export_keeps_classes_apart_in_one_sql_type(classes: list[Any], expe
     assert [label_key(c) for c in rl.predict({"a": [2.0, 0.0]}).tolist()] == [label_key(c) for c in classes]
 
 
+@pytest.mark.parametrize("classes", [["1", 1], ["true", True]])
+def test_sql_export_refuses_classes_it_cannot_tell_apart(classes: list[Any]) -> None:
+    """Two classes writing one SQL value ('1' for "1" and 1) answered both as one: refused, naming them."""
+    with pytest.raises(ValueError, match="read alike as SQL text"):
+        _class_list(classes).to_sql("t")
+
+
 @pytest.mark.integration
 def test_sql_export_of_mixed_classes_runs_on_postgresql() -> None:
     from tests.conftest import PG_ADMIN_URL, pg_available, skip_unless_ci
