@@ -171,7 +171,8 @@ def make_engine(
             _create_private(Path(path))
         elif u.database and u.database != ":memory:":  # a URI (`file:...?mode=memory&uri=true`): SQLite's to open
             Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # hide_parameters: a failed statement's message (logged, in 503 causes) carried its values: uploaded rows
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -205,6 +206,7 @@ def make_engine(
         pool_recycle=1800,
         pool_timeout=10,
         connect_args=dict(PG_CONNECT_ARGS),
+        hide_parameters=True,  # a failed statement's message went to the logs with its values: uploaded rows
     )
     if any(timeouts_ms):
         timeouts = {"statement_timeout": timeouts_ms[0], "lock_timeout": timeouts_ms[1]}
