@@ -81,7 +81,9 @@ class Metrics:
         )
         self.prediction_errors = Counter(
             "neurules_prediction_rejections_total",
-            "prediction requests rejected (4xx)",
+            "prediction requests refused for their records or CSV (reason: invalid_record, invalid_csv); other "
+            "refusals (a key, an unknown model, an empty or unreadable body) count in "
+            "neurules_http_request_duration_seconds by status",
             ["reason"],
             registry=self.registry,
         )

@@ -212,7 +212,8 @@ def _fail(db: Database, job_id: str, worker_id: str, e: Exception) -> RunOutcome
         reason = e.__context__.reason if isinstance(e.__context__, _Stop) else "cancelled"
         return _end(db, job_id, worker_id, reason)
     if isinstance(e, (TrainingInputError, Invalid, Conflict)):  # a reason for the user (the model's target, say;
-        msg = str(e)  # a model whose registry event chain is broken)
+        msg = str(e)  # a model whose registry event chain is broken); logged too, without a traceback: an operator
+        log.warning("training job failed on its input", extra={"job_id": job_id, "reason": msg})  # saw no failure
     else:
         log.error("training failed", extra={"job_id": job_id}, exc_info=e)
         msg = failure_text("training", e)

@@ -171,7 +171,9 @@ def test_time_limit(tmp_path) -> None:
         gen.close()
 
 
-def test_readable_failure(api) -> None:
+def test_readable_failure(api, caplog: pytest.LogCaptureFixture) -> None:
+    """The user's reason, and a log line for the operator (a job failing on its input logged nothing but Celery's
+    'succeeded': an operator probe found no trace of it)."""
     jid = make_job(api, {"epochs": 3})
     st = api.app.state.service
     with st.db.session() as s:  # the API refuses unknown options; a worker must still fail cleanly on them
@@ -180,6 +182,8 @@ def test_readable_failure(api) -> None:
     assert run_job(st.db, st.settings, jid, trainer=trainer()) == "failed"
     err = job_row(api, jid).error or ""
     assert "invalid training option" in err and "no_such_option" in err
+    (line,) = [r for r in caplog.records if r.name == "neurules.worker" and getattr(r, "job_id", None) == jid]
+    assert line.levelname == "WARNING" and line.reason == err  # type: ignore[attr-defined]
 
 
 def test_unexpected_error_is_failed_not_stuck(api) -> None:
