@@ -10,6 +10,7 @@ until the file is put back or the service is restarted and opens the file that i
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -17,6 +18,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 from sqlalchemy import exc as sa_exc
+
+log = logging.getLogger("neurules.db")
 
 
 class DatabaseFileChanged(sa_exc.DisconnectionError):
@@ -67,9 +70,11 @@ class FileIdentity:
             return
         now = _identity(self.path)
         if now != self.opened:  # (deleted: a new connection may already have created an empty file there)
+            if self.looked != -math.inf:  # the path for the operator, once; the clients' 503 names no server path
+                log.error("the database file was deleted or replaced while the service ran", extra={"path": self.path})
             self.looked = -math.inf  # every statement looks again, until the file is back
             raise DatabaseFileChanged(
-                f"the database file {self.path} was deleted or replaced while the service ran: put the file "
+                "the database file was deleted or replaced while the service ran: put the file "
                 "back; to restore a backup, stop the service and run neurules-admin restore <backup> (a file "
                 "moved in place keeps the old -wal beside it, which SQLite would replay onto it at the next start)"
             )

@@ -371,6 +371,7 @@ def test_a_database_file_deleted_or_replaced_underneath_is_503_not_a_lost_decisi
     for what, r in answers.items():
         assert r.status_code == 503, (what, r.status_code, r.text)
         assert "was deleted or replaced while the service ran" in r.json()["error"]["message"], (what, r.text)
+        assert str(sqlite_api.settings.data_dir.parent) not in r.text, (what, r.text)  # no server path (a probe saw it)
     assert answers["predict"].json()["error"]["code"] in ("audit_unavailable", "database_unavailable")
     ready = client.get("/readyz")
     assert ready.status_code == 503 and "deleted or replaced" in ready.text, ready.text
