@@ -10,6 +10,7 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.types import Scope
 
+from app.observability import PRINCIPAL_STATE
 from app.services import key_scopes, keys
 from app.services.auth import Principal, lookup_key
 from app.services.errors import Unauthenticated
@@ -103,6 +104,7 @@ async def _principal(request: Request) -> Principal:
     principal = await state.auth_cache.get(keys.hash_key(key), lambda: lookup_key(state.db, key))
     if principal is None:
         raise Unauthenticated("invalid or revoked API key", code="invalid_api_key")
+    request.scope.setdefault("state", {})[PRINCIPAL_STATE] = principal  # the access line names who called
     key_scopes.require(principal.scope, request.method, route_path(request.scope))
     return principal
 

@@ -168,6 +168,8 @@ class _JobsCollector(Collector):
         return []
 
 
+# where the key's principal is left in the request's scope state (`app.deps`), for the access line
+PRINCIPAL_STATE = "neurules_principal"
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 # an API answer is one tenant's data fetched with a key header (not Authorization, which shared caches skip)
 NO_STORE = (b"cache-control", b"no-store")
@@ -194,28 +196,28 @@ class RequestMetricsMiddleware:
                 rid = v.decode("latin-1")[:100]
             elif k == b"content-length" and v.isdigit():
                 length = int(v)
-        if self.max_body is not None and length > self.max_body:  # refuse before reading the body
-            from starlette.responses import JSONResponse
+        app = self.app
+        if self.max_body is not None and length > self.max_body:  # refused before reading the body, answered
+            from starlette.responses import JSONResponse  # below like any other (request id, access line, metrics)
 
             from app.errors import error_body
 
-            await JSONResponse(
-                error_body(
-                    "payload_too_large", f"request body of {length} bytes is over the limit of {self.max_body} bytes"
-                ),
-                status_code=413,
-                headers={"X-Content-Type-Options": "nosniff"},
-            )(scope, receive, send)
-            return
-        if self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives
+            message = f"request body of {length} bytes is over the limit of {self.max_body} bytes"
+            app = JSONResponse(error_body("payload_too_large", message), status_code=413)
+        elif self.max_body is not None and not length and _chunked(scope):  # no length given: count as it arrives
             receive = _limited(receive, self.max_body)
         api = scope["path"].startswith("/v1/")
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
 
+        started = False
+        error_code: str | None = None
+
         async def _send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
+            nonlocal status, started, error_code
+            if message["type"] == "http.response.body" and status >= 400 and error_code is None:
+                error_code = _error_code(message.get("body", b""))  # for the access line: why it was refused
+            elif message["type"] == "http.response.start":
+                status, started = message["status"], True
                 headers = message.get("headers", [])
                 if 300 <= status < 400:  # never a Location on the host the client's own Host header named
                     headers = relative_locations(headers, scope.get("headers", ()))
@@ -227,24 +229,54 @@ class RequestMetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, _send)
+            await app(scope, receive, _send)
+        except Exception:  # a bug: answered here, so the 500 carries the request id like any other answer
+            if started:  # too late for another answer: the server closes the connection
+                raise
+            await self._internal_error(scope, receive, _send, rid)
         finally:
             elapsed = time.perf_counter() - start
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.request_latency(scope["method"], template, str(status)).observe(elapsed)
             if self.access_log:
-                self.log.info(
-                    "request",
-                    extra={
-                        "request_id": rid,
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "route": template,
-                        "status": status,
-                        "duration_ms": round(elapsed * 1000, 3),
-                    },
-                )
+                extra = {
+                    "request_id": rid,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "route": template,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 3),
+                }
+                principal = scope.get("state", {}).get(PRINCIPAL_STATE)  # who, once the key was read
+                if principal is not None:
+                    extra["tenant_id"], extra["key_id"] = principal.tenant_id, principal.key_id
+                if error_code is not None:
+                    extra["error_code"] = error_code
+                self.log.log(logging.WARNING if status >= 500 else logging.INFO, "request", extra=extra)
+
+    async def _internal_error(self, scope: Scope, receive: Receive, send: Send, rid: str) -> None:
+        """Log the exception being handled with the request id, and answer 500 naming that id."""
+        from starlette.responses import JSONResponse
+
+        from app.errors import error_body
+
+        logging.getLogger("neurules.errors").exception(
+            "unhandled error on %s %s", scope["method"], scope["path"], extra={"request_id": rid}
+        )
+        message = f"internal error; see the service log (request id {rid})"
+        await JSONResponse(error_body("internal_error", message), status_code=500)(scope, receive, send)
+
+
+def _error_code(body: bytes) -> str | None:
+    """The `error.code` of an error answer's JSON body (None for any other body)."""
+    if not body.startswith(b'{"error"'):
+        return None
+    try:
+        code = json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return code if isinstance(code, str) else None
 
 
 def _chunked(scope: Scope) -> bool:

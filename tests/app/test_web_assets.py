@@ -14,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.web.static_files import CONSOLE_DIR, STATIC_DIR, VENDOR_DIR
 from tests.conftest import ROOT, Api
 
@@ -233,6 +235,67 @@ def test_a_500_says_nosniff_too(sqlite_api: Api, monkeypatch: Any) -> None:
     monkeypatch.setattr(datasets.datasets, "list_datasets", broken)
     r = TestClient(sqlite_api.app, raise_server_exceptions=False).get("/v1/datasets", headers=sqlite_api.h())
     assert r.status_code == 500 and r.headers.get_list("x-content-type-options") == ["nosniff"], r.headers
+
+
+def test_a_500_carries_the_request_id_and_its_log_line_names_it(
+    sqlite_api: Api, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator probe's 500 had no X-Request-Id (every other answer has it), no Cache-Control, and its two
+    logged tracebacks named no request id: nothing tied a client's report to the log. Now one traceback, with it."""
+    from fastapi.testclient import TestClient
+
+    from app.routers import datasets
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(datasets.datasets, "list_datasets", broken)
+    client = TestClient(sqlite_api.app, raise_server_exceptions=False)
+    r = client.get("/v1/datasets", headers={**sqlite_api.h(), "X-Request-Id": "probe-500"})
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error", r.text
+    assert r.headers["x-request-id"] == "probe-500" and r.headers["cache-control"] == "no-store", r.headers
+    assert "probe-500" in r.json()["error"]["message"]
+    logged = [x for x in caplog.records if x.exc_info and "a bug" in str(x.exc_info[1])]
+    assert [getattr(x, "request_id", None) for x in logged] == ["probe-500"], logged
+
+
+def test_a_body_refused_for_its_length_is_answered_like_any_other(tmp_path: Path) -> None:
+    """A Content-Length over the limit was answered 413 with no request id, no access line and no count in the
+    latency histogram (an operator probe): it now goes through the same edge as every answer."""
+    from tests.conftest import make_api
+
+    gen = make_api(tmp_path, "sqlite", max_upload_bytes=1000)
+    api = next(gen)
+    try:
+        headers = {**api.h(), "X-Request-Id": "probe-413", "content-type": "text/csv"}
+        r = api.client.post("/v1/datasets", content=b"a,b\n" + b"1,2\n" * 100_000, headers=headers)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
+        assert r.headers["x-request-id"] == "probe-413" and r.headers["x-content-type-options"] == "nosniff"
+        assert 'status="413"' in api.client.get("/metrics").text
+    finally:
+        gen.close()
+
+
+def test_the_access_line_names_the_caller_and_the_error_code(sqlite_api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    """A refused request's access line said only its status (an operator probe: no error code, tenant or key, and
+    a 5xx at INFO): now the tenant and key once the key was read, and the error code of every refusal."""
+    from fastapi.testclient import TestClient
+
+    from app.observability import Metrics, RequestMetricsMiddleware
+
+    app = RequestMetricsMiddleware(sqlite_api.app, Metrics(), access_log=True)  # the app's own has its log off
+    client = TestClient(app, raise_server_exceptions=False)
+    with caplog.at_level("INFO", logger="neurules.access"):
+        client.get("/v1/models/nope@1", headers=sqlite_api.h())
+        client.get("/v1/datasets", headers={"X-API-Key": "nr_wrong"})
+        client.get("/v1/datasets", headers=sqlite_api.h())
+    lines = [r for r in caplog.records if r.name == "neurules.access"][-3:]
+    found = [(r.status, getattr(r, "error_code", None), getattr(r, "tenant_id", None)) for r in lines]  # type: ignore[attr-defined]
+    assert found == [
+        (404, "not_found", sqlite_api.tenant_a),
+        (401, "invalid_api_key", None),
+        (200, None, sqlite_api.tenant_a),
+    ]
 
 
 def test_api_answers_are_never_stored_by_caches(sqlite_api: Api, doc: dict) -> None:
