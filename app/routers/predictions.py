@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
 
-from app.deps import AppState, CurrentTenant, service_state
+from app.deps import AppState, CurrentTenant, authenticate, service_state
 from app.errors import responses
 from app.http.hot_route import Handler
 from app.http.jsonbody import json_bytes
@@ -145,8 +145,12 @@ async def predict_csv(
     ] = False,
 ) -> Response:
     """Batch prediction: CSV in, CSV out (streamed), one audit row per row, each committed before its row is sent."""
-    model = await load_model(state, principal, ref)
+    model = await load_model(state, principal, ref)  # a 401, 403 or 404 before the upload is read
     async with upload_stream(request, state.settings.max_upload_bytes) as upload:
+        # the key and the alias again, as they are once the upload is in: a slow upload was decided, minutes
+        # later, with a key revoked and by a version its alias had left while it arrived
+        principal = await authenticate(request)
+        model = await load_model(state, principal, ref)
         with counted_rejections(state, "invalid_csv"):
             batch = await run_in_threadpool(
                 predictions.CsvBatch.check,
@@ -170,7 +174,8 @@ async def predict_csv(
         headers["Content-Length"] = str(spool.tell())
         spool.seek(0)
         return StreamingResponse(_spool_pieces(spool), media_type="text/csv", headers=headers)
-    return StreamingResponse(_answer_rows(state, model, batch, first), media_type="text/csv", headers=headers)
+    answer = _answer_rows(request, state, model, batch, first)
+    return StreamingResponse(answer, media_type="text/csv", headers=headers)
 
 
 async def _spooled_answer(
@@ -199,6 +204,7 @@ async def _spooled_answer(
                 _log_abandoned(model, 0, audited)
                 spool.close()
                 return None
+            await authenticate(request)  # a key revoked meanwhile decides no further chunk
             chunk = await run_in_threadpool(batch.next_chunk)
             audited += len(chunk.rule_ids) if chunk is not None else 0
     except BaseException as e:
@@ -241,7 +247,11 @@ async def _spool_pieces(spool: IO[bytes]) -> AsyncIterator[bytes]:
 
 
 async def _answer_rows(
-    state: ServiceState, model: ServedModel, batch: predictions.CsvBatch, first: predictions.CsvDecisions | None
+    request: Request,
+    state: ServiceState,
+    model: ServedModel,
+    batch: predictions.CsvBatch,
+    first: predictions.CsvDecisions | None,
 ) -> AsyncIterator[str]:
     """The header, then each chunk once its audit rows are committed.
 
@@ -249,7 +259,9 @@ async def _answer_rows(
     more: the stream is aborted without its last chunk, so the client sees a truncated transfer (every
     row it did receive was decided and audited; the rest were not decided), and the cut is logged. A client
     that goes away mid-answer is logged too, with the rows decided and audited by then: the audit holds
-    decisions that client may never have read."""
+    decisions that client may never have read. The key is checked again before each chunk (through the key
+    cache, so within its bound): a key revoked while the answer streams decides no further row. The version
+    stays the one the answer started with (`X-Model-Version`): one file, one version."""
     chunk = first
     sent, audited = 0, len(first.rule_ids) if first is not None else 0
     ended = False
@@ -259,6 +271,7 @@ async def _answer_rows(
             _count_chunk(state, model, chunk)
             yield chunk.text
             sent += len(chunk.rule_ids)
+            await authenticate(request)
             chunk = await run_in_threadpool(batch.next_chunk)
             audited += len(chunk.rule_ids) if chunk is not None else 0
         ended = True
