@@ -269,3 +269,34 @@ def test_scan_of_redis_sees_waiting_and_recently_delivered_messages(tmp_path: Pa
         r.hdel("unacked", tag)
         r.zrem("unacked_index", tag)
         r.close()
+
+
+def test_the_reaper_logs_an_outage_once_in_full_and_its_end(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator probe read the whole traceback every sweep (30 s, per process) through a database outage, and
+    nothing when the database came back."""
+    from worker import runtime
+
+    outcomes = [RuntimeError("database away"), RuntimeError("database away"), RuntimeError("database away"), None]
+
+    def sweep(*_: Any, **__: Any) -> None:
+        out = outcomes.pop(0)
+        if out is not None:
+            raise out
+
+    monkeypatch.setattr(runtime, "reap_and_requeue", sweep)
+    monkeypatch.setattr(runtime, "broker_scan_for", lambda *_: None)
+    reaper = runtime.Reaper(None, None, None)  # type: ignore[arg-type]
+    failing = False
+    with caplog.at_level("INFO", logger="neurules.app"):
+        for _ in range(4):
+            failing = reaper.sweep(failing)
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records if r.name == "neurules.app"]
+    assert lines == [
+        ("reaper sweep failed", True),
+        ("reaper sweep failed again", False),
+        ("reaper sweep failed again", False),
+        ("reaper sweep works again", False),
+    ]
+    assert not failing
