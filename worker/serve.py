@@ -174,6 +174,18 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _exit_text(code: int | None) -> str:
+    """How a process ended, in words (`-9`: killed by SIGKILL)."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
 def _lock_database(settings: Settings) -> Path | None:
     """Fail fast, before migrating, when another service runs an embedded worker on this SQLite database; else
     hold its lock (see `worker.database_lock`). The lock file, or None when nothing is locked."""
@@ -207,6 +219,11 @@ def _supervise(procs: Sequence[BaseProcess], grace_s: float) -> None:
         time.sleep(0.5)
     died = not stopping  # a server process ended while nobody asked the service to stop
     if died:  # stop the others and let the supervisor restart us
+        gone = [(i, p) for i, p in enumerate(procs) if not p.is_alive()]
+        logging.getLogger("neurules.cli").error(
+            "server process ended on its own: stopping the others; restart the service",
+            extra={"processes": [{"process": i, "pid": p.pid, "exit": _exit_text(p.exitcode)} for i, p in gone]},
+        )
         _stop(signal.SIGTERM, None)
     for p in procs:
         p.join(grace_s + 30)  # each finishes its requests in flight first (NEURULES_SHUTDOWN_GRACE_S)
@@ -214,4 +231,5 @@ def _supervise(procs: Sequence[BaseProcess], grace_s: float) -> None:
     if died or any(c not in (0, -signal.SIGTERM) for c in codes):
         # non-zero even when the one that ended was stopped cleanly (a SIGTERM sent to it alone): the service
         # did not stop on request, so a manager restarting on failure must restart it
-        sys.exit(f"neurules-admin: server processes exited with {codes}")
+        ended = ", ".join(f"process {i} (pid {p.pid}): {_exit_text(p.exitcode)}" for i, p in enumerate(procs))
+        sys.exit(f"neurules-admin: server processes exited with {codes}: {ended}")

@@ -419,7 +419,9 @@ def test_a_server_process_stopped_alone_makes_serve_exit_non_zero() -> None:
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         os.kill(procs[0].pid, signal.SIGTERM)  # type: ignore[arg-type]
-        with pytest.raises(SystemExit, match="server processes exited with"):
+        with pytest.raises(
+            SystemExit, match=r"server processes exited with .*process 0 \(pid \d+\): killed by SIGTERM"
+        ):
             _supervise(procs, 1)
         assert not any(p.is_alive() for p in procs)
     finally:
