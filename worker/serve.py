@@ -59,6 +59,15 @@ def port_in_use(host: str, port: int) -> bool:
         return False
 
 
+def process_settings(index: int, settings: Settings) -> Settings:
+    """The settings of server process `index`: one embedded worker per service, in process 0, and every process's
+    /readyz needing the same live workers (the others said ready with process 0's worker dead while process 0 said
+    unready: a load balancer saw readiness flap by the process that answered)."""
+    if index == 0:
+        return settings
+    return settings.model_copy(update={"embedded_worker": False, "ready_min_workers": settings.required_workers})
+
+
 def _serve_process(index: int, host: str, port: int, settings: Settings, lock: Any = None) -> None:
     """One server process: its own SO_REUSEPORT listener, uvloop + httptools (TCP_NODELAY on); `lock` (process 0):
     the database's lock, handed over by the supervisor (`database_lock.handoff`), held by both."""
@@ -67,8 +76,7 @@ def _serve_process(index: int, host: str, port: int, settings: Settings, lock: A
     from worker.http_guard import guarded_protocol
     from worker.service import build_service
 
-    if index > 0:  # one embedded worker per service, in process 0
-        settings = settings.model_copy(update={"embedded_worker": False})
+    settings = process_settings(index, settings)
     try:
         app = build_service(settings)
     except database_lock.DatabaseInUse as e:  # another service took the database since `serve` checked it

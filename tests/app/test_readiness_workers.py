@@ -131,3 +131,17 @@ def test_without_the_migrations_beside_the_code_the_schema_is_not_checked(tmp_pa
         assert admin.expected_schema() is None
     finally:
         admin.expected_schema.cache_clear()
+
+
+def test_every_server_process_needs_the_same_live_workers(tmp_path: Path) -> None:
+    """An operator probe's /readyz under `serve --workers 2` answered `required: 1` from process 0 and `required: 0`
+    from process 1: with the embedded worker dead, readiness flapped by the process that answered."""
+    from app.settings import Settings
+    from worker.serve import process_settings
+
+    embedded = Settings(data_dir=tmp_path)
+    first, second = process_settings(0, embedded), process_settings(1, embedded)
+    assert first.run_embedded_worker and not second.run_embedded_worker  # one embedded worker per service
+    assert first.required_workers == second.required_workers == 1
+    api_only = Settings(data_dir=tmp_path, embedded_worker=False)
+    assert process_settings(1, api_only).required_workers == 0
