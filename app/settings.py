@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     max_epochs: int = Field(5000, ge=1)
     max_rules: int = Field(200, ge=1)
     max_restarts: int = Field(64, ge=1)  # rule lists trained side by side: memory and time grow with them
+    # a categorical feature is one network input per value: a column of ids or free text (5,000 values made 3.6 GB,
+    # 1,000,000 a 4.66 TiB allocation) is refused at submission, as is an encoded table over the cell budget
+    max_category_levels: int = Field(1_000, ge=2)
+    max_encoded_cells: int = Field(50_000_000, ge=1)  # rows x network inputs (8 bytes each, copied a few times)
     progress_every_epochs: int = Field(5, ge=1)
     heartbeat_interval_s: float = Field(5.0, gt=0, le=3600)
     stale_after_s: float = Field(120.0, gt=0, le=7 * 86400)

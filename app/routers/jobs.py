@@ -28,7 +28,12 @@ def create_job(body: JobCreate, session: DbSession, principal: CurrentTenant, st
     """Queue a training job on one of the tenant's datasets."""
     s = state.settings
     limits = JobLimits(
-        max_classes=s.max_classes, max_rules=s.max_rules, max_epochs=s.max_epochs, max_restarts=s.max_restarts
+        max_classes=s.max_classes,
+        max_rules=s.max_rules,
+        max_epochs=s.max_epochs,
+        max_restarts=s.max_restarts,
+        max_category_levels=s.max_category_levels,
+        max_encoded_cells=s.max_encoded_cells,
     )
     return JobPublic.from_row(submit_job(session, state.queue, principal, body, limits))
 

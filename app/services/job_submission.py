@@ -30,6 +30,8 @@ class JobLimits:
     max_rules: int
     max_epochs: int
     max_restarts: int
+    max_category_levels: int = 1_000
+    max_encoded_cells: int = 50_000_000
 
 
 def _bad(field: str, message: str, code: str = "invalid_input") -> Invalid:
@@ -97,6 +99,7 @@ def _check_parameters(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
         raise _bad("parameters.options", problem)
     _check_restarts(options, limits)
     _check_folds(options, body, ds)
+    _check_encoded_size(body, ds, limits)
     most = most_auto_epochs(options) if p.epochs == "auto" else None
     if most is not None and most > limits.max_epochs:
         raise _bad(
@@ -113,6 +116,37 @@ def _check_restarts(options: dict[str, Any], limits: JobLimits) -> None:
         value = options.get(name)
         if isinstance(value, int) and value > limits.max_restarts:
             raise _bad(f"parameters.options.{name}", f"at most {limits.max_restarts} (NEURULES_MAX_RESTARTS)")
+
+
+def _check_encoded_size(body: JobCreate, ds: Dataset, limits: JobLimits) -> None:
+    """The learner's input table is one column per numeric feature and one per value (and missing) of each
+    categorical one, all rows at once: a categorical feature over `max_category_levels` values, or a table over
+    `max_encoded_cells`, is refused here (a 267 KB file of 5,000 ids took the service to 3.6 GB)."""
+    used = set(body.parameters.features) if body.parameters.features is not None else None
+    features = [c for c in ds.columns if c["name"] != body.target and (used is None or c["name"] in used)]
+    inputs = 0
+    for c in features:
+        if c["type"] != "categorical":
+            inputs += 1
+            continue
+        levels = c["distinct"] + (1 if c["missing"] else 0)
+        if c["distinct"] > limits.max_category_levels:
+            raise _bad(
+                "parameters.features",
+                f"categorical column {c['name']!r} has {c['distinct']} distinct values; at most "
+                f"{limits.max_category_levels} (NEURULES_MAX_CATEGORY_LEVELS) make readable rules: leave it out "
+                "(list the features to use) or group its values",
+                "too_many_levels",
+            )
+        inputs += levels
+    if ds.n_rows * inputs > limits.max_encoded_cells:
+        raise _bad(
+            "parameters.features",
+            f"{ds.n_rows} rows x {inputs} learner inputs (one per numeric feature, one per value of a categorical "
+            f"one) is over the budget of {limits.max_encoded_cells} cells (NEURULES_MAX_ENCODED_CELLS): use fewer "
+            "features or fewer rows",
+            "training_input_too_large",
+        )
 
 
 def _check_folds(options: dict[str, Any], body: JobCreate, ds: Dataset) -> None:
