@@ -308,17 +308,19 @@ def check_header(model: ServedModel, header: list[str], *, ignore_extra: bool) -
         for f in model.rule_list.features
         if f.name not in present
     ]
+    total = len(details)
     if not ignore_extra:
         missing, unknown = model.names - present, [n for n in header if n not in model.names]
-        details += [
+        total += len(unknown)
+        details += [  # only those the answer lists: a header of 1,000,000 stray names took 20 s and 450 MB
             {
                 "field": f"header.{n}",
                 "message": with_hint("unknown column", n, missing, unknown=len(unknown)) + UNKNOWN_COLUMN_ADVICE,
             }
-            for n in unknown
+            for n in unknown[: max(0, MAX_ERROR_DETAILS - len(details))]
         ]
     if details:
-        raise RecordError(details)
+        raise RecordError(details, total=total)
 
 
 def table_columns(model: ServedModel, table: Table, *, ignore_extra: bool = False) -> dict[str, list[Any]]:
