@@ -171,6 +171,7 @@ class _JobsCollector(Collector):
 # where the key's principal is left in the request's scope state (`app.deps`), for the access line
 PRINCIPAL_STATE = "neurules_principal"
 NOSNIFF = (b"x-content-type-options", b"nosniff")
+CLOSE = (b"connection", b"close")
 # an API answer is one tenant's data fetched with a key header (not Authorization, which shared caches skip)
 NO_STORE = (b"cache-control", b"no-store")
 
@@ -208,6 +209,16 @@ class RequestMetricsMiddleware:
             receive = _limited(receive, self.max_body)
         api = scope["path"].startswith("/v1/")
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
+        body_done = not (length or _chunked(scope))
+        if not body_done:
+            read = receive
+
+            async def receive() -> Message:  # notes when the request's body has all arrived
+                nonlocal body_done
+                message = await read()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    body_done = True
+                return message
 
         started = False
         error_code: str | None = None
@@ -226,6 +237,8 @@ class RequestMetricsMiddleware:
                     message["headers"].append(NOSNIFF)  # a browser must not read an answer as another type
                 if api and not any(k == b"cache-control" for k, _ in headers):
                     message["headers"].append(NO_STORE)  # no proxy or browser cache keeps a tenant's answer
+                if status >= 400 and not body_done:  # refused before its body was in: the connection is closed
+                    message["headers"].append(CLOSE)  # after the answer (the server read on, a GB at a time)
             await send(message)
 
         try:

@@ -271,7 +271,11 @@ def test_a_body_refused_for_its_length_is_answered_like_any_other(tmp_path: Path
         r = api.client.post("/v1/datasets", content=b"a,b\n" + b"1,2\n" * 100_000, headers=headers)
         assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large", r.text
         assert r.headers["x-request-id"] == "probe-413" and r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["connection"] == "close", r.headers  # a soak probe's server read on, 943 MB in 60 s
         assert 'status="413"' in api.client.get("/metrics").text
+        small = {"file": ("d.csv", b"a,b\n", "text/csv")}  # refused once its body was read: kept alive
+        r = api.client.post("/v1/datasets", files=small, headers=api.h())
+        assert r.status_code == 422 and "connection" not in r.headers, (r.text, r.headers)
     finally:
         gen.close()
 
