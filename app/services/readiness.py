@@ -124,8 +124,20 @@ def run_check(check: Check | None) -> str:
     try:
         check()
     except Exception as e:  # noqa: BLE001 -- any failure means not ready; the message says which
-        return f"error: {type(e).__name__}: {str(e)[:200]}"
+        return f"error: {type(e).__name__}: {short_error(e)}"
     return OK
+
+
+MAX_ERROR_CHARS = 200
+
+
+def short_error(e: BaseException) -> str:
+    """The error on one line, without SQLAlchemy's '(Background on this error at: <url>)' note, cut at a word
+    with an ellipsis beyond MAX_ERROR_CHARS (it was cut mid-word: '(Background on this error at: ht')."""
+    text = " ".join(str(e).split("(Background on this error at:", 1)[0].split()) or type(e).__name__
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return text[:MAX_ERROR_CHARS].rsplit(" ", 1)[0].rstrip(" ,;:") + " ..."
 
 
 @dataclass(frozen=True)

@@ -169,3 +169,17 @@ def test_a_header_of_many_stray_names_builds_only_the_details_it_lists(doc, monk
     assert e.details[0] == {"field": "header.smoker", "message": "missing column"}
     assert len(e.details) == serving.MAX_ERROR_DETAILS and len(hinted) == serving.MAX_ERROR_DETAILS - 1
     assert "(and 10000 more problem(s))" in e.message
+
+
+def test_a_readiness_error_is_one_line_without_sqlalchemys_link_and_cut_at_a_word() -> None:
+    """An operator probe's /readyz read '... (Background on this error at: ht': the link's start, cut mid-word."""
+    from sqlalchemy.exc import OperationalError
+
+    from app.services import readiness
+
+    e = OperationalError("SELECT 1", {}, Exception("connection failed: port 5432 failed\n\tIs the server running?"))
+    text = readiness.run_check(lambda: (_ for _ in ()).throw(e))
+    assert text.startswith("error: OperationalError: (builtins.Exception) connection failed"), text
+    assert "Background" not in text and "\n" not in text and "Is the server running?" in text
+    long = readiness.short_error(Exception("word " * 100))
+    assert long.endswith("word ...") and len(long) <= readiness.MAX_ERROR_CHARS + 4
