@@ -19,6 +19,7 @@ from app import db_roles
 from app.db import CONNECT_TIMEOUT_S, Database, make_engine, make_migration_engine, schema_revision, sqlite_path
 from app.services import audit_verify, registry_events, reviews, tenants
 from app.services.audit_verify import ChainReport
+from app.services.errors import NotFound
 from app.services.readiness import ExpectedSchema
 
 T = TypeVar("T")
@@ -146,7 +147,11 @@ def verify_audit(url: str, tenant: str | None = None) -> list[ChainReport]:
             if tenant is None:
                 return list(audit_verify.verify_all(s))
             found = tenants.find_tenant(s, tenant)  # by id, else by name; Conflict when it is both, of two tenants
-            tenant_id = found.id if found is not None else audit_verify.resolve_tenant(s, tenant)
+            try:
+                tenant_id = found.id if found is not None else audit_verify.resolve_tenant(s, tenant)
+            except NotFound:  # pointing at the tenant it most likely meant, as create-key does
+                hint = tenants.tenant_not_found(s, tenant).message
+                raise NotFound(f"{hint} (and no audit chain for {tenant!r})") from None
             return [audit_verify.verify_tenant(s, tenant_id)]
     finally:
         db.dispose()

@@ -60,6 +60,9 @@ def test_a_tenant_name_differing_only_in_case_or_unicode_form_is_refused(env, ca
         main(["create-key", "acme"])
     with pytest.raises(SystemExit, match="no tenant 'acme'; did you mean 'Acme'"):
         main(["set-policy", "acme", "--require-approval", "on"])
+    with pytest.raises(SystemExit) as verify:  # an operator probe: verify-audit gave no pointer
+        main(["verify-audit", "--tenant", "acme"])
+    assert verify.value.code == 2 and "did you mean 'Acme'" in capsys.readouterr().err
     main(["create-tenant", "Acme Corp"])  # reads differently: allowed
     capsys.readouterr()
     main(["list-tenants"])
