@@ -294,8 +294,8 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("serve", help="run the API (embedded mode by default)")
-    sp.add_argument("--host", default=None)
-    sp.add_argument("--port", type=int, default=None)
+    sp.add_argument("--host", default=None, help="address to listen on (default: NEURULES_HOST, 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=None, help="port to listen on (default: NEURULES_PORT, 8000)")
     sp.add_argument("--workers", type=int, default=None, help="server processes (one per core is best)")
     sp.add_argument("--no-migrate", action="store_true", help="do not apply migrations on start")
     sub.add_parser("migrate", help="apply database migrations (as the owner) and grant the app role its rights")
@@ -305,7 +305,9 @@ def parser() -> argparse.ArgumentParser:
         "--password-env", default=None, help="variable holding its password (default: NEURULES_DATABASE_URL's)"
     )
     sp = sub.add_parser(
-        "verify-audit", help="check the audit hash chains; exit 1 at a broken link, 2 for an unknown tenant"
+        "verify-audit",
+        help="check the audit hash chains; exit 1 at a broken link, 2 when nothing was checked (an unknown tenant, "
+        "no database or one that cannot be read)",
     )
     sp.add_argument("--tenant", default=None, help="tenant name or id (default: every tenant)")
     sp = sub.add_parser(
@@ -352,6 +354,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
     sub.add_parser("worker-alive", help="exit 0 when a training worker on this host beat recently (health check)")
     sub.add_parser("config", help="print the effective configuration (validated)")
+    for command in sub._choices_actions:  # each command's own --help opens with what it does (it was blank)
+        sub.choices[command.dest].description = command.help
     return p
 
 

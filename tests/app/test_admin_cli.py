@@ -565,3 +565,13 @@ def test_a_data_folder_that_is_a_file_is_named_not_a_traceback(env, monkeypatch,
             message = _exit_message(argv)
             assert "cannot use" in message and "NEURULES_DATA_DIR" in message, message
     assert afile.read_text() == "hi"
+
+
+def test_every_command_s_own_help_says_what_it_does(capsys) -> None:
+    """An operator probe found `migrate --help`, `reap --help` and `worker-alive --help` blank but for usage."""
+    from worker.cli import parser
+
+    p = parser()
+    commands = next(a for a in p._actions if a.dest == "cmd").choices
+    for name, command in commands.items():  # type: ignore[union-attr]
+        assert command.description, name
