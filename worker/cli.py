@@ -293,43 +293,48 @@ def parser() -> argparse.ArgumentParser:
         prog="neurules-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = p.add_subparsers(dest="cmd", required=True)
-    sp = sub.add_parser("serve", help="run the API (embedded mode by default)")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        """A command whose own --help opens with what it does (it was blank but for usage)."""
+        return sub.add_parser(name, help=help, description=help)
+
+    sp = command("serve", help="run the API (embedded mode by default)")
     sp.add_argument("--host", default=None, help="address to listen on (default: NEURULES_HOST, 127.0.0.1)")
     sp.add_argument("--port", type=int, default=None, help="port to listen on (default: NEURULES_PORT, 8000)")
     sp.add_argument("--workers", type=int, default=None, help="server processes (one per core is best)")
     sp.add_argument("--no-migrate", action="store_true", help="do not apply migrations on start")
-    sub.add_parser("migrate", help="apply database migrations (as the owner) and grant the app role its rights")
-    sp = sub.add_parser("create-app-role", help="create the service's least-privilege PostgreSQL role (as the owner)")
+    command("migrate", help="apply database migrations (as the owner) and grant the app role its rights")
+    sp = command("create-app-role", help="create the service's least-privilege PostgreSQL role (as the owner)")
     sp.add_argument("name", nargs="?", default=None, help="default: the user of NEURULES_DATABASE_URL")
     sp.add_argument(
         "--password-env", default=None, help="variable holding its password (default: NEURULES_DATABASE_URL's)"
     )
-    sp = sub.add_parser(
+    sp = command(
         "verify-audit",
         help="check the audit hash chains; exit 1 at a broken link, 2 when nothing was checked (an unknown tenant, "
         "no database or one that cannot be read)",
     )
     sp.add_argument("--tenant", default=None, help="tenant name or id (default: every tenant)")
-    sp = sub.add_parser(
+    sp = command(
         "backup",
         help="copy the embedded database, while the service runs, into a new self-contained file (SQLite's online "
         "backup; a cp of the file alone misses the newest commits), checked; prints each tenant's audit chain head",
     )
     sp.add_argument("dest", help="the new backup file")
-    sp = sub.add_parser(
+    sp = command(
         "restore",
         help="with every service on this data folder stopped: put a checked backup in the database's place (the "
         "database replaced is kept beside it; the old write-ahead log is removed, never replayed onto the backup)",
     )
     sp.add_argument("backup", help="a file written by neurules-admin backup")
-    sub.add_parser(
+    command(
         "bind-model-names",
         help="record a name_bound registry event for each model whose events carry no name (made before migration "
         "0010): run once no older release serves on the database",
     )
-    sp = sub.add_parser("create-tenant", help="create a tenant")
+    sp = command("create-tenant", help="create a tenant")
     sp.add_argument("name")
-    sp = sub.add_parser("create-key", help="create an API key for a tenant; prints it once")
+    sp = command("create-key", help="create an API key for a tenant; prints it once")
     sp.add_argument("tenant", help="tenant name or id")
     sp.add_argument("--label", default="")
     sp.add_argument(
@@ -339,23 +344,21 @@ def parser() -> argparse.ArgumentParser:
         help="full: everything the tenant may do (default); predict: ask for decisions only (a backend's key); "
         "read: read everything, change nothing, no decisions (a reviewer's or auditor's key)",
     )
-    sp = sub.add_parser(
+    sp = command(
         "set-policy",
         help="set a tenant's governance policy: with --require-approval on, an alias may point only at a version "
         "whose latest review approved it (list-tenants shows the policy)",
     )
     sp.add_argument("tenant", help="tenant name or id")
     sp.add_argument("--require-approval", choices=("on", "off"), required=True)
-    sp = sub.add_parser("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
+    sp = command("revoke-key", help="revoke an API key by id (effective within NEURULES_AUTH_CACHE_TTL_S)")
     sp.add_argument("key_id")
-    sub.add_parser("list-tenants", help="tenants, their approval policy and their key ids (as JSON)")
-    sub.add_parser("reap", help="requeue or fail running jobs whose worker vanished")
-    sp = sub.add_parser("worker", help="run a Celery training worker (distributed mode)")
+    command("list-tenants", help="tenants, their approval policy and their key ids (as JSON)")
+    command("reap", help="requeue or fail running jobs whose worker vanished")
+    sp = command("worker", help="run a Celery training worker (distributed mode)")
     sp.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra celery worker arguments")
-    sub.add_parser("worker-alive", help="exit 0 when a training worker on this host beat recently (health check)")
-    sub.add_parser("config", help="print the effective configuration (validated)")
-    for command in sub._choices_actions:  # each command's own --help opens with what it does (it was blank)
-        sub.choices[command.dest].description = command.help
+    command("worker-alive", help="exit 0 when a training worker on this host beat recently (health check)")
+    command("config", help="print the effective configuration (validated)")
     return p
 
 
