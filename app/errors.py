@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect
 from app.db import is_schema_missing, is_unavailable_error, outage_cause
 from app.http.bodies import AllowedMethods, is_unreadable_body, not_json_message, unreadable_body_message
 from app.http.validation import plain_message
+from app.observability import REQUEST_ID_STATE
 from app.schemas.errors import Error
 from app.services.errors import (
     Conflict,
@@ -210,8 +211,12 @@ async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
         log.error("database schema behind the code on %s %s: %s", request.method, request.url.path, exc)
         message = f"{DATABASE_UNAVAILABLE} (its schema is behind this release: run `neurules-admin migrate`)"
         return domain_error_response(Unavailable(message, dependency="database"))
-    log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
-    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), status_code=500)
+    rid = request.scope.get("state", {}).get(REQUEST_ID_STATE)
+    log.error("database error on %s %s", request.method, request.url.path, exc_info=exc, extra={"request_id": rid})
+    message = (
+        f"internal error; see the service log (request id {rid})" if rid else "internal error; see the service log"
+    )
+    return ErrorJSON(error_body("internal_error", message), status_code=500)
 
 
 async def _client_gone(request: Request, _: ClientDisconnect) -> ErrorJSON:

@@ -81,7 +81,8 @@ class Metrics:
         )
         self.prediction_errors = Counter(
             "neurules_prediction_rejections_total",
-            "prediction requests refused for their records or CSV (reason: invalid_record, invalid_csv); other "
+            "prediction requests refused for their content (reason: invalid_record, invalid_csv, too_many_records, "
+            "conflicting_explain); other "
             "refusals (a key, an unknown model, an empty or unreadable body) count in "
             "neurules_http_request_duration_seconds by status",
             ["reason"],
@@ -168,8 +169,14 @@ class _JobsCollector(Collector):
         return []
 
 
+class AnswerCutShort(Exception):
+    """A streamed answer aborted after it started, its cause logged where it happened: the transfer ends without its
+    last chunk (the request middleware lets the server close the connection, with no second log of it)."""
+
+
 # where the key's principal is left in the request's scope state (`app.deps`), for the access line
 PRINCIPAL_STATE = "neurules_principal"
+REQUEST_ID_STATE = "neurules_request_id"  # and the request id, for a 500 answered inside the app
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 CLOSE = (b"connection", b"close")
 # an API answer is one tenant's data fetched with a key header (not Authorization, which shared caches skip)
@@ -209,6 +216,7 @@ class RequestMetricsMiddleware:
             receive = _limited(receive, self.max_body)
         api = scope["path"].startswith("/v1/")
         rid = rid or f"{_rand(64):016x}"  # not uuid4: os.urandom costs ~150 us per call on some hosts
+        scope.setdefault("state", {})[REQUEST_ID_STATE] = rid
         body_done = not (length or _chunked(scope))
         if not body_done:
             read = receive
@@ -243,6 +251,10 @@ class RequestMetricsMiddleware:
 
         try:
             await app(scope, receive, _send)
+        except AnswerCutShort:  # logged already (a lost audit store, a key revoked mid-answer): no traceback
+            if not started:
+                raise
+            # returning with the answer incomplete: the server closes the connection, the client sees a cut transfer
         except Exception:  # a bug: answered here, so the 500 carries the request id like any other answer
             if started:  # too late for another answer: the server closes the connection
                 raise

@@ -49,6 +49,7 @@ class FileIdentity:
         self.path = path
         self.opened: tuple[int, int] | None = None
         self.looked = -math.inf  # when the path last named the file opened (monotonic seconds)
+        self.reported = False  # whether the operator's log has the current change (cleared once the file is back)
 
     def remember(self) -> None:
         """On each new connection: the first records the file's identity (it creates the file if there was none);
@@ -70,14 +71,18 @@ class FileIdentity:
             return
         now = _identity(self.path)
         if now != self.opened:  # (deleted: a new connection may already have created an empty file there)
-            if self.looked != -math.inf:  # the path for the operator, once; the clients' 503 names no server path
+            if not self.reported:  # the path for the operator, once; the clients' 503 names no server path
                 log.error("the database file was deleted or replaced while the service ran", extra={"path": self.path})
+                self.reported = True
             self.looked = -math.inf  # every statement looks again, until the file is back
             raise DatabaseFileChanged(
                 "the database file was deleted or replaced while the service ran: put the file "
                 "back; to restore a backup, stop the service and run neurules-admin restore <backup> (a file "
                 "moved in place keeps the old -wal beside it, which SQLite would replay onto it at the next start)"
             )
+        if self.reported:
+            log.info("the database file is back where it was opened", extra={"path": self.path})
+            self.reported = False
         self.looked = time.monotonic()
 
 

@@ -1028,7 +1028,7 @@ class RuleList:
                 return f"({inlist} OR {col} IS NULL)" if null_in else f"({col} IS NOT NULL AND {inlist})"
             return f"({col} IS NOT NULL AND NOT {inlist})" if null_in else f"({col} IS NULL OR NOT {inlist})"
 
-        classes = _sql_class_literals(self.classes)
+        classes = _sql_class_literals(self.classes) if output == "prediction" else []
 
         def out(rule_id: int) -> str:
             if output == "rule_id":
@@ -1230,7 +1230,7 @@ def _sql_string(value: str) -> str:
 # what a numeric cell's text may hold and still be blank (missing), as `RuleList` reads it: SQL's TRIM drops spaces
 # only, so the others are removed by REPLACE first (a tab- or newline-only cell took 0.0 in SQLite, an error in
 # PostgreSQL)
-_SQL_BLANKS = ("\t", "\n", "\r")
+_SQL_BLANKS = ("\t", "\n", "\r", "\x0b", "\x0c")
 
 
 def _sql_number(col: str) -> str:

@@ -25,10 +25,11 @@ from app.http.hot_route import Handler
 from app.http.jsonbody import json_bytes
 from app.http.lean_route import LeanRoute
 from app.http.uploads import multipart_body, upload_stream
+from app.observability import AnswerCutShort
 from app.schemas.predictions import PredictionCreate, PredictionList
 from app.services import key_scopes, predictions, reviews
 from app.services.auth import Principal
-from app.services.errors import DomainError, Unavailable
+from app.services.errors import DomainError, Unauthenticated, Unavailable
 from app.services.serving import ServedModel
 from app.state import ServiceState
 
@@ -46,10 +47,6 @@ async def load_model(state: ServiceState, principal: Principal, ref: str) -> Ser
     if principal.require_approval and principal.scope == key_scopes.PREDICT:
         reviews.check_decision_ref(ref)
     return await state.models.get(principal.tenant_id, ref)
-
-
-class AnswerCutShort(Exception):
-    """A streamed answer aborted after it started: the transfer ends without its last chunk."""
 
 
 class counted_rejections:
@@ -162,6 +159,7 @@ async def predict_csv(
                 ignore_extra=ignore_extra,
             )
     try:  # the first chunk is audited before the answer starts, so a database down at the start is a clean 503
+        await authenticate(request)  # the key again after the file's check (seconds for a large one)
         first = await run_in_threadpool(batch.next_chunk)
     except BaseException:
         batch.close()
@@ -302,7 +300,10 @@ def _log_cut_short(model: ServedModel, sent: int, audited: int, err: Exception) 
     """Log an answer a failure cut short (no row after the `audited` ones was decided); the failure's code."""
     code = err.code if isinstance(err, DomainError) else "internal_error"
     extra = {"rows_sent": sent, "rows_audited": audited, "error_code": code, "model_version": model.version_id}
-    log.error("predict.csv cut short: no row after those audited was decided", extra=extra)
+    if isinstance(err, Unauthenticated):  # a key revoked while its answer streamed: an operator's routine act
+        log.warning("predict.csv stopped: its key was revoked; no row after those audited was decided", extra=extra)
+    else:
+        log.error("predict.csv cut short: no row after those audited was decided", extra=extra)
     return code
 
 

@@ -340,7 +340,7 @@ def test_a_full_disk_or_a_read_only_file_is_named_in_the_503(sqlite_api: Api, do
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_a_database_file_deleted_or_replaced_underneath_is_503_not_a_lost_decision(
-    sqlite_api: Api, doc: dict[str, Any], how: str
+    sqlite_api: Api, doc: dict[str, Any], how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A fault probe deleted the SQLite file under a running service (and in another run put a backup copy in its
     place): the next decisions were answered 200 with audit rows written to the unlinked file (lost with it; in
@@ -372,6 +372,8 @@ def test_a_database_file_deleted_or_replaced_underneath_is_503_not_a_lost_decisi
         assert r.status_code == 503, (what, r.status_code, r.text)
         assert "was deleted or replaced while the service ran" in r.json()["error"]["message"], (what, r.text)
         assert str(sqlite_api.settings.data_dir.parent) not in r.text, (what, r.text)  # no server path (a probe saw it)
+    named = [x for x in caplog.records if "deleted or replaced" in x.getMessage() and getattr(x, "path", None)]
+    assert len(named) == 1, named  # the operator's log has the path, once
     assert answers["predict"].json()["error"]["code"] in ("audit_unavailable", "database_unavailable")
     ready = client.get("/readyz")
     assert ready.status_code == 503 and "deleted or replaced" in ready.text, ready.text

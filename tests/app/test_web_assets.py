@@ -257,6 +257,15 @@ def test_a_500_carries_the_request_id_and_its_log_line_names_it(
     assert "probe-500" in r.json()["error"]["message"]
     logged = [x for x in caplog.records if x.exc_info and "a bug" in str(x.exc_info[1])]
     assert [getattr(x, "request_id", None) for x in logged] == ["probe-500"], logged
+    from sqlalchemy.exc import ProgrammingError  # a database error that is no outage: a 500 answered in the app
+
+    def bad_sql(*_: Any, **__: Any) -> Any:
+        raise ProgrammingError("SELECT nope", {}, Exception("syntax error"))
+
+    monkeypatch.setattr(datasets.datasets, "list_datasets", bad_sql)
+    r = client.get("/v1/datasets", headers={**sqlite_api.h(), "X-Request-Id": "probe-500-db"})
+    assert r.status_code == 500 and "probe-500-db" in r.json()["error"]["message"], r.text
+    assert any(getattr(x, "request_id", None) == "probe-500-db" and x.exc_info for x in caplog.records)
 
 
 def test_a_body_refused_for_its_length_is_answered_like_any_other(tmp_path: Path) -> None:

@@ -475,9 +475,9 @@ def test_sql_export_reads_nan_and_tab_or_newline_blanks_as_missing() -> None:
     the text 'NaN' and a tab as 0.0 in SQLite (another rule), and an export probe found titanic rows decided
     otherwise on PostgreSQL, whose float NaN is no NULL."""
     rl = _bound_list(0.30000000000000004)
-    texts = ["NaN", "nan", " -NaN ", "\t", "\n\r\n", " \t ", "0.3", None]
+    texts = ["NaN", "nan", " -NaN ", "\t", "\n\r\n", " \t ", "\x0b\x0c", "0.3", None]
     expected = rl.apply({"a": texts}).tolist()
-    assert expected == [0, 0, 0, 0, 0, 0, 2, 0]
+    assert expected == [0, 0, 0, 0, 0, 0, 0, 2, 0]
     con = sqlite3.connect(":memory:")
     con.execute('CREATE TABLE s ("a" TEXT, "b" TEXT)')
     con.executemany("INSERT INTO s VALUES (?, ?)", [(v, None) for v in texts])
@@ -706,6 +706,7 @@ def test_sql_export_refuses_classes_it_cannot_tell_apart(classes: list[Any]) -> 
     """Two classes writing one SQL value ('1' for "1" and 1) answered both as one: refused, naming them."""
     with pytest.raises(ValueError, match="read alike as SQL text"):
         _class_list(classes).to_sql("t")
+    assert "THEN 1" in _class_list(classes).to_sql("t", output="rule_id")  # rule ids write no class
 
 
 @pytest.mark.integration

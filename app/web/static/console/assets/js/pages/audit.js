@@ -180,7 +180,7 @@ export async function auditPage(ctx) {
       // the last record with a readable seq (a row edited outside the service can hold none)
       const placed = page.items.filter((r) => typeof r.seq === "number");
       if (placed.length) lastSeq = placed[placed.length - 1].seq;
-      older.hidden = page.items.length < PAGE_SIZE;
+      older.hidden = page.items.length < PAGE_SIZE || !placed.length; // no seq to page from: the same page again
       mount(message);
     } catch (err) {
       mount(message, errorBox(err, "Could not list the decisions"));
