@@ -1227,24 +1227,16 @@ def _sql_string(value: str) -> str:
     return "'" + _sql_text(value, "value").replace("'", "''") + "'"
 
 
-# what a numeric cell's text may hold and still be blank (missing), as `RuleList` reads it: SQL's TRIM drops spaces
-# only, so the others are removed by REPLACE first (a tab- or newline-only cell took 0.0 in SQLite, an error in
-# PostgreSQL)
-_SQL_BLANKS = ("\t", "\n", "\r", "\x0b", "\x0c")
-
-
 def _sql_number(col: str) -> str:
-    """A numeric column as a number, NULL when missing (NULL, NaN, or text that is empty, blank or NaN)."""
+    """A numeric column as a number, NULL when missing (NULL, NaN, or text that is empty, spaces or NaN)."""
     # the text only tells a blank or a NaN: a number read through its text would lose digits (SQLite writes REAL as
     # %.15g). PostgreSQL's float NaN is no NULL (COALESCE kept it, and it sorts above every number) and SQLite casts
-    # the text 'NaN' to 0.0, while RuleList reads NaN as missing: both are NULL here, so they take the fill value
-    text = f"CAST({col} AS TEXT)"
-    for blank in _SQL_BLANKS:
-        text = f"REPLACE({text}, '{blank}', '')"
-    return (
-        f"CASE WHEN TRIM({text}) = '' OR UPPER(TRIM({text})) IN ('NAN', '+NAN', '-NAN') THEN NULL "
-        f"ELSE CAST({col} AS DOUBLE PRECISION) END"
-    )
+    # the text 'NaN' to 0.0, while RuleList reads NaN as missing: both are NULL here, so they take the fill value.
+    # Only spaces are blanks here (standard TRIM): other blanks would need their characters raw in the SQL's text,
+    # which a line-ending conversion of the exported file changes
+    text = f"TRIM(CAST({col} AS TEXT))"
+    missing = f"{text} = '' OR UPPER({text}) IN ('NAN', '+NAN', '-NAN')"
+    return f"CASE WHEN {missing} THEN NULL ELSE CAST({col} AS DOUBLE PRECISION) END"
 
 
 def _sql_table(table: str) -> str:
