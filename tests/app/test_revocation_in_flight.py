@@ -112,5 +112,5 @@ def test_a_key_revoked_while_the_csv_answer_streams_decides_no_further_chunk(
     )
     audited = _audited(sqlite_api) - before
     assert 0 < audited < 20 and r.text.count("\n") == 1 + audited, (audited, r.text)
-    (stop,) = [x for x in caplog.records if "predict.csv" in x.getMessage()]
+    (stop,) = [x for x in caplog.records if x.name == "neurules.predictions" and "predict.csv" in x.getMessage()]
     assert stop.levelname == "WARNING" and "revoked" in stop.getMessage() and not stop.exc_info

@@ -182,8 +182,8 @@ def test_readable_failure(api, caplog: pytest.LogCaptureFixture) -> None:
     assert run_job(st.db, st.settings, jid, trainer=trainer()) == "failed"
     err = job_row(api, jid).error or ""
     assert "invalid training option" in err and "no_such_option" in err
-    (line,) = [r for r in caplog.records if r.name == "neurules.worker" and getattr(r, "job_id", None) == jid]
-    assert line.levelname == "WARNING" and line.reason == err  # type: ignore[attr-defined]
+    (line,) = [r for r in caplog.records if r.name == "neurules.worker" and "failed on its input" in r.getMessage()]
+    assert line.levelname == "WARNING" and line.job_id == jid and line.reason == err  # type: ignore[attr-defined]
 
 
 def test_unexpected_error_is_failed_not_stuck(api) -> None:
