@@ -213,10 +213,7 @@ async def _database_error(request: Request, exc: Exception) -> ErrorJSON:
         return domain_error_response(Unavailable(message, dependency="database"))
     rid = request.scope.get("state", {}).get(REQUEST_ID_STATE)
     log.error("database error on %s %s", request.method, request.url.path, exc_info=exc, extra={"request_id": rid})
-    message = (
-        f"internal error; see the service log (request id {rid})" if rid else "internal error; see the service log"
-    )
-    return ErrorJSON(error_body("internal_error", message), status_code=500)
+    return ErrorJSON(internal_error_body(rid), status_code=500)
 
 
 async def _client_gone(request: Request, _: ClientDisconnect) -> ErrorJSON:
@@ -231,7 +228,14 @@ async def _unexpected(request: Request, exc: Exception) -> ErrorJSON:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     # sent by Starlette's outermost middleware, around the one that adds this header to every other answer
     headers = {"X-Content-Type-Options": "nosniff"}
-    return ErrorJSON(error_body("internal_error", "internal error; see the service log"), 500, headers=headers)
+    return ErrorJSON(internal_error_body(None), 500, headers=headers)
+
+
+def internal_error_body(request_id: str | None) -> dict[str, Any]:
+    """The body of a 500: nothing about the bug, the request id to find it in the log by."""
+    return error_body(
+        "internal_error", "internal error; see the service log" + (f" (request id {request_id})" if request_id else "")
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -284,13 +284,12 @@ class RequestMetricsMiddleware:
         """Log the exception being handled with the request id, and answer 500 naming that id."""
         from starlette.responses import JSONResponse
 
-        from app.errors import error_body
+        from app.errors import internal_error_body
 
         logging.getLogger("neurules.errors").exception(
             "unhandled error on %s %s", scope["method"], scope["path"], extra={"request_id": rid}
         )
-        message = f"internal error; see the service log (request id {rid})"
-        await JSONResponse(error_body("internal_error", message), status_code=500)(scope, receive, send)
+        await JSONResponse(internal_error_body(rid), status_code=500)(scope, receive, send)
 
 
 def _error_code(body: bytes) -> str | None:

@@ -159,8 +159,7 @@ async def predict_csv(
                 ignore_extra=ignore_extra,
             )
     try:  # the first chunk is audited before the answer starts, so a database down at the start is a clean 503
-        await authenticate(request)  # the key again after the file's check (seconds for a large one)
-        first = await run_in_threadpool(batch.next_chunk)
+        first = await _next_chunk(request, batch)  # the key again after the file's check (seconds for a large one)
     except BaseException:
         batch.close()
         raise
@@ -202,8 +201,7 @@ async def _spooled_answer(
                 _log_abandoned(model, 0, audited)
                 spool.close()
                 return None
-            await authenticate(request)  # a key revoked meanwhile decides no further chunk
-            chunk = await run_in_threadpool(batch.next_chunk)
+            chunk = await _next_chunk(request, batch)
             audited += len(chunk.rule_ids) if chunk is not None else 0
     except BaseException as e:
         spool.close()
@@ -269,8 +267,7 @@ async def _answer_rows(
             _count_chunk(state, model, chunk)
             yield chunk.text
             sent += len(chunk.rule_ids)
-            await authenticate(request)
-            chunk = await run_in_threadpool(batch.next_chunk)
+            chunk = await _next_chunk(request, batch)
             audited += len(chunk.rule_ids) if chunk is not None else 0
         ended = True
     except Exception as e:
@@ -282,6 +279,13 @@ async def _answer_rows(
         if not ended:  # cancelled: the client hung up (or the server is stopping) before the last row
             _log_abandoned(model, sent, audited)
         batch.close()
+
+
+async def _next_chunk(request: Request, batch: predictions.CsvBatch) -> predictions.CsvDecisions | None:
+    """The next chunk decided and audited, once the request's key is found valid again (through the key cache, so
+    within its bound): a key revoked while a file is decided decides no further chunk."""
+    await authenticate(request)
+    return await run_in_threadpool(batch.next_chunk)
 
 
 def _count_chunk(state: ServiceState, model: ServedModel, chunk: predictions.CsvDecisions) -> None:

@@ -10,9 +10,9 @@ from sqlalchemy import String, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.services import key_scopes, keys
-from app.services.audit import take_sqlite_write_lock
 from app.services.errors import Conflict, Invalid, NotFound
 from app.services.name_hints import reads_alike
+from app.services.registry import serialize_on_sqlite
 from app.services.text_checks import check_printable
 from app.tables import ApiKey, Tenant, new_id, utcnow
 
@@ -109,10 +109,9 @@ def serialize_tenant_creation(session: Session) -> None:
     the other's and both inserted, since no unique index can see that two names read alike. SQLite: the write
     lock, taken before the read; PostgreSQL: a transaction-scoped advisory lock (no table privilege needed).
     """
+    serialize_on_sqlite(session)
     conn = session.connection()
-    if conn.dialect.name == "sqlite":
-        take_sqlite_write_lock(conn)
-    else:
+    if conn.dialect.name != "sqlite":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CREATE_TENANT_LOCK})
 
 
